@@ -1,0 +1,1 @@
+"""Simulation results -> the files PyPTO writes, under upstream's names."""

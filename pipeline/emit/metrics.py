@@ -1,0 +1,29 @@
+"""``metrics.json``: one flat object per simulated run (names are a contract, DESIGN §3)."""
+from __future__ import annotations
+
+from simcore.compiler import AIC, Program
+from simcore.machine import Timeline
+from simcore.spec.hardware import Hardware
+
+from .swimlane import aicore_summary
+
+
+def metrics(program: Program, timeline: Timeline, hw: Hardware) -> dict:
+    _, utilization, _ = aicore_summary(timeline)
+    flops = sum(program.leaf_functions[i].flops for i in program.task_leaf.tolist())
+    return {
+        "kernel": program.kernel,
+        "hardware": hw.name,
+        "kernel_us": round(timeline.kernel_us, 4),
+        "e2e_us": round(timeline.e2e_us, 4),
+        "aicore_utilization": round(utilization, 6),
+        **program.counts(),
+        "aic_tasks": int((program.task_core == AIC).sum()),
+        "aiv_tasks": int((program.task_core != AIC).sum()),
+        # First model: every GM access goes to HBM (no L2 yet).
+        "hbm_read_bytes": int(program.task_read_bytes.sum()),
+        "hbm_write_bytes": int(program.task_write_bytes.sum()),
+        "l2_hit_rate": 0.0,
+        "flops": int(flops),
+        "workspace_bytes": int(program.workspace_bytes),
+    }

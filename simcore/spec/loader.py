@@ -1,0 +1,94 @@
+"""Read TOML or YAML config files and validate them into typed models.
+
+One reader for every config kind: the file's suffix picks the parser, pydantic
+does the checking, and every failure becomes a :class:`ConfigError` that names
+the file, the field path, the bad value and what was expected.
+"""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+SUFFIXES = {".toml": "TOML", ".yaml": "YAML", ".yml": "YAML"}
+
+
+def read_mapping(path: Path) -> dict[str, Any]:
+    """Parse a TOML or YAML file into a dict; syntax errors name the line."""
+    path = Path(path)
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise ConfigError(
+            f"unsupported config file type '{path.suffix}'; expected one of "
+            f"{', '.join(sorted(SUFFIXES))}.", source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file ({exc.strerror}).", source=str(path)) from None
+    try:
+        data = tomllib.loads(text) if kind == "TOML" else yaml.safe_load(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"broken TOML syntax: {exc}. Fix the syntax and rerun.",
+                          source=str(path)) from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"broken YAML syntax{at}: {problem}. Fix the syntax and rerun.",
+                          source=str(path)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"the top level must be a table/mapping, got {type(data).__name__}.",
+                          source=str(path))
+    return data
+
+
+def field_path(loc: tuple) -> str:
+    """('body', 0, 'loop', 'trip') -> 'body[0].loop.trip'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union")):
+            continue  # pydantic's internal union tags say nothing to a user
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def explain(exc: ValidationError, source: str, what: str) -> ConfigError:
+    """Turn pydantic's report into one readable paragraph."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        path = field_path(err["loc"])
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            parts.append(f"field '{path}' is not a known {what} field (remove it or check its spelling)")
+        elif kind == "missing":
+            parts.append(f"field '{path}' is required but missing")
+        else:
+            value = err.get("input")
+            shown = repr(value)
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            parts.append(f"field '{path}' has value {shown}: {err['msg']}")
+    return ConfigError("invalid " + what + ": " + "; ".join(parts) + ".", source=source)
+
+
+def validate(model: type[M], data: dict[str, Any], source: str, what: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise explain(exc, source, what) from None
+
+
+def load(model: type[M], path: Path, what: str) -> M:
+    return validate(model, read_mapping(path), str(path), what)

@@ -1,0 +1,52 @@
+"""``--set KEY=VALUE`` overrides with PyPTO's option names, applied before validation.
+
+Keys: ``runtime_options.*``, ``pass_options.*``, ``debug_options.*``,
+``codegen_options.*`` (jit options), ``params.<name>`` (shape parameters) and
+``tiles.<name>`` (tile shapes).  Values are JSON; a bare word that is not JSON is
+taken as a string, so ``--set pass_options.ooo_sched_mode=HLF`` works.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Iterable
+
+from .errors import ConfigError
+
+OPTION_GROUPS = ("runtime_options", "pass_options", "debug_options", "codegen_options")
+TOP_GROUPS = ("params", "tiles")
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set '{text}' is not KEY=VALUE; for example "
+                          f"--set runtime_options.stitch_function_max_num=64.")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key, value
+
+
+def parse_assignments(texts: Iterable[str]) -> dict[str, Any]:
+    return dict(parse_assignment(t) for t in texts)
+
+
+def apply(kernel_data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of a kernel's raw data with the overrides written in."""
+    data = copy.deepcopy(kernel_data)
+    for key, value in overrides.items():
+        group, _, rest = key.partition(".")
+        if not rest or group not in OPTION_GROUPS + TOP_GROUPS:
+            raise ConfigError(
+                f"--set key '{key}' is not known; expected <group>.<name> with group one of "
+                f"{', '.join(OPTION_GROUPS + TOP_GROUPS)} (for example "
+                f"runtime_options.stitch_function_max_num).")
+        target = data.setdefault("options", {}) if group in OPTION_GROUPS else data
+        node = target.setdefault(group, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set '{key}': '{group}' in the kernel file is not a table.")
+        node[rest] = value
+    return data

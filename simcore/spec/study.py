@@ -1,0 +1,69 @@
+"""Studies (a kernel plus ordered tuning stages) and the workflow file."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from .base import Strict
+from .errors import ConfigError
+from .loader import load
+
+NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
+
+
+class Stage(Strict):
+    name: str = Field(pattern=NAME)
+    description: str = Field(min_length=1)   # what changed and why, one sentence
+    set: dict[str, Any] = Field(default_factory=dict)
+
+
+class Study(Strict):
+    name: str = Field(pattern=NAME)
+    description: str = ""
+    kernel: str
+    hardware: str = "dav_2201"
+    rounds: int = Field(1, ge=1, le=200)
+    stages: list[Stage] = Field(min_length=1)
+
+    @field_validator("stages")
+    @classmethod
+    def _unique(cls, stages: list[Stage]) -> list[Stage]:
+        seen = set()
+        for stage in stages:
+            if stage.name in seen:
+                raise ValueError(f"stage name '{stage.name}' appears twice; names must be unique")
+            seen.add(stage.name)
+        return stages
+
+
+class Workflow(Strict):
+    studies: list[str] = Field(min_length=1)
+    results: str = "results"
+
+
+def find_config(directory: Path, name: str, what: str) -> Path:
+    """configs/<kind>/<name>.toml|yaml|yml, exactly one of them."""
+    if Path(name).suffix:
+        path = Path(name) if Path(name).is_absolute() else directory / name
+        if not path.exists():
+            raise ConfigError(f"{what} file '{path}' does not exist.")
+        return path
+    hits = [directory / f"{name}{ext}" for ext in (".toml", ".yaml", ".yml")
+            if (directory / f"{name}{ext}").exists()]
+    if not hits:
+        raise ConfigError(f"no {what} named '{name}' in {directory} (looked for "
+                          f"{name}.toml, {name}.yaml, {name}.yml).")
+    if len(hits) > 1:
+        raise ConfigError(f"{what} '{name}' is ambiguous: {', '.join(map(str, hits))}; "
+                          f"keep one.")
+    return hits[0]
+
+
+def load_study(path: Path) -> Study:
+    return load(Study, path, "study")
+
+
+def load_workflow(path: Path) -> Workflow:
+    return load(Workflow, path, "workflow")
