@@ -1,0 +1,34 @@
+# ptolab workflow: compile -> simulate -> parse -> report, per {study}/{stage}.
+# Config is validated up front (pipeline.workflow); rules live in workflow/rules/.
+import sys
+from pathlib import Path
+
+from simcore.spec.errors import ConfigError
+from pipeline.workflow import load_plan
+
+configfile: "configs/workflow.yaml"
+
+try:
+    PLAN = load_plan(Path("configs"), config)
+except ConfigError as exc:
+    sys.stderr.write(f"ptolab: error: {exc}\n")
+    sys.exit(2)
+
+RESULTS = PLAN.results
+STAGE = RESULTS + "/{study}/{stage}"
+
+wildcard_constraints:
+    study="[A-Za-z0-9_][A-Za-z0-9_.-]*",
+    stage="[A-Za-z0-9_][A-Za-z0-9_.-]*",
+
+
+rule all:
+    input:
+        PLAN.reports(),
+        f"{RESULTS}/index.html",
+
+
+include: "workflow/rules/compile.smk"
+include: "workflow/rules/simulate.smk"
+include: "workflow/rules/parse.smk"
+include: "workflow/rules/report.smk"

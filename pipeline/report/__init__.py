@@ -1,0 +1,1 @@
+"""Parsed tables -> self-contained Jinja2 HTML reports (no network, no CDN)."""

@@ -1,0 +1,93 @@
+"""The workflow's plan: which studies, stages and files, validated before any job runs.
+
+The Snakefile asks this module what to build; all config checking happens here,
+up front, so a bad study file stops the run before any job starts.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simcore.spec.errors import ConfigError
+from simcore.spec.hardware import load_hardware
+from simcore.spec.loader import validate
+from simcore.spec.overrides import apply
+from simcore.spec.study import Study, Workflow, find_config, load_study
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    study: Study
+    path: Path
+    kernel_path: Path
+    hardware_path: Path
+
+    def stage_sets(self, stage: str) -> dict[str, Any]:
+        return next(s.set for s in self.study.stages if s.name == stage)
+
+
+@dataclass(frozen=True)
+class Plan:
+    configs: Path
+    results: str
+    studies: dict[str, StudyPlan]
+
+    def study(self, name: str) -> StudyPlan:
+        return self.studies[name]
+
+    def stage_key(self, study: str, stage: str) -> str:
+        """Everything a stage's result depends on besides its input files.
+
+        Snakemake compares this between runs (the 'params' rerun trigger), so
+        editing one stage's knobs reruns that stage and nothing else upstream.
+        """
+        sp = self.studies[study]
+        return json.dumps({"kernel": str(sp.kernel_path), "hardware": str(sp.hardware_path),
+                           "set": sp.stage_sets(stage), "rounds": sp.study.rounds},
+                          sort_keys=True)
+
+    def set_args(self, study: str, stage: str) -> str:
+        sets = self.studies[study].stage_sets(stage)
+        return " ".join(f"--set {shlex.quote(f'{k}={json.dumps(v)}')}" for k, v in sets.items())
+
+    def reports(self) -> list[str]:
+        return [f"{self.results}/{name}/report.html" for name in self.studies]
+
+    def stage_files(self, study: str, relative: str) -> list[str]:
+        return [f"{self.results}/{study}/{stage.name}/{relative}"
+                for stage in self.studies[study].study.stages]
+
+
+def load_plan(configs: Path, config: dict) -> Plan:
+    configs = Path(configs)
+    workflow = validate(Workflow, dict(config), str(configs / "workflow.yaml"), "workflow")
+    studies = {}
+    for name in workflow.studies:
+        path = find_config(configs / "studies", name, "study")
+        study = load_study(path)
+        if study.name != name:
+            raise ConfigError(f"field 'name' is '{study.name}' but the file is listed as "
+                              f"'{name}' in workflow.yaml; make them the same.", source=str(path))
+        kernel_path = find_config(configs / "kernels", study.kernel, "kernel")
+        hardware_path = find_config(configs / "hardware", study.hardware, "hardware")
+        load_hardware(hardware_path)
+        _check_stages(study, path, kernel_path)
+        studies[name] = StudyPlan(study, path, kernel_path, hardware_path)
+    return Plan(configs, workflow.results, studies)
+
+
+def _check_stages(study: Study, path: Path, kernel_path: Path) -> None:
+    """Validate every stage's kernel + overrides now, naming the stage on failure."""
+    from simcore.spec.kernel import Kernel
+    from simcore.spec.loader import read_mapping
+
+    raw = read_mapping(kernel_path)
+    for i, stage in enumerate(study.stages):
+        try:
+            validate(Kernel, apply(raw, stage.set), str(kernel_path), "kernel")
+        except ConfigError as exc:
+            raise ConfigError(f"stage 'stages[{i}]' ({stage.name}) does not give a valid "
+                              f"kernel: {exc}", source=str(path)) from None
