@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from simcore.compiler import Program, compile_kernel
 from simcore.machine import Timeline, simulate
 from simcore.spec import overrides as ov
+from simcore.spec.errors import ConfigError
 from simcore.spec.hardware import Hardware, load_hardware
 from simcore.spec.kernel import Kernel
 from simcore.spec.loader import read_mapping, validate
@@ -55,11 +56,19 @@ class RunResult:
     summary: str
 
 
+def compile_for(kernel: Kernel, hw: Hardware, kernel_path: Path) -> Program:
+    """Compile, naming the kernel file in any error the compiler raises."""
+    try:
+        return compile_kernel(kernel, hw)
+    except ConfigError as exc:
+        raise exc.located(str(kernel_path)) from None
+
+
 def run_compile(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
                 out: Path) -> dict:
     kernel = resolve_kernel(kernel_path, overrides)
     hw = load_hardware(hardware)
-    return write_compile_files(compile_kernel(kernel, hw), Path(out))
+    return write_compile_files(compile_for(kernel, hw, kernel_path), Path(out))
 
 
 def run_simulate(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
@@ -67,7 +76,7 @@ def run_simulate(kernel_path: Path, overrides: Mapping[str, Any], hardware: str 
     env = os.environ if env is None else env
     kernel = resolve_kernel(kernel_path, overrides)
     hw = load_hardware(hardware)
-    program = compile_kernel(kernel, hw)
+    program = compile_for(kernel, hw, kernel_path)
     timeline = simulate(hw, program, kernel.options.runtime_options)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

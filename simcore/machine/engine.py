@@ -143,7 +143,7 @@ class Machine:
             thread.first_send.append(first_send[th] if first_send[th] is not None else start)
             thread.sched_exec.append(last_send[th])
             thread.sync_stop.append(end_of_dev)
-            thread.rsp.append(end_of_dev + 0.01)
+            thread.rsp.append(end_of_dev)
         return end_of_dev
 
     # -- the launch --------------------------------------------------------------------

@@ -10,8 +10,14 @@ class ConfigError(Exception):
     """
 
     def __init__(self, message: str, *, source: str | None = None):
-        self.source = source
+        self.message, self.source = message, source
         super().__init__(f"{source}: {message}" if source else message)
+
+    def located(self, source: str) -> "ConfigError":
+        """The same error, naming the file it came from (if it does not yet)."""
+        if self.source is None:
+            self.source, self.args = source, (f"{source}: {self.message}",)
+        return self
 
 
 class OoOError(ConfigError):
@@ -21,7 +27,7 @@ class OoOError(ConfigError):
                  source: str | None = None):
         self.op, self.tile, self.buffer = op, tile, buffer
         self.need, self.capacity = need, capacity
-        super().__init__(
+        ConfigError.__init__(self, 
             f"OoO (out of on-chip memory): op '{op}' with tile {tile} needs {need} bytes "
             f"of {buffer} but {buffer} holds {capacity} bytes. Choose a smaller TileShape "
             f"for this op (set_vec_tile_shapes / set_cube_tile_shapes) so its live inputs "

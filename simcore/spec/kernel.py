@@ -102,14 +102,14 @@ def _statement_kind(value: Any) -> str | None:
     if isinstance(value, dict):
         for key in ("loop", "set_vec_tile_shapes", "op"):
             if key in value:
-                return key
+                return f"{key} statement"
         return None
     return type(value).__name__
 
 
 Statement = Annotated[
-    Union[Annotated[OpStmt, Tag("op")], Annotated[LoopStmt, Tag("loop")],
-          Annotated[TileStmt, Tag("set_vec_tile_shapes")]],
+    Union[Annotated[OpStmt, Tag("op statement")], Annotated[LoopStmt, Tag("loop statement")],
+          Annotated[TileStmt, Tag("set_vec_tile_shapes statement")]],
     Discriminator(_statement_kind, custom_error_type="statement",
                   custom_error_message="a statement needs one of the keys 'op', 'loop' or "
                                        "'set_vec_tile_shapes'"),

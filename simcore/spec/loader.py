@@ -57,8 +57,9 @@ def field_path(loc: tuple) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif str(part).startswith(("function-", "tagged-union")):
-            continue  # pydantic's internal union tags say nothing to a user
+        elif str(part).startswith(("function-", "tagged-union")) or \
+                str(part).endswith(" statement"):
+            continue  # union tags say nothing to a user
         else:
             out += f".{part}" if out else str(part)
     return out or "(top level)"

@@ -1,0 +1,137 @@
+"""Config files: good ones load, bad ones fail with the file, the field and the fix."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from simcore.spec.errors import ConfigError
+from simcore.spec.hardware import load_hardware
+from simcore.spec.kernel import load_kernel
+from simcore.spec.study import load_study
+
+from conftest import REPO
+
+MSA_TOML = textwrap.dedent('''
+    name = "multi_stitch_add"
+    description = "Elementwise x + 1.0 over 128 chunks of 64 FP32 under pypto.loop"
+    [params]
+    N = 128
+    W = 64
+    [tensors.x]
+    shape = ["N*W"]
+    dtype = "fp32"
+    role = "input"
+    [tensors.y]
+    shape = ["N*W"]
+    dtype = "fp32"
+    role = "output"
+    [tiles]
+    vec = [64]
+    [[body]]
+    set_vec_tile_shapes = "vec"
+    [[body]]
+    loop = {name = "add_loop", idx = "i", trip = "N", style = "pypto"}
+    body = [
+      {op = "view", inputs = ["x"], out = "xi", shape = ["W"], offsets = ["i*W"]},
+      {op = "add", inputs = ["xi"], scalar = 1.0, out = "yi", label = "add_one"},
+      {op = "assemble", inputs = ["yi"], out = "y", offsets = ["i*W"]},
+    ]
+    [options.runtime_options]
+    stitch_function_max_num = 64
+''')
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_shipped_configs_load():
+    for name in ("dav_2201", "dav_3510"):
+        hw = load_hardware(name)
+        assert hw.cores.aic > 0 and hw.cores.aiv == 2 * hw.cores.aic
+    assert load_hardware("dav_3510").buffers.ub > load_hardware("dav_2201").buffers.ub
+    for path in (REPO / "configs" / "kernels").iterdir():
+        load_kernel(path)
+    for path in (REPO / "configs" / "studies").iterdir():
+        load_study(path)
+
+
+def test_toml_and_yaml_share_one_schema(tmp_path, msa_path):
+    from_toml = load_kernel(write(tmp_path, "k.toml", MSA_TOML))
+    assert from_toml == load_kernel(msa_path)
+
+
+@pytest.mark.parametrize("text, field, words", [
+    ("name: k\ntensors: {x: {shape: [4], dtype: fp33}}\nbody: [{op: exp, inputs: [x], out: y}]\n",
+     "tensors.x.dtype", "fp32"),
+    ("name: k\ntensors: {x: {shape: [4]}}\nbody: [{op: exp, inputs: [x], out: y, colour: 1}]\n",
+     "body[0].colour", "not a known"),
+    ("name: k\nbody: [{op: exp, inputs: [x], out: y}]\n", "tensors", "required"),
+    ("name: k\ntensors: {x: {shape: [4]}}\nbody: [{op: exp, inputs: [x], out: y}]\n"
+     "options: {runtime_options: {stitch_function_max_num: fast}}\n",
+     "options.runtime_options.stitch_function_max_num", "integer"),
+    ("name: k\ntensors: {x: {shape: ['N*']}}\nbody: [{op: exp, inputs: [x], out: y}]\n",
+     "tensors.x.shape", "expression"),
+    ("name: k\ntensors: {x: {shape: [4]}}\nbody: [{op: add, inputs: [x], out: y}]\n",
+     "body[0]", "2 input"),
+])
+def test_bad_kernel_names_field_value_and_allowed(tmp_path, text, field, words):
+    path = write(tmp_path, "bad.yaml", text)
+    with pytest.raises(ConfigError) as err:
+        load_kernel(path)
+    message = str(err.value)
+    assert str(path) in message
+    assert f"'{field}" in message
+    assert words in message
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("bad.toml", 'name = "k"\n[tensors\n', "TOML"),
+    ("bad.yaml", "name: k\ntensors: {x: [1, 2\n", "YAML"),
+    ("bad.json", "{}", "unsupported"),
+])
+def test_broken_syntax_is_reported_with_location(tmp_path, name, text, words):
+    path = write(tmp_path, name, text)
+    with pytest.raises(ConfigError) as err:
+        load_kernel(path)
+    assert words in str(err.value) and str(path) in str(err.value)
+
+
+def test_bad_hardware_and_study(tmp_path):
+    hw = write(tmp_path, "hw.toml", (REPO / "configs/hardware/dav_2201.toml").read_text()
+               .replace("aic = 24", "aic = -24"))
+    with pytest.raises(ConfigError, match=r"cores\.aic"):
+        load_hardware(hw)
+    study = write(tmp_path, "s.yaml", """
+        name: s
+        kernel: multi_stitch_add
+        stages:
+          - {name: a, description: first, set: {}}
+          - {name: a, description: again, set: {}}
+    """)
+    with pytest.raises(ConfigError, match="appears twice"):
+        load_study(study)
+
+
+def test_cli_reports_bad_config_in_one_paragraph_with_exit_2(tmp_path):
+    path = write(tmp_path, "bad.yaml", "name: k\ntensors: {x: {shape: [4], bogus: 1}}\n"
+                                       "body: [{op: exp, inputs: [x], out: y}]\n")
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "compile", str(path),
+                           "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "tensors.x.bogus" in proc.stderr and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "o" / "compile.json").exists()
+
+
+def test_bad_override_names_the_option(msa_path, tmp_path):
+    from pipeline.runner import run_simulate
+    with pytest.raises(ConfigError, match="stitch_function_max_num.*1024"):
+        run_simulate(msa_path, {"runtime_options.stitch_function_max_num": 5000}, "dav_2201",
+                     tmp_path)
+    with pytest.raises(ConfigError, match="not known"):
+        run_simulate(msa_path, {"runtime.stitch": 1}, "dav_2201", tmp_path)
+    assert not (tmp_path / "metrics.json").exists()

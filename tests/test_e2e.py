@@ -1,0 +1,114 @@
+"""End to end: the real `snakemake` and the real `ptolab` on a copy of the shipped configs."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.skipif(shutil.which("snakemake") is None or shutil.which("ptolab") is None,
+                                reason="needs the installed ptolab and snakemake commands")
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def planned_jobs(dry_run_output: str) -> list[tuple[str, str]]:
+    """(rule, stage) for every job a dry run lists."""
+    jobs, rule = [], None
+    for line in dry_run_output.splitlines():
+        if line.startswith("rule "):
+            rule = line.split()[1].rstrip(":")
+            jobs.append((rule, ""))
+        elif line.strip().startswith("wildcards:") and "stage=" in line and jobs:
+            jobs[-1] = (rule, line.split("stage=")[1].split(",")[0].strip())
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    work = tmp_path_factory.mktemp("wf")
+    shutil.copytree(REPO / "configs", work / "configs")
+    proc = snakemake(work, "-c2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return work
+
+
+def stage_metrics(work: Path, stage: str, kind: str = "parsed") -> dict:
+    sub = "parsed" if kind == "parsed" else "run"
+    return json.loads((work / "results" / "multi_stitch" / stage / sub / "metrics.json").read_text())
+
+
+def test_workflow_builds_reports_and_stages_follow_the_knob(built):
+    stitch1, stitch64 = stage_metrics(built, "stitch_1"), stage_metrics(built, "stitch_64")
+    assert stitch64["dev_tasks"] == 2 and stitch64["root_calls"] == 128
+    assert stitch1["dev_tasks"] == 128 and stitch1["root_calls"] == 128
+    assert stitch64["e2e_us"] < stitch1["e2e_us"]
+    for m in (stitch1, stitch64):          # parse recomputed these from the profiling files
+        assert {"kernel_us", "e2e_us", "dev_tasks"} <= set(m["recomputed_from_files"])
+    report = (built / "results" / "multi_stitch" / "report.html").read_text()
+    assert "stitch_1" in report and "stitch_64" in report and "<svg" in report
+    assert "http://" not in report.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    index = (built / "results" / "index.html").read_text()
+    assert 'href="multi_stitch/report.html"' in index
+
+
+def test_dry_run_is_clean_then_one_knob_reruns_one_stage(built):
+    proc = snakemake(built, "-n")
+    assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr
+    study = built / "configs" / "studies" / "multi_stitch.yaml"
+    study.write_text(study.read_text().replace("stitch_function_max_num: 64}",
+                                               "stitch_function_max_num: 32}"))
+    proc = snakemake(built, "-n")
+    jobs = planned_jobs(proc.stdout)
+    stage_jobs = {stage for rule, stage in jobs if stage}
+    assert stage_jobs == {"stitch_64"}
+    assert {rule for rule, _ in jobs} >= {"compile", "simulate", "parse", "report"}
+    proc = snakemake(built, "-c2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert stage_metrics(built, "stitch_64")["dev_tasks"] == 4
+
+
+def test_bad_study_stops_the_workflow_with_a_clear_error(tmp_path):
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    study = tmp_path / "configs" / "studies" / "multi_stitch.yaml"
+    study.write_text(study.read_text().replace("stitch_function_max_num: 1}",
+                                               "stitch_function_max_num: 0}"))
+    proc = snakemake(tmp_path, "-c1")
+    assert proc.returncode != 0
+    assert "stitch_1" in proc.stderr and "stitch_function_max_num" in proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_ptolab_simulate_command(tmp_path):
+    out = tmp_path / "dir"
+    proc = subprocess.run(["ptolab", "simulate", str(REPO / "configs/kernels/multi_stitch_add.yaml"),
+                           "--set", "runtime_options.stitch_function_max_num=64",
+                           "--set", "debug_options.runtime_debug_mode=1", "--out", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "-------- AICORE Prof Summary --------" in proc.stdout
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["dev_tasks"] == 2 and m["root_calls"] == 128
+    assert (out / "merged_swimlane.json").exists() and (out / "tilefwk_L1_prof_data.json").exists()
+
+
+def test_ptolab_simulate_without_out_writes_a_pypto_style_folder(tmp_path):
+    proc = subprocess.run(["ptolab", "simulate", str(REPO / "configs/kernels/multi_stitch_add.yaml")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = (tmp_path / "output").iterdir()
+    assert folder.name.startswith("output_") and (folder / "metrics.json").exists()
+
+
+def test_ptolab_compile_prints_counts(tmp_path):
+    proc = subprocess.run(["ptolab", "compile", str(REPO / "configs/kernels/multi_stitch_add.yaml"),
+                           "--out", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    counts = json.loads((tmp_path / "compile.json").read_text())
+    assert f"dev_tasks: {counts['dev_tasks']}" in proc.stdout
+    assert counts["root_calls"] == 128 and counts["loop_bodies"] == 128
