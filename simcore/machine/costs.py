@@ -38,3 +38,13 @@ def leaf_duration_us(hw: Hardware, leaf: LeafFunction) -> float:
 def task_durations_us(hw: Hardware, program: Program) -> np.ndarray:
     per_leaf = np.asarray([leaf_duration_us(hw, leaf) for leaf in program.leaf_functions])
     return per_leaf[program.task_leaf] if per_leaf.size else np.zeros(0)
+
+
+PIPES = ("mte2", "mte1", "cube", "vector", "fixp", "mte3", "scalar")
+
+
+def task_pipe_cycles(hw: Hardware, program: Program) -> dict[str, np.ndarray]:
+    """Busy cycles of every pipe for every leaf task (core clock cycles)."""
+    per_leaf = [pipe_cycles(hw, leaf) for leaf in program.leaf_functions]
+    return {pipe: np.asarray([c.get(pipe, 0.0) for c in per_leaf])[program.task_leaf]
+            if per_leaf else np.zeros(0) for pipe in PIPES}

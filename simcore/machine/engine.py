@@ -19,7 +19,7 @@ import numpy as np
 from ..compiler.program import AIC, Program
 from ..spec.hardware import Hardware
 from ..spec.options import RuntimeOptions
-from .costs import task_durations_us
+from .costs import task_durations_us, task_pipe_cycles
 from .timeline import SchedThread, Timeline
 
 _DONE, _READY = 0, 1
@@ -172,7 +172,8 @@ class Machine:
             ctrl_begin=0.0, ctrl_init=a.init_us, dev_build_end=built, dev_start=dev_start,
             dev_end=dev_end, ctrl_exit=last + a.exit_us, sched=self.sched,
             core_begin=0.005, core_init=self.sched[0].handshake if self.sched else a.init_us,
-            core_exit=core_exit)
+            core_exit=core_exit, task_pipe_cycles=task_pipe_cycles(self.hw, p),
+            clock_mhz=self.hw.cores.clock_mhz)
 
 
 def simulate(hw: Hardware, program: Program, options: RuntimeOptions) -> Timeline:

@@ -45,6 +45,9 @@ class Timeline:
     core_begin: float
     core_init: float
     core_exit: np.ndarray        # per core
+    # busy cycles (core clock) per pipe per leaf task: mte2, mte1, cube, vector, fixp, mte3, scalar
+    task_pipe_cycles: dict[str, np.ndarray] = field(default_factory=dict)
+    clock_mhz: float = 1000.0
 
     @property
     def kernel_us(self) -> float:
