@@ -37,10 +37,13 @@ def test_dyn_topo_rows_follow_upstream_columns(run_dir):
 def test_merged_swimlane_is_a_chrome_trace_with_core_lanes(run_dir):
     out, _ = run_dir
     events = json.loads((out / "merged_swimlane.json").read_text())["traceEvents"]
-    assert events[0]["args"]["name"] == "Machine View"
-    lanes = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert any(e.get("name") == "process_name" and e["args"]["name"] == "Machine View"
+               and e["pid"] == 1 for e in events)
+    lanes = {e["tid"]: e["args"]["name"] for e in events
+             if e.get("name") == "thread_name" and e["pid"] == 1}
     assert lanes and all(name.startswith("AIV_") for name in lanes.values())
     tasks = [e for e in events if e["ph"] == "X"]
+    tasks = [e for e in tasks if e["pid"] == 1]
     assert len(tasks) == 128 and all(e["tid"] in lanes and e["dur"] > 0 for e in tasks)
     assert all(e["name"].endswith("(add_one)") for e in tasks)
     assert any(e["ph"] == "C" and e["name"] == "ReadyCount_AIV" for e in events)

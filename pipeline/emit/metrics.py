@@ -10,7 +10,9 @@ from .swimlane import aicore_summary
 
 def metrics(program: Program, timeline: Timeline, hw: Hardware) -> dict:
     _, utilization, _ = aicore_summary(timeline)
-    flops = sum(program.leaf_functions[i].flops for i in program.task_leaf.tolist())
+    flops = float(program.work["flops"].sum())
+    hbm = float(timeline.task_hbm_bytes.sum())
+    l2 = float(timeline.task_l2_bytes.sum())
     return {
         "kernel": program.kernel,
         "hardware": hw.name,
@@ -20,10 +22,9 @@ def metrics(program: Program, timeline: Timeline, hw: Hardware) -> dict:
         **program.counts(),
         "aic_tasks": int((program.task_core == AIC).sum()),
         "aiv_tasks": int((program.task_core != AIC).sum()),
-        # First model: every GM access goes to HBM (no L2 yet).
-        "hbm_read_bytes": int(program.task_read_bytes.sum()),
-        "hbm_write_bytes": int(program.task_write_bytes.sum()),
-        "l2_hit_rate": 0.0,
+        "hbm_read_bytes": int(hbm),                      # L2 misses
+        "hbm_write_bytes": int(program.task_write_bytes.sum()),   # written back eventually
+        "l2_hit_rate": round(l2 / (l2 + hbm), 6) if l2 + hbm else 0.0,
         "flops": int(flops),
         "workspace_bytes": int(program.workspace_bytes),
     }

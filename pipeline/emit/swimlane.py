@@ -111,14 +111,19 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
         s, tid, leaf = int(seq[t]), int(task_id[t]), int(p.task_leaf[t])
         formal = _formal(s, tid)
         label = labels[leaf]
+        order_hint = "\n".join(p.leaf_functions[leaf].merge_info)
+        args = {
+            "event-hint": f"Task:[{formal}], rootHash:{root_hash[root_index[t]]}, "
+                          f"callOpMagic:{OPMAGIC_BASE + int(p.task_op[t])}, "
+                          f"leafHash:{int(leaf_hash[leaf])}, TaskId:{tid}"
+                          + (f"\n{order_hint}" if order_hint else ""),
+            "ioperand-hint": "[]", "ooperand-hint": "[]",
+            "execution-hint": hints[leaf], "color": label,
+            "taskId": tid, "seqNo": s, "wrapId": -1}
+        if order_hint:
+            args["hashOrder-hint"] = order_hint
         events.append({
-            "args": {
-                "event-hint": f"Task:[{formal}], rootHash:{root_hash[root_index[t]]}, "
-                              f"callOpMagic:{OPMAGIC_BASE + int(p.task_op[t])}, "
-                              f"leafHash:{int(leaf_hash[leaf])}, TaskId:{tid}",
-                "ioperand-hint": "[]", "ooperand-hint": "[]",
-                "execution-hint": hints[leaf], "color": label,
-                "taskId": tid, "seqNo": s, "wrapId": -1},
+            "args": args,
             "cat": "event", "id": int(t),
             "name": f"{formal}-{int(root_index[t])}-{int(p.task_op[t])}({label})",
             "ph": "X", "pid": 1, "tid": int(tid_of[t]),

@@ -49,14 +49,29 @@ def program_json(program: Program) -> dict:
         functions.append({"hash": root.hash, "func_magicname": root.name, "graphtype": 1,
                           "tensors": [], "rawtensors": [], "operations": []})
     for leaf in program.leaf_functions:
-        ops = [{"opmagic": i, "opcode": w.kind.upper(), "pipe": w.pipe, "bytes": w.bytes,
-                "ioperands": [], "ooperands": [],
+        ops = [{"opmagic": i, "opcode": op.upper(), "ioperands": [], "ooperands": [],
                 **({"semantic_label": {"label": leaf.label}} if leaf.label else {})}
-               for i, w in enumerate(leaf.work)]
+               for i, op in enumerate(leaf.ops)]
+        if ops and leaf.merge_info:
+            ops[0]["op_attr"] = merge_attrs(leaf)
         functions.append({"hash": leaf.hash, "func_magicname": leaf.name, "graphtype": 2,
                           "coreType": leaf.core_type, "tensors": [], "rawtensors": [],
                           "operations": ops})
     return {"kernel": program.kernel, "functions": functions}
+
+
+_ATTR = {"l1ReuseInfo": "l1_reuse", "cubeMergeInfo": "cube_merge", "vecMergeInfo": "vec_merge"}
+
+
+def merge_attrs(leaf) -> dict:
+    """op_attr keys the swimlane merger reads: <kind>_hashOrder and <kind>_subgraphCount."""
+    attrs = {}
+    for line in leaf.merge_info:
+        kind, rest = line.split(" hashOrder: ")
+        order, count = rest.split(", subGraphCount: ")
+        attrs[f"{_ATTR[kind]}_hashOrder"] = order
+        attrs[f"{_ATTR[kind]}_subgraphCount"] = int(count)
+    return attrs
 
 
 def write_compile_files(program: Program, out: Path) -> dict:

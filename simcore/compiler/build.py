@@ -2,16 +2,20 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..spec.hardware import Hardware
-from ..spec.kernel import DTYPE_BYTES, Kernel
+from ..spec.kernel import Kernel
 from .deps import region_edges
-from .program import AIV, LeafFunction, Program, RootFunction
+from .merge import choose, merged_index
+from .program import AIC, LeafFunction, Program, RootFunction
 from .stitch import stitch
-from .tiling import RootCallTiler
+from .tiling import RootCallTiler, TaskBatch
 from .trace import trace
+
+WORK = ("vector", "cube", "mte1", "fixp", "mte3_bytes", "flops", "in_flight")
 
 
 def stable_hash(*parts) -> int:
@@ -20,60 +24,227 @@ def stable_hash(*parts) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
+@dataclass
+class _Leaves:
+    """Leaf functions, registered per root function in order of first appearance."""
+    kernel: str
+    by_key: dict = field(default_factory=dict)
+    items: list = field(default_factory=list)
+    orders: dict = field(default_factory=dict)
+
+    def get(self, root: int, signature, core: int, label: str, info=(), order=None,
+            ops=()) -> int:
+        key = (root, signature)
+        if key not in self.by_key:
+            if order is None:
+                order = self.orders.get(root, 0)
+                self.orders[root] = order + 1
+            self.by_key[key] = len(self.items)
+            self.items.append(LeafFunction(
+                index=len(self.items), hash=stable_hash(self.kernel, root, signature),
+                name=f"{self.kernel}_leaf{len(self.items)}", core_type=core, label=label,
+                root=root, order=order, merge_info=tuple(info), ops=tuple(ops)))
+        return self.by_key[key]
+
+
+@dataclass
+class _CallTasks:
+    core: np.ndarray
+    leaf: np.ndarray
+    work: dict
+    acc: dict            # task, buf, lo, hi, write, tag, bytes, burst, bypass, operand
+
+
+def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int, buffers: dict) -> _CallTasks:
+    cores, leaf_ids, work, acc = [], [], {k: [] for k in WORK}, {}
+    offset = 0
+    parts = []
+    for b in batches:
+        uniq = {}
+        for sig in b.signatures:
+            if sig not in uniq:
+                uniq[sig] = leaves.get(root, sig, b.core, b.label,
+                                       ops=tuple(op for op, _, _ in sig[0]))
+        leaf_ids.append(np.fromiter((uniq[s] for s in b.signatures), np.int64, b.size))
+        cores.append(np.full(b.size, b.core, np.int64))
+        for k, arr in zip(WORK, (b.vector, b.cube, b.mte1, b.fixp, b.mte3_bytes, b.flops,
+                                 b.in_flight)):
+            work[k].append(arr)
+        buf_ids = np.fromiter((buffers.setdefault(n, len(buffers)) for n in b.acc_buf),
+                              np.int64, len(b.acc_buf))
+        parts.append((b.acc_task + offset, buf_ids, b.acc_lo, b.acc_hi, b.acc_write, b.acc_tag,
+                      b.acc_bytes, b.acc_burst, b.acc_bypass, b.acc_operand))
+        offset += b.size
+    names = ("task", "buf", "lo", "hi", "write", "tag", "bytes", "burst", "bypass", "operand")
+    for i, name in enumerate(names):
+        acc[name] = np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, np.int64)
+    return _CallTasks(np.concatenate(cores), np.concatenate(leaf_ids),
+                      {k: np.concatenate(v).astype(float) for k, v in work.items()}, acc)
+
+
+def _auto_l1(sharers: int, tasks: int, hw: Hardware) -> int:
+    """Merge loads only while the merged tasks still cover every AIC core."""
+    return int(max(1, min(sharers, tasks // hw.cores.aic)))
+
+
+def _shared_block_key(t: _CallTasks, idx: np.ndarray, side: str) -> tuple[np.ndarray, int]:
+    """Per task of ``idx``: a key of the blocks it reads on the reused operand side."""
+    a = t.acc
+    reads = ~a["write"] & np.isin(a["task"], idx)
+    if side == "auto":
+        by_op = [a["bytes"][reads & (a["operand"] == o)].sum() for o in (0, 1)]
+        side_op = int(np.argmax(by_op))
+    else:
+        side_op = 0 if side == "left" else 1
+    sel = np.flatnonzero(reads & (a["operand"] == side_op))
+    rows = np.concatenate([a["buf"][sel, None], a["lo"][sel], a["hi"][sel]], axis=1)
+    h = (rows * np.arange(1, rows.shape[1] + 1, dtype=np.int64) * 0x9E3779B1).sum(axis=1)
+    key = np.zeros(t.core.size, np.int64)
+    np.add.at(key, a["task"][sel], h)
+    return key[idx], side_op
+
+
+def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
+                   hw: Hardware) -> np.ndarray:
+    """New task index for every task of the call."""
+    po = kernel.options.pass_options
+    group = np.zeros(t.core.size, np.int64)
+    new_leaf = {}
+    next_group = 0
+    _, first = np.unique(t.leaf, return_index=True)
+    for leaf_id in t.leaf[np.sort(first)]:
+        idx = np.flatnonzero(t.leaf == leaf_id)
+        meta = leaves.items[leaf_id]
+        labels = {meta.label} if meta.label else set()
+        func_key = meta.hash_order
+        info = []
+        if meta.core_type == AIC:
+            key, _ = _shared_block_key(t, idx, "auto")
+            sharers = int(np.unique(key, return_counts=True)[1].max())
+            l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels,
+                        _auto_l1(sharers, idx.size, hw))
+            key, _ = _shared_block_key(t, idx, l1.side)
+            cls = np.unique(key, return_inverse=True)[1].ravel()
+            rank = np.zeros(idx.size, np.int64)
+            for c in np.unique(cls):
+                members = np.flatnonzero(cls == c)
+                rank[members] = np.arange(members.size) // l1.count
+            l1_group = merged_index(cls * (idx.size + 1) + rank)
+            n = choose(po.cube_nbuffer_setting, meta.order, func_key, labels, 1).count
+            sub = l1_group // n
+            if l1.count > 1:
+                info.append(f"l1ReuseInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
+            if n > 1:
+                info.append(f"cubeMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
+        else:
+            n = choose(po.vec_nbuffer_setting, meta.order, func_key, labels, 1).count
+            sub = np.arange(idx.size) // n
+            if n > 1:
+                info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
+        group[idx] = next_group + sub
+        sizes = np.bincount(sub)
+        for s in np.unique(sub):
+            new_leaf[next_group + s] = (leaf_id, int(sizes[s]), tuple(info))
+        next_group += int(sub.max()) + 1
+    order = merged_index(group)
+    t.merged_leaf = {}
+    for g, (leaf_id, size, info) in new_leaf.items():
+        meta = leaves.items[leaf_id]
+        lid = leaf_id if size == 1 and not info else leaves.get(
+            root, ("merged", leaf_id, size), meta.core_type, meta.label, info, order=meta.order,
+            ops=meta.ops)
+        t.merged_leaf[g] = lid
+    return group, order
+
+
+def _apply_merge(t: _CallTasks, group: np.ndarray, order: np.ndarray) -> _CallTasks:
+    n = int(order.max()) + 1 if order.size else 0
+    new_of_group = np.zeros(int(group.max()) + 1 if group.size else 0, np.int64)
+    new_of_group[group] = order
+    work = {k: np.zeros(n) for k in WORK}
+    for k in WORK:
+        np.add.at(work[k], order, t.work[k])
+    core = np.zeros(n, np.int64)
+    core[order] = t.core
+    leaf = np.zeros(n, np.int64)
+    for g, lid in t.merged_leaf.items():
+        leaf[new_of_group[g]] = lid
+    acc = dict(t.acc)
+    acc["task"] = order[acc["task"]] if acc["task"].size else acc["task"]
+    # merged tasks load a block they share only once (the point of L1Reuse)
+    rows = np.concatenate([acc["task"][:, None], acc["buf"][:, None], acc["lo"], acc["hi"],
+                           acc["write"][:, None].astype(np.int64), acc["tag"][:, None]], axis=1)
+    if rows.size:
+        rows = np.ascontiguousarray(rows)
+        void = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+        _, keep = np.unique(void, return_index=True)
+        keep = np.sort(keep)
+        acc = {k: v[keep] for k, v in acc.items()}
+    reads = ~acc["write"]
+    work["mte2_bytes"] = np.zeros(n)
+    work["mte2_bursts"] = np.zeros(n)
+    work["mte2_loads"] = np.zeros(n)
+    np.add.at(work["mte2_bytes"], acc["task"][reads], acc["bytes"][reads])
+    np.add.at(work["mte2_loads"], acc["task"][reads], 1.0)
+    np.add.at(work["mte2_bursts"], acc["task"][reads],
+              np.ceil(acc["bytes"][reads] / acc["burst"][reads]))
+    return _CallTasks(core, leaf, work, acc)
+
+
 def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     traced = trace(kernel)
     roots: dict[str, RootFunction] = {}
-    leaves: dict[tuple, LeafFunction] = {}
-    call_root, call_tasks = [], []
-    task_call, task_leaf, task_op, task_r, task_w = [], [], [], [], []
-    reads, writes = [], []
-    workspace = []
-
+    leaves = _Leaves(kernel.name)
+    buffers: dict[str, int] = {}
+    calls, call_root, call_bodies, workspace = [], [], [], []
     for c, call in enumerate(traced.calls):
         root = roots.setdefault(call.root_key, RootFunction(
             index=len(roots), hash=stable_hash(kernel.name, call.root_key), name=call.root_key))
         tiler = RootCallTiler(kernel, hw, call, c)
-        tasks = tiler.run()
-        workspace.append(tiler.workspace_bytes())
+        tasks = _flatten(tiler.run(), leaves, root.index, buffers)
+        if tasks.core.size:
+            tasks = _apply_merge(tasks, *_breadth_merge(tasks, leaves, root.index, kernel, hw))
+        calls.append(tasks)
         call_root.append(root.index)
-        call_tasks.append(len(tasks))
-        for op_idx, t in enumerate(tasks):
-            leaf = leaves.get(t.signature)
-            if leaf is None:
-                leaf = LeafFunction(
-                    index=len(leaves), hash=stable_hash(kernel.name, t.signature),
-                    name=f"{kernel.name}_leaf{len(leaves)}", core_type=AIV, label=t.label,
-                    work=t.work, ub_bytes=t.ub_bytes, flops=t.flops)
-                leaves[t.signature] = leaf
-            task_call.append(c)
-            task_leaf.append(leaf.index)
-            task_op.append(op_idx)
-            task_r.append(sum(w.bytes for w in t.work if w.pipe == "mte2"))
-            task_w.append(sum(w.bytes for w in t.work if w.pipe == "mte3"))
-            reads.append(t.reads)
-            writes.append(t.writes)
+        call_bodies.append(call.bodies)
+        workspace.append(tiler.workspace_bytes())
+    return _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
 
-    leaf_core = np.asarray([leaf.core_type for leaf in leaves.values()], dtype=np.int64)
-    edge_src, edge_dst = region_edges(reads, writes)
-    call_leaf_tasks = np.asarray(call_tasks, dtype=np.int64)
-    call_dev, call_pos = stitch(call_leaf_tasks, kernel.options.runtime_options.stitch_function_max_num)
-    ws_per_dev = np.bincount(call_dev, weights=np.asarray(workspace, dtype=float)) \
-        if call_dev.size else np.zeros(0)
+
+def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves) -> Program:
+    sizes = np.asarray([t.core.size for t in calls], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    n = int(starts[-1])
+    cat = lambda arrs, dt=np.int64: np.concatenate(arrs).astype(dt) if arrs else np.zeros(0, dt)
+    task_call = np.repeat(np.arange(len(calls)), sizes)
+    task_op = np.arange(n) - starts[task_call] if n else np.zeros(0, np.int64)
+    work = {k: cat([t.work[k] for t in calls], float) for k in WORK + ("mte2_bytes", "mte2_bursts",
+                                                                   "mte2_loads")}
+    acc = {k: (np.concatenate([t.acc[k] for t in calls]) if calls else np.zeros(0))
+           for k in ("buf", "lo", "hi", "write", "tag", "bytes", "bypass")}
+    acc["task"] = cat([t.acc["task"] + starts[i] for i, t in enumerate(calls)])
+    edge_src, edge_dst = region_edges(acc["task"], acc["buf"], acc["lo"], acc["hi"],
+                                      acc["write"].astype(bool), acc["tag"], n) \
+        if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    blocks = np.concatenate([acc["buf"][:, None], acc["lo"], acc["hi"]], axis=1) \
+        if acc["task"].size else np.zeros((0, 9), np.int64)
+    void = np.ascontiguousarray(blocks).view(
+        np.dtype((np.void, blocks.dtype.itemsize * blocks.shape[1]))).ravel()
+    block_id = np.unique(void, return_inverse=True)[1].ravel() if void.size else \
+        np.zeros(0, np.int64)
+    call_leaf_tasks = sizes
+    bodies = np.asarray(call_bodies, np.int64)
+    call_dev, call_pos = stitch(call_leaf_tasks, bodies,
+                                kernel.options.runtime_options.stitch_function_max_num,
+                                np.asarray([c.parallel for c in traced.calls], bool))
+    ws = np.bincount(call_dev, weights=np.asarray(workspace, float)) if call_dev.size else [0]
     return Program(
-        kernel=kernel.name,
-        root_functions=list(roots.values()),
-        leaf_functions=list(leaves.values()),
-        call_root=np.asarray(call_root, dtype=np.int64),
-        call_dev_task=call_dev,
-        call_in_dev_task=call_pos,
-        task_call=np.asarray(task_call, dtype=np.int64),
-        task_leaf=np.asarray(task_leaf, dtype=np.int64),
-        task_op=np.asarray(task_op, dtype=np.int64),
-        task_core=leaf_core[np.asarray(task_leaf, dtype=np.int64)],
-        task_read_bytes=np.asarray(task_r, dtype=np.int64),
-        task_write_bytes=np.asarray(task_w, dtype=np.int64),
-        edge_src=edge_src, edge_dst=edge_dst,
-        loop_bodies=traced.loop_bodies,
-        workspace_bytes=int(ws_per_dev.max()) if ws_per_dev.size else 0,
-        info={"tensor_bytes": {n: DTYPE_BYTES[t.dtype] for n, t in kernel.tensors.items()}},
-    )
+        kernel=kernel.name, root_functions=list(roots.values()), leaf_functions=leaves.items,
+        call_root=np.asarray(call_root, np.int64), call_bodies=bodies,
+        call_dev_task=call_dev, call_in_dev_task=call_pos,
+        task_call=task_call, task_leaf=cat([t.leaf for t in calls]), task_op=task_op,
+        task_core=cat([t.core for t in calls]), work=work,
+        acc_task=acc["task"], acc_block=block_id.astype(np.int64),
+        acc_bytes=acc["bytes"].astype(float), acc_write=acc["write"].astype(bool),
+        acc_bypass=acc["bypass"].astype(bool), edge_src=edge_src, edge_dst=edge_dst,
+        workspace_bytes=int(np.max(ws)) if len(ws) else 0)

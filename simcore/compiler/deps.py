@@ -1,62 +1,72 @@
 """Tile-level dependencies from the GM regions each leaf task reads and writes.
 
-A reader depends on every earlier writer of an overlapping region (read after
-write); a writer on every earlier writer of an overlapping region (write after
+A reader depends on the latest earlier writer of every distinct box it
+overlaps (read after write); a writer likewise on earlier writers (write after
 write).  Aligned producer and consumer tiles therefore give one-to-one edges and
-misaligned ones many-to-many, as on the chip.
+misaligned ones many-to-many, as on the chip.  Split-K partial sums write one
+box several times under different tags, so a reader waits for all of them.
+Vectorised per buffer: candidates come from a window on the first axis, so the
+cost follows the number of overlapping boxes, not the square of the tasks.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .tiling import Box
+
+def _box_ids(buf, lo, hi, tag) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (buffer, box, tag) rows -> ids, and the first row of each id."""
+    rows = np.concatenate([buf[:, None], lo, hi, tag[:, None]], axis=1)
+    rows = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))
+    _, first, ids = np.unique(rows.ravel(), return_index=True, return_inverse=True)
+    return ids.ravel(), first
 
 
-class _Writes:
-    """The writes of one GM buffer, with numpy copies for fast overlap tests."""
-
-    def __init__(self, rank: int):
-        self.tasks: list[int] = []
-        self.lo: list[tuple[int, ...]] = []
-        self.hi: list[tuple[int, ...]] = []
-        self._arrays = None
-
-    def add(self, task: int, box: Box) -> None:
-        self.tasks.append(task)
-        self.lo.append(box[0])
-        self.hi.append(box[1])
-        self._arrays = None
-
-    def overlapping(self, box: Box) -> np.ndarray:
-        if not self.tasks:
-            return np.empty(0, dtype=np.int64)
-        if self._arrays is None:
-            self._arrays = (np.asarray(self.tasks, dtype=np.int64), np.asarray(self.lo),
-                            np.asarray(self.hi))
-        tasks, lo, hi = self._arrays
-        lo_q, hi_q = np.asarray(box[0]), np.asarray(box[1])
-        hit = np.all((lo < hi_q) & (lo_q < hi), axis=1)
-        return tasks[hit]
+def _expand_windows(start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(query index, position) pairs for every position in [start, stop) of every query."""
+    counts = np.maximum(stop - start, 0)
+    q = np.repeat(np.arange(start.size), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return q, np.repeat(start, counts) + offsets
 
 
-def region_edges(reads: list[list[tuple[str, Box]]],
-                 writes: list[list[tuple[str, Box]]]) -> tuple[np.ndarray, np.ndarray]:
-    """Edges (src, dst) for tasks given in program order."""
-    index: dict[str, _Writes] = {}
-    src: list[np.ndarray] = []
-    dst: list[np.ndarray] = []
-    for task, (task_reads, task_writes) in enumerate(zip(reads, writes)):
-        preds = [index[buf].overlapping(box) for buf, box in task_reads + task_writes
-                 if buf in index]
-        if preds:
-            p = np.unique(np.concatenate(preds))
-            p = p[p != task]
-            src.append(p)
-            dst.append(np.full(p.size, task, dtype=np.int64))
-        for buf, box in task_writes:
-            index.setdefault(buf, _Writes(len(box[0]))).add(task, box)
+def region_edges(task, buf, lo, hi, write, tag, n_tasks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Edges (src, dst), sorted, for accesses of tasks numbered in program order."""
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    w = np.flatnonzero(write)
+    if w.size == 0:
+        return empty
+    box_id, first = _box_ids(buf[w], lo[w], hi[w], tag[w])
+    n_box = first.size
+    box_buf, box_lo, box_hi = buf[w][first], lo[w][first], hi[w][first]
+    # writes of each box ordered by task, keyed box * n + task for searchsorted
+    keys = np.sort(box_id.astype(np.int64) * (n_tasks + 1) + task[w])
+    src, dst = [], []
+    for b in np.unique(buf):
+        boxes = np.flatnonzero(box_buf == b)
+        if boxes.size == 0:
+            continue
+        order = boxes[np.argsort(box_lo[boxes, 0], kind="stable")]
+        lo0 = box_lo[order, 0]
+        reach = int((box_hi[order, 0] - box_lo[order, 0]).max())
+        queries = np.flatnonzero(buf == b)
+        qlo, qhi = lo[queries], hi[queries]
+        start = np.searchsorted(lo0, qlo[:, 0] - reach, side="right")
+        stop = np.searchsorted(lo0, qhi[:, 0], side="left")
+        qi, pos = _expand_windows(start, stop)
+        cand = order[pos]
+        hit = np.all((box_lo[cand] < qhi[qi]) & (qlo[qi] < box_hi[cand]), axis=1)
+        qi, cand = qi[hit], cand[hit]
+        qtask = task[queries][qi]
+        k = np.searchsorted(keys, cand * (n_tasks + 1) + qtask, side="left") - 1
+        ok = k >= 0
+        found = keys[np.maximum(k, 0)]
+        ok &= found // (n_tasks + 1) == cand
+        pred = found % (n_tasks + 1)
+        ok &= pred != qtask
+        src.append(pred[ok])
+        dst.append(qtask[ok])
     if not src:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        return empty
     s, d = np.concatenate(src), np.concatenate(dst)
-    order = np.lexsort((d, s))
-    return s[order], d[order]
+    pairs = np.unique(s * (n_tasks + 1) + d)
+    return pairs // (n_tasks + 1), pairs % (n_tasks + 1)

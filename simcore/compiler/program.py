@@ -1,7 +1,10 @@
 """The compiled task graph: what PyPTO would hand its runtime.
 
 Leaf tasks are stored column-wise in numpy arrays (one row per leaf task) so the
-machine model and the emitters stay linear in the number of tasks.
+machine model and the emitters stay linear in the number of tasks.  Pipe work
+that does not depend on the memory system is in core cycles; GM loads are in
+bytes and bursts, because their time depends on L2 hits and on how many cores
+share HBM at that moment.
 """
 from __future__ import annotations
 
@@ -13,23 +16,20 @@ AIV, AIC = 0, 1   # upstream CoreType numbering
 
 
 @dataclass(frozen=True)
-class PipeWork:
-    """One tile op's work on one pipe: ``kind`` selects the rate in the hardware file."""
-    pipe: str      # "mte2", "vector", "mte3"
-    kind: str      # op kind for vector ("add", "exp", ...), "copy_in" / "copy_out" for MTE
-    bytes: int
-
-
-@dataclass(frozen=True)
 class LeafFunction:
     index: int
     hash: int
     name: str
     core_type: int
     label: str
-    work: tuple[PipeWork, ...]
-    ub_bytes: int        # peak live bytes in UB for one tile
-    flops: int
+    root: int                      # root function it belongs to
+    order: int                     # hashOrder: isomorphic group index in the root function
+    merge_info: tuple[str, ...] = ()   # "l1ReuseInfo hashOrder: func8_0, subGraphCount: 24"
+    ops: tuple[str, ...] = ()          # the PyPTO ops merged into this leaf function
+
+    @property
+    def hash_order(self) -> str:
+        return f"func{self.root}_{self.order}"
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class Program:
     leaf_functions: list[LeafFunction]
     # per root call
     call_root: np.ndarray          # root function index
+    call_bodies: np.ndarray        # loop bodies (unroll units) in the call
     call_dev_task: np.ndarray      # dev task (seqNo)
     call_in_dev_task: np.ndarray   # position of the call inside its dev task (funcId)
     # per leaf task
@@ -53,18 +54,27 @@ class Program:
     task_leaf: np.ndarray          # leaf function index
     task_op: np.ndarray            # opIdx inside the root call
     task_core: np.ndarray          # AIV / AIC
-    task_read_bytes: np.ndarray
-    task_write_bytes: np.ndarray
+    work: dict[str, np.ndarray]    # vector, cube, mte1, fixp (cycles); mte2_bytes,
+    #                                mte2_bursts, mte3_bytes, flops, in_flight
+    # GM accesses, for the L2 model: which block each task reads or writes
+    acc_task: np.ndarray
+    acc_block: np.ndarray          # distinct (buffer, box) id
+    acc_bytes: np.ndarray
+    acc_write: np.ndarray
+    acc_bypass: np.ndarray
     # dependency edges (task index -> task index), sorted by src then dst
     edge_src: np.ndarray
     edge_dst: np.ndarray
-    loop_bodies: int
     workspace_bytes: int
     info: dict = field(default_factory=dict)
 
     @property
     def root_calls(self) -> int:
         return int(self.call_root.size)
+
+    @property
+    def loop_bodies(self) -> int:
+        return int(self.call_bodies.sum())
 
     @property
     def leaf_tasks(self) -> int:
@@ -82,6 +92,17 @@ class Program:
     def task_id(self) -> np.ndarray:
         """Upstream taskId: (funcId << 16) | opIdx, funcId = call position in its dev task."""
         return (self.call_in_dev_task[self.task_call].astype(np.int64) << 16) | self.task_op
+
+    @property
+    def task_read_bytes(self) -> np.ndarray:
+        return self.work["mte2_bytes"]
+
+    @property
+    def task_write_bytes(self) -> np.ndarray:
+        out = np.zeros(self.leaf_tasks)
+        w = self.acc_write
+        np.add.at(out, self.acc_task[w], self.acc_bytes[w])
+        return out
 
     def counts(self) -> dict[str, int]:
         return {

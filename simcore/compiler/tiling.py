@@ -1,218 +1,373 @@
-"""Tile the ops of one root call and group them into leaf tasks.
+"""Tile the ops of one root call and group them into leaf tasks (depth merge).
 
-Elementwise ops are cut by the vector TileShape in force when they were traced.
-A chain of elementwise ops on the same tile grid merges in depth into one leaf
-function while its live tiles fit UB; anything else meets through GM (a
-workspace round trip).  ``view`` and ``assemble`` cost nothing on their own:
-they become the copy-in and copy-out of the leaf tasks that use them.
+Every op becomes a ``Node`` (ops.py) with one row per tile.  Vector nodes whose
+tiles line up one-to-one with their producer's join its group while the group's
+live tiles fit UB, so the chain runs as one leaf function with intermediates
+on chip; anything else meets through a GM workspace (a round trip).  Cube and
+Vector never share a group.  ``sg_set_scope`` forces every op of one scope into
+one leaf task and keeps different scopes apart.  ``view``, ``reshape``,
+``gather`` and ``assemble`` cost nothing on their own: they decide which GM
+regions the leaf tasks around them read and write.
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
-from ..spec.errors import ConfigError, OoOError
+import numpy as np
+
+from ..spec.errors import ConfigError
 from ..spec.hardware import Hardware
-from ..spec.kernel import DTYPE_BYTES, ELEMENTWISE_OPS, Kernel
-from .program import AIV, PipeWork
+from ..spec.kernel import DTYPE_BYTES, Kernel
+from . import ops
+from .ops import Node
 from .trace import RootCall, TracedOp
-
-Box = tuple[tuple[int, ...], tuple[int, ...]]   # (lo, hi), hi exclusive
-
-
-@dataclass(frozen=True)
-class GmRef:
-    """A region of a GM buffer: a global tensor (or a view of it) or a workspace."""
-    buffer: str
-    offsets: tuple[int, ...]
-    shape: tuple[int, ...]
-    dtype: str
+from .values import GmValue, LocalValue, Piece, contiguous_bytes, pad
 
 
 @dataclass
 class Group:
-    """Ops merged in depth: one leaf function per tile of ``shape``."""
-    shape: tuple[int, ...]
-    tile: tuple[int, ...]
-    ops: list[TracedOp] = field(default_factory=list)
-    op_bytes: list[int] = field(default_factory=list)      # element size per op
-    reads: list[GmRef] = field(default_factory=list)
-    writes: list[GmRef] = field(default_factory=list)
-    locals: set[str] = field(default_factory=set)
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class Local:
-    group: int
-    shape: tuple[int, ...]
-    dtype: str
+    kind: str
+    scope: tuple[int, bool, bool]
+    forced: bool
+    nodes: list[int] = field(default_factory=list)
+    ub: int = 0
 
 
 @dataclass
-class LeafTask:
-    signature: tuple
-    work: tuple[PipeWork, ...]
-    ub_bytes: int
-    flops: int
+class TaskBatch:
+    """The leaf tasks of one group, column-wise."""
+    core: int
+    signatures: list[tuple]
     label: str
-    reads: list[tuple[str, Box]]
-    writes: list[tuple[str, Box]]
+    vector: np.ndarray
+    cube: np.ndarray
+    mte1: np.ndarray
+    fixp: np.ndarray
+    mte3_bytes: np.ndarray
+    flops: np.ndarray
+    in_flight: np.ndarray
+    acc_task: np.ndarray      # accesses: task index within the batch
+    acc_buf: list[str]
+    acc_lo: np.ndarray
+    acc_hi: np.ndarray
+    acc_write: np.ndarray
+    acc_tag: np.ndarray
+    acc_bytes: np.ndarray
+    acc_burst: np.ndarray
+    acc_bypass: np.ndarray
+    acc_operand: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return len(self.signatures)
 
 
-def _elements(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+class _Accesses:
+    def __init__(self):
+        self.parts: list[tuple] = []
+
+    def add(self, tasks, bufs, lo, hi, write, tag, elem, value: GmValue | None, operand):
+        if len(tasks) == 0:
+            return
+        n = np.prod(hi - lo, axis=1) * elem
+        if value is not None and value.buffer_shape:
+            burst = contiguous_bytes(lo, hi, value.buffer_shape, elem, value.format)
+        else:
+            burst = np.maximum(n, 1)
+        bypass = bool(value.bypass) if value is not None else False
+        self.parts.append((np.asarray(tasks), list(bufs), pad(lo, 0), pad(hi, 1),
+                           np.full(len(tasks), write), np.broadcast_to(tag, len(tasks)).copy(),
+                           n, burst, np.full(len(tasks), bypass),
+                           np.full(len(tasks), operand)))
+
+    def arrays(self):
+        if not self.parts:
+            z = np.zeros(0, np.int64)
+            zz = np.zeros((0, 4), np.int64)
+            return z, [], zz, zz, z.astype(bool), z, z, z, z.astype(bool), z
+        cols = list(zip(*self.parts))
+        return (np.concatenate(cols[0]), [b for part in cols[1] for b in part],
+                *(np.concatenate(c) for c in cols[2:]))
 
 
 class RootCallTiler:
     def __init__(self, kernel: Kernel, hw: Hardware, call: RootCall, call_index: int):
         self.kernel, self.hw, self.call = kernel, hw, call
-        self.scope: dict[str, GmRef | Local] = {}
+        self.scope: dict[str, GmValue | LocalValue] = {}
+        self.nodes: list[Node] = []
         self.groups: list[Group] = []
+        self.group_of: dict[int, int] = {}
+        self.assembles: list[tuple[int, GmValue, tuple[int, ...]]] = []
         self.workspace = f"ws{call_index}"
-        self.spilled: dict[int, GmRef] = {}
+        self.valid: dict[int, tuple[int, ...]] = {}
 
-    # -- names -------------------------------------------------------------
-    def lookup(self, name: str, op: TracedOp) -> GmRef | Local:
+    # -- names -------------------------------------------------------------------
+    def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
         if name in self.scope:
             return self.scope[name]
         spec = self.kernel.tensors.get(name)
         if spec is None:
             raise ConfigError(f"field '{op.where}.inputs': '{name}' is neither a tensor in "
                               f"'tensors' nor the output of an earlier op.")
-        shape = tuple(_dim(d, self.kernel, name) for d in spec.shape)
-        return GmRef(name, (0,) * len(shape), shape, spec.dtype)
+        from ..spec.expr import ExprError, evaluate
+        try:
+            shape = tuple(evaluate(d, self.kernel.params) for d in spec.shape)
+        except ExprError as exc:
+            raise ConfigError(f"field 'tensors.{name}.shape': {exc}.") from None
+        return GmValue((Piece(name, (0,) * len(shape), shape),), shape, spec.dtype, spec.format,
+                       spec.cache_policy == "bypass", shape)
 
-    # -- ops -----------------------------------------------------------------
-    def run(self) -> list[LeafTask]:
+    # -- ops ----------------------------------------------------------------------------
+    def run(self) -> list[TaskBatch]:
         for op in self.call.ops:
-            if op.op == "view":
-                self._view(op)
-            elif op.op == "assemble":
-                self._assemble(op)
+            handler = getattr(self, f"_op_{op.op}", None)
+            if handler is not None:
+                handler(op)
             else:
-                assert op.op in ELEMENTWISE_OPS
-                self._elementwise(op)
-        return [task for g in self.groups for task in self._leaf_tasks(g)]
+                self._compute(op)
+        self._place_assembles()
+        return [self._expand(g) for g in self.groups if g.nodes]
 
-    def _view(self, op: TracedOp) -> None:
+    def _gm(self, op: TracedOp, name: str) -> GmValue:
+        value = self.lookup(name, op)
+        if not isinstance(value, GmValue):
+            raise ConfigError(f"field '{op.where}': '{op.op}' of '{name}', which lives on chip; "
+                              f"'{op.op}' works on GM tensors and views.")
+        return value
+
+    def _op_view(self, op: TracedOp) -> None:
+        src = self._gm(op, op.inputs[0])
+        offsets, shape = op.get("offsets"), op.get("shape")
+        _check_inside(op, offsets, shape, src.shape)
+        if len(src.pieces) != 1:
+            raise ConfigError(f"field '{op.where}': view of a gathered tensor is not modeled.")
+        (p,) = src.pieces
+        piece = Piece(p.buffer, tuple(a + b for a, b in zip(p.offsets, offsets)), shape)
+        valid = op.get("valid_shape")
+        if valid is not None and (len(valid) != len(shape) or any(v > s for v, s in
+                                                                  zip(valid, shape))):
+            raise ConfigError(f"field '{op.where}.valid_shape': {list(valid)} must fit inside "
+                              f"the view shape {list(shape)}.")
+        self.scope[op.out] = GmValue((piece,), shape, src.dtype, src.format, src.bypass,
+                                     src.buffer_shape, valid)
+
+    def _op_reshape(self, op: TracedOp) -> None:
         src = self.lookup(op.inputs[0], op)
-        if not isinstance(src, GmRef):
-            raise ConfigError(f"field '{op.where}': view of '{op.inputs[0]}', which lives "
-                              f"on chip; view a GM tensor or an earlier view instead.")
-        _check_inside(op, op.offsets, op.shape, src.shape)
-        offsets = tuple(a + b for a, b in zip(src.offsets, op.offsets))
-        self.scope[op.out] = GmRef(src.buffer, offsets, op.shape, src.dtype)
+        shape = op.get("shape")
+        if int(np.prod(shape)) != int(np.prod(src.shape)):
+            raise ConfigError(f"field '{op.where}': reshape {list(src.shape)} -> {list(shape)} "
+                              f"changes the element count.")
+        if isinstance(src, LocalValue) or not op.get("inplace"):
+            raise ConfigError(f"field '{op.where}': only inplace reshape of GM tensors is "
+                              f"modeled; reshape before the data goes on chip.")
+        (p,) = src.pieces
+        if p.shape != src.buffer_shape:
+            raise ConfigError(f"field '{op.where}': reshape of a partial view is not modeled; "
+                              f"reshape the whole tensor, then view it.")
+        # An inplace reshape renames the buffer's geometry: same bytes, new box coordinates.
+        buffer = f"{p.buffer}@{'x'.join(map(str, shape))}"
+        self.scope[op.out] = GmValue((Piece(buffer, (0,) * len(shape), shape),), shape,
+                                     src.dtype, src.format, src.bypass, shape)
 
-    def _assemble(self, op: TracedOp) -> None:
+    def _op_gather(self, op: TracedOp) -> None:
+        """Paged gather: ``count`` blocks of ``block_rows`` rows stacked along axis 0."""
+        src = self._gm(op, op.inputs[0])
+        rows, count, first = op.get("block_rows"), op.get("count"), op.get("first_block")
+        (p,) = src.pieces
+        n_blocks = src.shape[0] // rows
+        if rows <= 0 or src.shape[0] % rows:
+            raise ConfigError(f"field '{op.where}': block_rows {rows} must divide the "
+                              f"{src.shape[0]} rows of '{op.inputs[0]}'.")
+        ids = np.arange(first, first + count)
+        if np.any(ids >= n_blocks):
+            raise ConfigError(f"field '{op.where}': blocks {first}..{first + count - 1} pass the "
+                              f"{n_blocks} blocks of '{op.inputs[0]}'.")
+        if op.get("permute"):
+            ids = (ids * op.get("permute")) % n_blocks   # a deterministic block table
+        tail = src.shape[1:]
+        pieces = tuple(Piece(p.buffer, (int(b) * rows,) + (0,) * len(tail), (rows,) + tail)
+                       for b in ids)
+        self.scope[op.out] = GmValue(pieces, (rows * count,) + tail, src.dtype, src.format,
+                                     src.bypass, src.buffer_shape)
+
+    def _op_assemble(self, op: TracedOp) -> None:
         src = self.lookup(op.inputs[0], op)
-        target = self.lookup(op.out, op)
-        if not isinstance(src, Local) or not isinstance(target, GmRef):
-            raise ConfigError(f"field '{op.where}': assemble writes the result of an op "
-                              f"('{op.inputs[0]}') into a GM tensor ('{op.out}').")
-        _check_inside(op, op.offsets, src.shape, target.shape)
-        offsets = tuple(a + b for a, b in zip(target.offsets, op.offsets))
-        self.groups[src.group].writes.append(GmRef(target.buffer, offsets, src.shape, src.dtype))
+        target = self._gm(op, op.out)
+        if not isinstance(src, LocalValue):
+            raise ConfigError(f"field '{op.where}': assemble writes the result of an op; "
+                              f"'{op.inputs[0]}' is a GM view, so copy it with an op first.")
+        offsets = op.get("offsets")
+        _check_inside(op, offsets, src.shape, target.shape)
+        self.assembles.append((src.node, target, offsets))
 
-    def _elementwise(self, op: TracedOp) -> None:
-        values = [self.lookup(name, op) for name in op.inputs]
-        shape = values[0].shape
-        if any(v.shape != shape for v in values):
-            raise ConfigError(f"field '{op.where}': inputs of '{op.op}' have shapes "
-                              f"{[list(v.shape) for v in values]}; they must match.")
-        tile = self._tile_for(op, shape)
-        dtype = op.dtype if op.op == "cast" else values[0].dtype
-        elem = max([DTYPE_BYTES[dtype]] + [DTYPE_BYTES[v.dtype] for v in values])
-        need = (len(values) + 1) * _elements(tile) * elem
-        if need > self.hw.buffers.ub:
-            raise OoOError(op=f"{op.op} ({op.where})", tile=list(tile), buffer="UB",
-                           need=need, capacity=self.hw.buffers.ub)
-        group = self._group_for(op, values, shape, tile, elem)
-        grp = self.groups[group]
-        for v in values:
-            if isinstance(v, GmRef):
-                grp.reads.append(v)
-            elif v.group != group:
-                grp.reads.append(self._spill(v))
-        grp.ops.append(op)
-        grp.op_bytes.append(elem)
-        grp.locals.add(op.out)
-        grp.label = grp.label or op.label
-        self.scope[op.out] = Local(group, shape, dtype)
+    _op_scatter_update = _op_assemble
 
-    def _tile_for(self, op: TracedOp, shape) -> tuple[int, ...]:
-        if op.vec_tile is None:
-            raise ConfigError(f"field '{op.where}': op '{op.op}' runs before any "
-                              f"set_vec_tile_shapes; set a vector TileShape first.")
-        if len(op.vec_tile) != len(shape):
-            raise ConfigError(f"field '{op.where}': vector TileShape {list(op.vec_tile)} has "
-                              f"{len(op.vec_tile)} dims but '{op.op}' works on shape "
-                              f"{list(shape)}; give one tile dim per tensor dim.")
-        return tuple(min(t, s) for t, s in zip(op.vec_tile, shape))
+    def _compute(self, op: TracedOp) -> None:
+        inputs = [self.lookup(name, op) for name in op.inputs]
+        builder = ops.BUILDERS[op.op]
+        node = builder(len(self.nodes), op, inputs, self.hw)
+        if op.op in ("sum", "amax", "amin") and not op.get("keepdim"):
+            raise ConfigError(f"field '{op.where}': reductions are modeled with keepdim=true "
+                              f"only; keep the dim and reshape afterwards.")
+        self._place(node)
+        value = LocalValue(node.index, node.out_shape, node.out_dtype)
+        if node.extra.get("splits", 1) > 1:
+            final = ops.combine(len(self.nodes), node, value, self.hw)
+            self._place(final)
+            value = LocalValue(final.index, final.out_shape, final.out_dtype)
+        self._track_valid(node, inputs)
+        self.scope[op.out] = value
 
-    def _group_for(self, op, values, shape, tile, elem) -> int:
-        """Join the producer's group when the tiles line up and UB still has room."""
-        for v in values:
-            if isinstance(v, Local):
-                grp = self.groups[v.group]
-                live = (len(grp.locals) + len(grp.reads) + 2) * _elements(tile) * elem
-                if grp.shape == shape and grp.tile == tile and live <= self.hw.buffers.ub \
-                        and v.group not in self.spilled:
-                    return v.group
-        self.groups.append(Group(shape=shape, tile=tile))
-        return len(self.groups) - 1
+    def _track_valid(self, node: Node, inputs) -> None:
+        if node.kind != "vector" or node.op.op in ops.REDUCE_OPS:
+            return
+        valids = [v.valid if isinstance(v, GmValue) else self.valid.get(v.node) for v in inputs]
+        valids = [v for v in valids if v is not None]
+        if valids:
+            self.valid[node.index] = tuple(min(d) for d in zip(*valids))
 
-    def _spill(self, value: Local) -> GmRef:
-        """A result consumed across groups goes through a GM workspace."""
-        if value.group not in self.spilled:
-            ref = GmRef(f"{self.workspace}.g{value.group}", (0,) * len(value.shape),
-                        value.shape, value.dtype)
-            self.groups[value.group].writes.append(ref)
-            self.spilled[value.group] = ref
-        return self.spilled[value.group]
+    # -- depth merge -------------------------------------------------------------------
+    def _place(self, node: Node) -> None:
+        self.nodes.append(node)
+        scope = node.op.scope
+        if scope[0] >= 0:
+            for gi, g in enumerate(self.groups):
+                if g.forced and g.scope[0] == scope[0] and g.kind == node.kind:
+                    return self._join(gi, node)
+            return self._new_group(node, forced=True)
+        for i, value in enumerate(node.inputs):
+            gi = self._mergeable(node, i, value)
+            if gi is not None:
+                return self._join(gi, node)
+        self._new_group(node, forced=False)
+
+    def _mergeable(self, node: Node, i: int, value) -> int | None:
+        if not isinstance(value, LocalValue) or node.kind != "vector":
+            return None
+        gi = self.group_of[value.node]
+        group, producer = self.groups[gi], self.nodes[value.node]
+        if group.forced or group.kind != "vector" or producer.tiles != node.tiles:
+            return None
+        if group.scope[0] != node.op.scope[0] and not (group.scope[2] and node.op.scope[2]):
+            return None
+        if not (np.array_equal(node.in_lo[i], producer.out_lo)
+                and np.array_equal(node.in_hi[i], producer.out_hi)):
+            return None   # misaligned tiles meet through GM
+        shared = int((np.prod(producer.out_hi - producer.out_lo, axis=1).max())
+                     * DTYPE_BYTES[producer.out_dtype])
+        if group.ub + int(node.ub_bytes.max()) - shared > self.hw.buffers.ub:
+            return None   # the merged chain would not fit UB: split here
+        return gi
+
+    def _join(self, gi: int, node: Node) -> None:
+        group = self.groups[gi]
+        group.nodes.append(node.index)
+        group.ub += int(node.ub_bytes.max()) if node.ub_bytes.size else 0
+        self.group_of[node.index] = gi
+
+    def _new_group(self, node: Node, forced: bool) -> None:
+        self.groups.append(Group(node.kind, node.op.scope, forced))
+        self._join(len(self.groups) - 1, node)
+
+    # -- GM writes -------------------------------------------------------------------
+    def _place_assembles(self) -> None:
+        self.assembled: dict[int, list[tuple[GmValue, tuple[int, ...]]]] = {}
+        for node, target, offsets in self.assembles:
+            self.assembled.setdefault(node, []).append((target, offsets))
+        self.spilled = set()
+        for node in self.nodes:
+            for value in node.inputs:
+                if isinstance(value, LocalValue) and \
+                        self.group_of[value.node] != self.group_of[node.index]:
+                    self.spilled.add(value.node)
+
+    # -- tile expansion --------------------------------------------------------------------
+    def _expand(self, group: Group) -> TaskBatch:
+        nodes = [self.nodes[i] for i in group.nodes]
+        tiles = nodes[0].tiles
+        members = set(group.nodes)
+        if group.forced:
+            task_of = [np.zeros(n.tiles, np.int64) for n in nodes]
+            n_tasks = 1
+        else:
+            task_of = [np.arange(tiles) for _ in nodes]
+            n_tasks = tiles
+        acc = _Accesses()
+        work = {k: np.zeros(n_tasks) for k in ("vector", "cube", "mte1", "fixp", "mte3",
+                                                "flops", "in_flight")}
+        for node, tasks in zip(nodes, task_of):
+            frac = self._valid_fraction(node)
+            for key, arr in (("vector", node.vector_cycles), ("cube", node.cube_cycles),
+                             ("mte1", node.mte1_cycles), ("fixp", node.fixp_cycles),
+                             ("flops", node.flops)):
+                np.add.at(work[key], tasks, arr * frac)
+            np.maximum.at(work["in_flight"], tasks, node.in_flight)
+            self._reads(acc, node, tasks, members)
+            self._writes(acc, node, tasks, work)
+        if group.forced:
+            work["in_flight"][:] = max(sum(n.tiles for n in nodes), 1)
+        sizes = np.concatenate([n.out_hi - n.out_lo for n in nodes], axis=1) \
+            if not group.forced else np.zeros((1, 1), np.int64)
+        structure = tuple((n.op.op, n.out_dtype, n.kind) for n in nodes)
+        uniq, inverse = np.unique(sizes, axis=0, return_inverse=True)
+        sig_of = [(structure, group.forced, tuple(map(int, row))) for row in uniq]
+        signatures = [sig_of[i] for i in inverse.ravel()]
+        label = next((n.op.label for n in nodes if n.op.label), "")
+        return TaskBatch(nodes[0].core, signatures, label, work["vector"], work["cube"],
+                         work["mte1"], work["fixp"], work["mte3"], work["flops"],
+                         work["in_flight"], *acc.arrays())
+
+    def _valid_fraction(self, node: Node) -> np.ndarray:
+        valid = self.valid.get(node.index)
+        if valid is None:
+            return np.ones(node.tiles)
+        v = np.asarray(valid)
+        inside = np.clip(np.minimum(node.out_hi, v) - node.out_lo, 0, None)
+        full = np.maximum(np.prod(node.out_hi - node.out_lo, axis=1), 1)
+        return np.prod(inside, axis=1) / full   # 0 for an empty task past the valid region
+
+    def _reads(self, acc: _Accesses, node: Node, tasks, members) -> None:
+        for i, value in enumerate(node.inputs):
+            lo, hi = node.in_lo[i], node.in_hi[i]
+            elem = DTYPE_BYTES[value.dtype]
+            if isinstance(value, GmValue):
+                if value.valid is not None:
+                    hi = np.maximum(np.minimum(hi, np.asarray(value.valid)), lo)
+                t, bufs, blo, bhi = value.region(lo, hi)
+                acc.add(tasks[t], bufs, blo, bhi, False, 0, elem, value, i)
+            elif value.node not in members:
+                buf = f"{self.workspace}.n{value.node}"
+                acc.add(tasks, [buf] * len(tasks), lo, hi, False, 0, elem, None, i)
+
+    def _writes(self, acc: _Accesses, node: Node, tasks, work) -> None:
+        elem = DTYPE_BYTES[node.out_dtype]
+        out_bytes = np.prod(node.out_hi - node.out_lo, axis=1) * elem
+        written = 0
+        tags = self._tags(node)
+        for target, offsets in self.assembled.get(node.index, []):
+            off = np.asarray(offsets)
+            t, bufs, blo, bhi = target.region(node.out_lo + off, node.out_hi + off)
+            acc.add(tasks[t], bufs, blo, bhi, True, tags if np.isscalar(tags) else tags[t],
+                    elem, target, -1)
+            written += 1
+        if node.index in self.spilled:
+            buf = f"{self.workspace}.n{node.index}"
+            acc.add(tasks, [buf] * len(tasks), node.out_lo, node.out_hi, True, tags, elem, None,
+                    -1)
+            written += 1
+        if node.kind == "vector" and written:
+            np.add.at(work["mte3"], tasks, out_bytes * written)
+
+    @staticmethod
+    def _tags(node: Node):
+        """Split-K partial sums accumulate: each K chunk is its own writer of the box."""
+        if not node.accumulate:
+            return 0
+        return np.unique(node.in_lo[0][:, 1], return_inverse=True)[1].astype(np.int64) + 1
 
     def workspace_bytes(self) -> int:
-        return sum(_elements(r.shape) * DTYPE_BYTES[r.dtype] for r in self.spilled.values())
-
-    # -- leaf tasks ------------------------------------------------------------
-    def _leaf_tasks(self, grp: Group) -> list[LeafTask]:
-        grid = [range(0, s, t) for s, t in zip(grp.shape, grp.tile)]
-        tasks = []
-        for lo in itertools.product(*grid):
-            hi = tuple(min(a + t, s) for a, t, s in zip(lo, grp.tile, grp.shape))
-            size = tuple(b - a for a, b in zip(lo, hi))
-            n = _elements(size)
-            work = [PipeWork("mte2", "copy_in", n * DTYPE_BYTES[r.dtype]) for r in grp.reads]
-            work += [PipeWork("vector", _vector_kind(op), n * b)
-                     for op, b in zip(grp.ops, grp.op_bytes)]
-            work += [PipeWork("mte3", "copy_out", n * DTYPE_BYTES[w.dtype]) for w in grp.writes]
-            ub = (len(grp.reads) + len(grp.locals)) * n * max(grp.op_bytes)
-            tasks.append(LeafTask(
-                signature=(AIV, size, tuple(work)), work=tuple(work), ub_bytes=ub,
-                flops=n * len(grp.ops), label=grp.label,
-                reads=[(r.buffer, _shift(r.offsets, lo, hi)) for r in grp.reads],
-                writes=[(w.buffer, _shift(w.offsets, lo, hi)) for w in grp.writes]))
-        return tasks
-
-
-def _vector_kind(op: TracedOp) -> str:
-    """The scalar forms (pypto.add(x, 1.0)) run as their own instructions: ADDS, MULS, ..."""
-    return op.op + "s" if op.scalar is not None else op.op
-
-
-def _shift(offsets, lo, hi) -> Box:
-    return (tuple(o + a for o, a in zip(offsets, lo)), tuple(o + b for o, b in zip(offsets, hi)))
-
-
-def _dim(expr, kernel: Kernel, name: str) -> int:
-    from ..spec.expr import ExprError, evaluate
-    try:
-        return evaluate(expr, kernel.params)
-    except ExprError as exc:
-        raise ConfigError(f"field 'tensors.{name}.shape': {exc}.") from None
+        return sum(int(np.prod(self.nodes[i].out_shape)) * DTYPE_BYTES[self.nodes[i].out_dtype]
+                   for i in self.spilled)
 
 
 def _check_inside(op: TracedOp, offsets, shape, outer) -> None:

@@ -1,16 +1,27 @@
 """Trace a kernel's body into root calls of concrete ops.
 
 This is what running the Python of a PyPTO kernel does at compile time: params
-and loop indices become numbers, a Python ``for`` unrolls in place, and every
-iteration of a ``pypto.loop`` becomes one call of that loop's root function.
+and loop indices become numbers, a Python ``for`` unrolls in place, every
+iteration of a ``pypto.loop`` becomes one call of that loop's root function, and
+``unroll_list`` splits the trip count greedily into unrolled chunks, each chunk
+one root call holding several loop bodies.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..spec.errors import ConfigError
 from ..spec.expr import ExprError, evaluate
-from ..spec.kernel import Kernel, LoopStmt, OpStmt, TileStmt
+from ..spec.kernel import CubeTile, CubeTileStmt, Kernel, LoopStmt, OpStmt, ScopeStmt, TileStmt
+
+
+@dataclass(frozen=True)
+class CubeTiles:
+    m: tuple[int, int]
+    k: tuple[int, int, int]        # L0, kAL1, kBL1
+    n: tuple[int, int]
+    split_k: bool
 
 
 @dataclass(frozen=True)
@@ -20,23 +31,45 @@ class TracedOp:
     out: str
     where: str                      # field path in the kernel file, for errors
     vec_tile: tuple[int, ...] | None
-    scalar: float | None = None
-    dtype: str | None = None
-    shape: tuple[int, ...] | None = None
-    offsets: tuple[int, ...] | None = None
+    cube_tile: CubeTiles | None
+    scope: tuple[int, bool, bool]
+    attrs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     label: str = ""
+
+    def get(self, key, default=None):
+        return self.attrs.get(key, default)
 
 
 @dataclass
 class RootCall:
     root_key: str                   # identifies the root function
     ops: list[TracedOp] = field(default_factory=list)
+    bodies: int = 1                 # loop bodies (unroll units) this call holds
+    parallel: bool = False
 
 
 @dataclass
 class Trace:
     calls: list[RootCall]
-    loop_bodies: int
+
+    @property
+    def loop_bodies(self) -> int:
+        return sum(c.bodies for c in self.calls)
+
+
+def unroll_chunks(trip: int, unroll_list: list[int] | None) -> list[int]:
+    """Greedy decomposition: 13 with [8, 4, 2] -> [8, 4, 1] (1 is always added)."""
+    if not unroll_list:
+        return [1] * trip
+    chunks, remaining = [], trip
+    for u in sorted(set(unroll_list) | {1}, reverse=True):
+        n, remaining = divmod(remaining, u)   # what is left goes to the smaller factors
+        chunks += [u] * n
+    return chunks
+
+
+_DIM_ATTRS = ("shape", "offsets", "valid_shape")
+_INT_ATTRS = ("block_rows", "first_block", "count")
 
 
 class _Tracer:
@@ -45,8 +78,9 @@ class _Tracer:
         self.calls: list[RootCall] = []
         self.current = RootCall(root_key=f"{kernel.name}_main")
         self.vec_tile: tuple[int, ...] | None = None
+        self.cube_tile: CubeTiles | None = None
+        self.scope = (-1, False, False)
         self.segment = 0
-        self.loop_bodies = 0
 
     def _value(self, text, env, where: str) -> int:
         try:
@@ -57,35 +91,66 @@ class _Tracer:
     def _dims(self, dims, env, where: str) -> tuple[int, ...]:
         return tuple(self._value(d, env, f"{where}[{i}]") for i, d in enumerate(dims))
 
-    def flush(self) -> None:
+    def flush(self, next_key: str | None = None) -> None:
         if self.current.ops:
             self.calls.append(self.current)
-            self.loop_bodies += 1
         self.segment += 1
-        self.current = RootCall(root_key=f"{self.kernel.name}_main{self.segment}")
+        self.current = RootCall(root_key=next_key or f"{self.kernel.name}_main{self.segment}")
 
     def run(self, body, env: dict[str, int], where: str) -> None:
         for i, stmt in enumerate(body):
             here = f"{where}[{i}]"
             if isinstance(stmt, TileStmt):
-                ref = stmt.set_vec_tile_shapes
-                dims = self.kernel.tiles[ref] if isinstance(ref, str) else ref
-                self.vec_tile = self._dims(dims, env, f"{here}.set_vec_tile_shapes")
-                if any(d <= 0 for d in self.vec_tile):
-                    raise ConfigError(f"field '{here}.set_vec_tile_shapes': every tile dim "
-                                      f"must be > 0, got {list(self.vec_tile)}.")
+                self._set_vec_tile(stmt, env, here)
+            elif isinstance(stmt, CubeTileStmt):
+                self._set_cube_tile(stmt, env, here)
+            elif isinstance(stmt, ScopeStmt):
+                self.scope = tuple(stmt.sg_set_scope)
             elif isinstance(stmt, OpStmt):
-                self.current.ops.append(self._op(stmt, env, here))
+                if stmt.cond is None or self._value(stmt.cond, env, f"{here}.cond"):
+                    self.current.ops.append(self._op(stmt, env, here))
             else:
                 self._loop(stmt, env, here)
 
+    def _set_vec_tile(self, stmt: TileStmt, env, here: str) -> None:
+        ref = stmt.set_vec_tile_shapes
+        dims = self.kernel.tiles[ref] if isinstance(ref, str) else ref
+        self.vec_tile = self._dims(dims, env, f"{here}.set_vec_tile_shapes")
+        if any(d <= 0 for d in self.vec_tile) or len(self.vec_tile) > 4:
+            raise ConfigError(f"field '{here}.set_vec_tile_shapes': give 1 to 4 dims, each "
+                              f"> 0; got {list(self.vec_tile)}.")
+
+    def _set_cube_tile(self, stmt: CubeTileStmt, env, here: str) -> None:
+        ref = stmt.set_cube_tile_shapes
+        tile: CubeTile = self.kernel.tiles[ref] if isinstance(ref, str) else ref
+        where = f"{here}.set_cube_tile_shapes"
+        m = self._dims(tile.m, env, f"{where}.m")
+        k = self._dims(tile.k, env, f"{where}.k")
+        n = self._dims(tile.n, env, f"{where}.n")
+        k = k if len(k) == 3 else (k[0], k[1], k[1])
+        for axis, (l0, *l1s) in (("m", m), ("k", k), ("n", n)):
+            for l1 in l1s:
+                if l0 <= 0 or l0 > l1 or l1 % l0:
+                    raise ConfigError(f"field '{where}.{axis}': need 0 < L0 <= L1 and L1 % L0 "
+                                      f"== 0, got L0={l0}, L1={l1}.")
+        self.cube_tile = CubeTiles(m, k, n, tile.enable_split_k)
+
     def _op(self, stmt: OpStmt, env, where: str) -> TracedOp:
-        return TracedOp(
-            op=stmt.op, inputs=tuple(stmt.inputs), out=stmt.out, where=where,
-            vec_tile=self.vec_tile, scalar=stmt.scalar, dtype=stmt.dtype,
-            shape=self._dims(stmt.shape, env, f"{where}.shape") if stmt.shape else None,
-            offsets=self._dims(stmt.offsets, env, f"{where}.offsets") if stmt.offsets else None,
-            label=stmt.label or "")
+        attrs = {}
+        for key in _DIM_ATTRS:
+            dims = getattr(stmt, key)
+            if dims is not None:
+                attrs[key] = self._dims(dims, env, f"{where}.{key}")
+        for key in _INT_ATTRS:
+            value = getattr(stmt, key)
+            if value is not None:
+                attrs[key] = self._value(value, env, f"{where}.{key}")
+        for key in ("scalar", "dtype", "axis", "keepdim", "a_trans", "b_trans", "perm",
+                    "inplace", "value", "permute"):
+            attrs[key] = getattr(stmt, key)
+        return TracedOp(op=stmt.op, inputs=tuple(stmt.inputs), out=stmt.out, where=where,
+                        vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,
+                        attrs=attrs, label=stmt.label or "")
 
     def _loop(self, stmt: LoopStmt, env, where: str) -> None:
         head = stmt.loop
@@ -97,15 +162,22 @@ class _Tracer:
             for i in range(trip):
                 self.run(stmt.body, {**env, head.idx: i}, f"{where}.body")
             return
+        resume_key = self.current.root_key
         self.flush()   # ops before the loop form their own root call
-        for i in range(trip):
-            self.current = RootCall(root_key=head.name)
-            self.run(stmt.body, {**env, head.idx: i}, f"{where}.body")
+        i = 0
+        for u in unroll_chunks(trip, head.unroll_list):
+            key = head.name if not head.unroll_list else f"{head.name}_unroll{u}"
+            self.current = RootCall(root_key=key, bodies=u, parallel=head.parallel)
+            for _ in range(u):
+                self.run(stmt.body, {**env, head.idx: i, f"{head.idx}_unroll": u},
+                         f"{where}.body")
+                i += 1
             self.flush()
+        self.current = replace(self.current, root_key=f"{resume_key}_after_{head.name}")
 
 
 def trace(kernel: Kernel) -> Trace:
     tracer = _Tracer(kernel)
     tracer.run(kernel.body, dict(kernel.params), "body")
     tracer.flush()
-    return Trace(calls=tracer.calls, loop_bodies=tracer.loop_bodies)
+    return Trace(calls=tracer.calls)

@@ -1,50 +1,97 @@
-"""How long one leaf task runs on its core, from the leaf function's pipe work.
+"""What one leaf task costs on its core, pipe by pipe.
 
-First model: the tile's pipe work runs back to back (one tile in flight, no
-double buffering), each op costing fixed cycles plus bytes over the pipe's rate,
-and the core adds a head overhead per leaf task.
+Everything but MTE2 is fixed at compile time and converted here once, as
+arrays.  MTE2 depends on the memory system at the moment the task starts: how
+many of its bytes hit L2, and how many cores share HBM and L2 bandwidth then;
+``Mte2Model`` prices it at dispatch.  A task whose tiles pipeline (several in
+flight: NBuffer, L1Reuse or a multi-step K loop) overlaps its pipes; a
+single-tile task runs them back to back.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..compiler.program import LeafFunction, PipeWork, Program
-from ..spec.hardware import Hardware, PipeRate
-
-
-def _rate(hw: Hardware, work: PipeWork) -> PipeRate:
-    if work.pipe == "mte2":
-        return hw.pipes.mte2
-    if work.pipe == "mte3":
-        return hw.pipes.mte3
-    table = hw.pipes.vector
-    return table.get(work.kind, table["default"])
-
-
-def pipe_cycles(hw: Hardware, leaf: LeafFunction) -> dict[str, float]:
-    cycles: dict[str, float] = {}
-    for work in leaf.work:
-        rate = _rate(hw, work)
-        cycles[work.pipe] = cycles.get(work.pipe, 0.0) + rate.fixed_cycles \
-            + work.bytes / rate.bytes_per_cycle
-    return cycles
-
-
-def leaf_duration_us(hw: Hardware, leaf: LeafFunction) -> float:
-    busy = sum(pipe_cycles(hw, leaf).values())
-    return hw.core.head_overhead_us + busy / hw.cores.clock_mhz
-
-
-def task_durations_us(hw: Hardware, program: Program) -> np.ndarray:
-    per_leaf = np.asarray([leaf_duration_us(hw, leaf) for leaf in program.leaf_functions])
-    return per_leaf[program.task_leaf] if per_leaf.size else np.zeros(0)
-
+from ..compiler.program import Program
+from ..spec.hardware import Hardware
 
 PIPES = ("mte2", "mte1", "cube", "vector", "fixp", "mte3", "scalar")
 
 
-def task_pipe_cycles(hw: Hardware, program: Program) -> dict[str, np.ndarray]:
-    """Busy cycles of every pipe for every leaf task (core clock cycles)."""
-    per_leaf = [pipe_cycles(hw, leaf) for leaf in program.leaf_functions]
-    return {pipe: np.asarray([c.get(pipe, 0.0) for c in per_leaf])[program.task_leaf]
-            if per_leaf else np.zeros(0) for pipe in PIPES}
+def static_pipe_us(hw: Hardware, program: Program) -> dict[str, np.ndarray]:
+    """Per task, microseconds on every pipe except MTE2."""
+    clock = hw.cores.clock_mhz
+    w = program.work
+    mte3 = np.where(w["mte3_bytes"] > 0,
+                    hw.pipes.mte3.fixed_cycles + w["mte3_bytes"] / hw.pipes.mte3.bytes_per_cycle,
+                    0.0)
+    return {"mte1": w["mte1"] / clock, "cube": w["cube"] / clock,
+            "vector": w["vector"] / clock, "fixp": w["fixp"] / clock, "mte3": mte3 / clock}
+
+
+def combine_pipes(head_us: float, pipes_us: np.ndarray, in_flight: float) -> float:
+    """Duration of a task from its pipe totals: serial for one tile, pipelined for several."""
+    total = float(pipes_us.sum())
+    if in_flight <= 1:
+        return head_us + total
+    n = float(in_flight)
+    return head_us + total / n + (n - 1) / n * float(pipes_us.max())
+
+
+class Mte2Model:
+    """MTE2 time of a task from its L2 hits/misses and the bandwidth share at dispatch."""
+
+    def __init__(self, hw: Hardware):
+        m = hw.pipes.mte2
+        clock = hw.cores.clock_mhz
+        self.fixed_us = m.fixed_cycles / clock
+        self.burst_us = m.burst_setup_cycles / clock
+        self.core_rate = m.bytes_per_cycle * clock          # bytes per us, one core
+        self.hbm_rate = hw.memory.hbm_gbps * 1e3            # bytes per us, whole chip
+        self.l2_rate = hw.memory.l2_gbps * 1e3
+
+    def us(self, loads: float, bursts: float, hbm_bytes: float, l2_bytes: float,
+           loaders: int) -> float:
+        if loads == 0:
+            return 0.0
+        share = max(loaders, 1)
+        hbm = min(self.core_rate, self.hbm_rate / share)
+        l2 = min(self.core_rate, self.l2_rate / share)
+        return loads * self.fixed_us + bursts * self.burst_us + hbm_bytes / hbm + l2_bytes / l2
+
+
+class L2Cache:
+    """Capacity-limited, tracked by tensor region (one entry per block), LRU eviction.
+
+    Written data stays for its consumers until evicted; a bypassed block
+    (set_cache_policy) is read from HBM and not kept.
+    """
+
+    def __init__(self, capacity: float):
+        from collections import OrderedDict
+        self.capacity = capacity
+        self.entries: "OrderedDict[int, float]" = OrderedDict()
+        self.used = 0.0
+
+    def read(self, block: int, nbytes: float, bypass: bool) -> bool:
+        if block in self.entries:
+            self.entries.move_to_end(block)
+            return True
+        if not bypass:
+            self._insert(block, nbytes)
+        return False
+
+    def write(self, block: int, nbytes: float, bypass: bool) -> None:
+        if bypass:
+            self.entries.pop(block, None)
+            return
+        if block in self.entries:
+            self.entries.move_to_end(block)
+        else:
+            self._insert(block, nbytes)
+
+    def _insert(self, block: int, nbytes: float) -> None:
+        self.entries[block] = nbytes
+        self.used += nbytes
+        while self.used > self.capacity and self.entries:
+            _, size = self.entries.popitem(last=False)
+            self.used -= size

@@ -1,13 +1,19 @@
 """The modeled NPU's discrete-event loop: AICPU control and schedule threads, cores.
 
-The control thread builds dev tasks one after another, ahead of execution.  A
-dev task is a synchronisation point: its leaf tasks start once it is built and
-the previous dev task has finished and been handed over.  Inside a dev task the
-schedule threads dispatch ready leaf tasks to idle cores of the right type (each
-thread owns a slice of the cores and pays per dispatch), notice completions and
-resolve successor edges (paying per edge); a successor becomes ready when that
-work is done.  Events sit on a heap ordered by (time, sequence number), so ties
-break by arrival order and the same input always gives the same timeline.
+The control thread builds dev tasks one after another, ahead of execution; a
+bigger dev task takes longer to build.  A dev task is a synchronisation point:
+its leaf tasks start once it is built and the previous dev task has finished
+and been handed over.  Inside a dev task the schedule threads dispatch ready
+leaf tasks to idle cores of the right type (each thread owns a slice of the
+cores and pays per dispatch), notice completions and resolve successor edges
+(paying per edge); a successor becomes ready when that work is done.
+
+``device_sched_mode``: 0 takes the oldest ready task (FIFO); 1 the newest, so a
+consumer runs while its producer's data is still in L2; 2 balances dispatches
+across the schedule threads at an extra cost per dispatch; 3 is 1 and 2.
+
+Events sit on a heap ordered by (time, sequence number), so ties break by
+arrival order and the same input always gives the same timeline.
 """
 from __future__ import annotations
 
@@ -19,58 +25,90 @@ import numpy as np
 from ..compiler.program import AIC, Program
 from ..spec.hardware import Hardware
 from ..spec.options import RuntimeOptions
-from .costs import task_durations_us, task_pipe_cycles
+from .costs import L2Cache, Mte2Model, static_pipe_us
 from .timeline import SchedThread, Timeline
 
 _DONE, _READY = 0, 1
-
-
-class _ReadyQueue:
-    """Ready leaf tasks of one core type.  Mode 1/3 (L2 affinity) takes the newest."""
-
-    def __init__(self, newest_first: bool):
-        self.items: deque[int] = deque()
-        self.newest_first = newest_first
-
-    def push(self, task: int) -> None:
-        self.items.append(task)
-
-    def pop(self) -> int:
-        return self.items.pop() if self.newest_first else self.items.popleft()
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
 
 
 class Machine:
     def __init__(self, hw: Hardware, program: Program, options: RuntimeOptions):
         self.hw, self.program, self.options = hw, program, options
         self.n_aic, self.n_aiv = hw.cores.aic, hw.cores.aiv
-        n_sched = min(hw.sched_threads, options.launch_sched_aicpu_num)
+        n_sched = max(1, min(hw.sched_threads, options.launch_sched_aicpu_num))
         a = hw.aicpu
         self.sched = [SchedThread(index=i, begin=0.0, alloc=0.01, init=a.init_us,
                                   handshake=a.init_us + a.handshake_us) for i in range(n_sched)]
         self.thread_free = [s.handshake for s in self.sched]
-        self.duration = task_durations_us(hw, program)
-        n = program.leaf_tasks
+        self.newest_first = options.device_sched_mode in (1, 3)
+        self.fair = options.device_sched_mode in (2, 3)
+        self.dispatch_us = a.dispatch_us + (a.fairness_us if self.fair else 0.0)
+        self._prepare_tasks()
+        self._prepare_edges()
+        self._prepare_accesses()
+
+    # -- static per-task data, as Python lists for a fast inner loop ---------------------
+    def _prepare_tasks(self) -> None:
+        p, hw = self.program, self.hw
+        pipes = static_pipe_us(hw, p)
+        stack = np.stack([pipes[k] for k in ("mte1", "cube", "vector", "fixp", "mte3")])
+        self.static_pipes = pipes
+        self.static_sum = stack.sum(axis=0).tolist() if p.leaf_tasks else []
+        self.static_max = stack.max(axis=0).tolist() if p.leaf_tasks else []
+        w = p.work
+        self.loads = w["mte2_loads"].tolist()
+        self.bursts = w["mte2_bursts"].tolist()
+        self.in_flight = w["in_flight"].tolist()
+        self.core_type = p.task_core.tolist()
+        self.head = hw.core.head_overhead_us
+        self.mte2 = Mte2Model(hw)
+        n = p.leaf_tasks
         self.task_core = np.full(n, -1, dtype=np.int64)
         self.task_start = np.zeros(n)
         self.task_end = np.zeros(n)
-        # successors inside the same dev task, as CSR arrays
-        dev = program.task_dev_task
-        same = dev[program.edge_src] == dev[program.edge_dst]
-        src, dst = program.edge_src[same], program.edge_dst[same]
-        self.succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
-        self.succ = dst  # already sorted by src
-        self.indegree = np.bincount(dst, minlength=n).astype(np.int64)
+        self.task_mte2 = np.zeros(n)
+        self.task_hbm = np.zeros(n)
+        self.task_l2 = np.zeros(n)
 
-    # -- helpers -----------------------------------------------------------------
-    def _cores_of(self, core_type: int) -> range:
-        return range(0, self.n_aic) if core_type == AIC else range(self.n_aic,
-                                                                    self.n_aic + self.n_aiv)
+    def _prepare_edges(self) -> None:
+        p = self.program
+        n = p.leaf_tasks
+        dev = p.task_dev_task
+        same = dev[p.edge_src] == dev[p.edge_dst]   # later dev tasks wait at the barrier anyway
+        src, dst = p.edge_src[same], p.edge_dst[same]
+        self.succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
+        self.succ = dst.tolist()
+        self.indegree = np.bincount(dst, minlength=n).tolist()
 
-    def _owner(self, core: int) -> int:
-        return core % len(self.sched)
+    def _prepare_accesses(self) -> None:
+        p = self.program
+        order = np.lexsort((p.acc_write, p.acc_task))
+        task = p.acc_task[order]
+        self.acc_ptr = np.searchsorted(task, np.arange(p.leaf_tasks + 1)).tolist()
+        self.acc_block = p.acc_block[order].tolist()
+        self.acc_bytes = p.acc_bytes[order].tolist()
+        self.acc_write = p.acc_write[order].tolist()
+        self.acc_bypass = p.acc_bypass[order].tolist()
+        self.l2 = L2Cache(self.hw.memory.l2_bytes)
+
+    # -- one leaf task on one core ----------------------------------------------------------
+    def _duration(self, t: int, loaders: int) -> float:
+        hbm = l2 = 0.0
+        cache = self.l2
+        for a in range(self.acc_ptr[t], self.acc_ptr[t + 1]):
+            if self.acc_write[a]:
+                cache.write(self.acc_block[a], self.acc_bytes[a], self.acc_bypass[a])
+            elif cache.read(self.acc_block[a], self.acc_bytes[a], self.acc_bypass[a]):
+                l2 += self.acc_bytes[a]
+            else:
+                hbm += self.acc_bytes[a]
+        mte2 = self.mte2.us(self.loads[t], self.bursts[t], hbm, l2, loaders)
+        self.task_mte2[t], self.task_hbm[t], self.task_l2[t] = mte2, hbm, l2
+        total = mte2 + self.static_sum[t]
+        n = self.in_flight[t]
+        if n <= 1:
+            return self.head + total
+        return self.head + total / n + (n - 1) / n * max(mte2, self.static_max[t])
 
     # -- control thread ----------------------------------------------------------------
     def build_times(self) -> np.ndarray:
@@ -82,63 +120,88 @@ class Machine:
         return a.init_us + np.cumsum(cost)
 
     # -- one dev task ------------------------------------------------------------------
-    def run_dev_task(self, k: int, tasks: np.ndarray, start: float) -> float:
-        newest = self.options.device_sched_mode in (1, 3)
-        queues = {t: _ReadyQueue(newest) for t in (0, 1)}
-        idle = {t: list(self._cores_of(t)) for t in (0, 1)}
-        for lst in idle.values():
-            heapq.heapify(lst)
-        core_type = self.program.task_core
-        events: list[tuple[float, int, int, int, int]] = []
+    def run_dev_task(self, tasks: np.ndarray, start: float) -> float:
+        n_threads = len(self.sched)
+        queues = (deque(), deque())
+        idle = [[[] for _ in range(2)] for _ in range(n_threads)]   # [thread][type] heaps
+        for core in range(self.n_aic + self.n_aiv):
+            idle[core % n_threads][AIC if core < self.n_aic else 0].append(core)
+        events: list = []
         seq = 0
-        first_send = [None] * len(self.sched)
-        last_send = [start] * len(self.sched)
-        for th in range(len(self.sched)):
-            self.thread_free[th] = max(self.thread_free[th], start)
+        running = 0
+        rr = 0
+        first_send = [None] * n_threads
+        last_send = [start] * n_threads
+        free = self.thread_free
+        for th in range(n_threads):
+            free[th] = max(free[th], start)
             self.sched[th].rcv.append(start)
+        core_type, indegree, succ, succ_ptr = self.core_type, self.indegree, self.succ, \
+            self.succ_ptr
+
+        def pick_core(t: int) -> int | None:
+            nonlocal rr
+            if self.fair:
+                for k in range(n_threads):
+                    th = (rr + k) % n_threads
+                    if idle[th][t]:
+                        rr = th + 1
+                        return heapq.heappop(idle[th][t])
+                return None
+            best = None
+            for th in range(n_threads):
+                h = idle[th][t]
+                if h and (best is None or h[0] < idle[best][t][0]):
+                    best = th
+            return heapq.heappop(idle[best][t]) if best is not None else None
 
         def dispatch(now: float) -> None:
-            nonlocal seq
+            nonlocal seq, running
             for t in (1, 0):   # AIC first, as the runtime walks its cores
-                q, free = queues[t], idle[t]
-                while q and free:
-                    task, core = q.pop(), heapq.heappop(free)
-                    th = self._owner(core)
-                    send = max(now, self.thread_free[th]) + self.hw.aicpu.dispatch_us
-                    self.thread_free[th] = send
+                q = queues[t]
+                while q:
+                    core = pick_core(t)
+                    if core is None:
+                        break
+                    task = q.pop() if self.newest_first else q.popleft()
+                    th = core % n_threads
+                    send = max(now, free[th]) + self.dispatch_us
+                    free[th] = send
                     self.sched[th].dispatches += 1
                     if first_send[th] is None:
                         first_send[th] = send
                     last_send[th] = send
-                    end = send + self.duration[task]
+                    running += 1
+                    end = send + self._duration(task, running)
                     self.task_core[task], self.task_start[task], self.task_end[task] = \
                         core, send, end
                     seq += 1
-                    heapq.heappush(events, (end, seq, _DONE, int(task), core))
+                    heapq.heappush(events, (end, seq, _DONE, task, core))
 
-        for task in tasks[self.indegree[tasks] == 0]:
-            queues[int(core_type[task])].push(int(task))
+        for task in tasks[np.asarray(indegree, dtype=np.int64)[tasks] == 0].tolist() \
+                if tasks.size else []:
+            queues[core_type[task]].append(task)
         dispatch(start)
         end_of_dev = start
+        a = self.hw.aicpu
         while events:
-            now, _, kind, a, b = heapq.heappop(events)
+            now, _, kind, task, core = heapq.heappop(events)
             if kind == _DONE:
-                th = self._owner(b)
-                succ = self.succ[self.succ_ptr[a]:self.succ_ptr[a + 1]]
-                noticed = max(now, self.thread_free[th]) + self.hw.aicpu.completion_us \
-                    + self.hw.aicpu.resolve_edge_us * succ.size
-                self.thread_free[th] = noticed
+                running -= 1
+                th = core % n_threads
+                lo, hi = succ_ptr[task], succ_ptr[task + 1]
+                noticed = max(now, free[th]) + a.completion_us + a.resolve_edge_us * (hi - lo)
+                free[th] = noticed
                 end_of_dev = max(end_of_dev, noticed)
-                heapq.heappush(idle[int(core_type[a])], b)
-                for s in succ:
-                    self.indegree[s] -= 1
-                    if self.indegree[s] == 0:
+                heapq.heappush(idle[th][core_type[task]], core)
+                for s in succ[lo:hi]:
+                    indegree[s] -= 1
+                    if indegree[s] == 0:
                         seq += 1
-                        heapq.heappush(events, (noticed, seq, _READY, int(s), 0))
-                dispatch(now)
+                        heapq.heappush(events, (noticed, seq, _READY, s, 0))
             else:
-                queues[int(core_type[a])].push(a)
-                dispatch(now)
+                queues[core_type[task]].append(task)
+            dispatch(now)
         for th, thread in enumerate(self.sched):
             thread.first_send.append(first_send[th] if first_send[th] is not None else start)
             thread.sched_exec.append(last_send[th])
@@ -154,26 +217,29 @@ class Machine:
         bounds = np.searchsorted(p.task_dev_task[order], np.arange(p.dev_tasks + 1))
         dev_start = np.zeros(p.dev_tasks)
         dev_end = np.zeros(p.dev_tasks)
-        ready_at = self.sched[0].handshake if self.sched else a.init_us
+        ready_at = self.sched[0].handshake
         for k in range(p.dev_tasks):
             dev_start[k] = max(built[k], ready_at)
-            dev_end[k] = self.run_dev_task(k, order[bounds[k]:bounds[k + 1]], dev_start[k])
+            dev_end[k] = self.run_dev_task(order[bounds[k]:bounds[k + 1]], dev_start[k])
             ready_at = dev_end[k] + a.dev_task_sync_us
         last = dev_end[-1] if p.dev_tasks else ready_at
         for thread in self.sched:
             thread.wait_all_finish = last
             thread.core_exit = last + a.exit_us / 2
             thread.exit = last + a.exit_us
-        n_cores = self.n_aic + self.n_aiv
-        core_exit = np.full(n_cores, last + a.exit_us / 2)
+        clock = self.hw.cores.clock_mhz
+        pipe_cycles = {k: v * clock for k, v in self.static_pipes.items()}
+        pipe_cycles["mte2"] = self.task_mte2 * clock
+        pipe_cycles["scalar"] = np.zeros(p.leaf_tasks)
         return Timeline(
             aic_cores=self.n_aic, aiv_cores=self.n_aiv,
             task_core=self.task_core, task_start=self.task_start, task_end=self.task_end,
             ctrl_begin=0.0, ctrl_init=a.init_us, dev_build_end=built, dev_start=dev_start,
             dev_end=dev_end, ctrl_exit=last + a.exit_us, sched=self.sched,
-            core_begin=0.005, core_init=self.sched[0].handshake if self.sched else a.init_us,
-            core_exit=core_exit, task_pipe_cycles=task_pipe_cycles(self.hw, p),
-            clock_mhz=self.hw.cores.clock_mhz)
+            core_begin=0.005, core_init=self.sched[0].handshake,
+            core_exit=np.full(self.n_aic + self.n_aiv, last + a.exit_us / 2),
+            task_pipe_cycles=pipe_cycles, clock_mhz=clock,
+            task_hbm_bytes=self.task_hbm, task_l2_bytes=self.task_l2)
 
 
 def simulate(hw: Hardware, program: Program, options: RuntimeOptions) -> Timeline:

@@ -48,6 +48,9 @@ class Timeline:
     # busy cycles (core clock) per pipe per leaf task: mte2, mte1, cube, vector, fixp, mte3, scalar
     task_pipe_cycles: dict[str, np.ndarray] = field(default_factory=dict)
     clock_mhz: float = 1000.0
+    # GM bytes each task read from HBM (L2 misses) and from L2 (hits)
+    task_hbm_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    task_l2_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def kernel_us(self) -> float:

@@ -1,23 +1,24 @@
 """Shape expressions: integer arithmetic over named parameters and loop indices.
 
-Kernel files write shapes and offsets as ``"N*W"`` or ``"i*W"``; this evaluates
-them safely (no Python ``eval``): names, integers, + - * // % and parentheses,
+Kernel files write shapes and offsets as ``"N*W"`` or ``"i*W"`` and conditions
+as ``"s2 == 0"``; this evaluates them safely (no Python ``eval``): names,
+integers, + - * // %, comparisons, and/or/not, parentheses and
 ``min``/``max``/``ceil_div``.
 """
 from __future__ import annotations
 
 import ast
+import operator
 from functools import lru_cache
 from typing import Mapping
 
-_BINOPS = {
-    ast.Add: lambda a, b: a + b,
-    ast.Sub: lambda a, b: a - b,
-    ast.Mult: lambda a, b: a * b,
-    ast.FloorDiv: lambda a, b: a // b,
-    ast.Mod: lambda a, b: a % b,
-}
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+           ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
 _FUNCS = {"min": min, "max": max, "ceil_div": lambda a, b: -(-a // b)}
+_ALLOWED = (ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Not, ast.Name, ast.Load, ast.Call,
+            ast.Constant, ast.Compare, ast.BoolOp, ast.And, ast.Or, *_BINOPS, *_CMPOPS)
 
 
 class ExprError(ValueError):
@@ -31,11 +32,10 @@ def parse(text: str) -> ast.expr:
     except SyntaxError:
         raise ExprError(f"'{text}' is not an integer expression") from None
     for node in ast.walk(tree):
-        ok = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Name, ast.Load,
-                               ast.Call, ast.Constant, *_BINOPS))
-        if not ok or (isinstance(node, ast.Constant) and type(node.value) is not int):
-            raise ExprError(f"'{text}' may use only names, integers, + - * // % and "
-                            f"min/max/ceil_div")
+        if not isinstance(node, _ALLOWED) or (isinstance(node, ast.Constant)
+                                              and type(node.value) not in (int, bool)):
+            raise ExprError(f"'{text}' may use only names, integers, + - * // %, comparisons, "
+                            f"and/or/not and min/max/ceil_div")
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name)
                                                and node.func.id in _FUNCS):
             raise ExprError(f"'{text}' calls an unknown function; allowed: {', '.join(_FUNCS)}")
@@ -49,9 +49,9 @@ def names(text: int | str) -> set[str]:
 
 
 def evaluate(text: int | str, env: Mapping[str, int]) -> int:
-    if isinstance(text, int):
-        return text
-    return _eval(parse(text), env, text)
+    if isinstance(text, (int, bool)):
+        return int(text)
+    return int(_eval(parse(text), env, text))
 
 
 def _eval(node: ast.expr, env: Mapping[str, int], text: str) -> int:
@@ -64,11 +64,24 @@ def _eval(node: ast.expr, env: Mapping[str, int], text: str) -> int:
         return env[node.id]
     if isinstance(node, ast.UnaryOp):
         value = _eval(node.operand, env, text)
+        if isinstance(node.op, ast.Not):
+            return int(not value)
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, env, text), _eval(node.right, env, text)
         if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and right == 0:
             raise ExprError(f"'{text}' divides by zero")
         return _BINOPS[type(node.op)](left, right)
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, env, text)
+        for op, comp in zip(node.ops, node.comparators):
+            right = _eval(comp, env, text)
+            if not _CMPOPS[type(op)](left, right):
+                return 0
+            left = right
+        return 1
+    if isinstance(node, ast.BoolOp):
+        values = [_eval(v, env, text) for v in node.values]
+        return int(all(values) if isinstance(node.op, ast.And) else any(values))
     assert isinstance(node, ast.Call)
     return _FUNCS[node.func.id](*(_eval(a, env, text) for a in node.args))

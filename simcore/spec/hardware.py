@@ -41,8 +41,30 @@ class PipeRate(Strict):
     fixed_cycles: float = Field(ge=0)
 
 
+class Mte2Rate(PipeRate):
+    """GM -> UB/L1.  Every contiguous run (burst) costs setup cycles, so short tail
+    axes and ND layouts of wide matrices load slower than the same bytes in NZ."""
+    burst_setup_cycles: float = Field(ge=0)
+
+
+class CubeRate(Strict):
+    """Cycles per 16x16x16 fractal by input dtype ("default" for the rest)."""
+    fixed_cycles: float = Field(ge=0)
+    cycles_per_fractal: dict[str, PositiveFloat]
+
+    @field_validator("cycles_per_fractal")
+    @classmethod
+    def _has_default(cls, table):
+        if "default" not in table:
+            raise ValueError("cycles_per_fractal needs a 'default' entry")
+        return table
+
+
 class Pipes(Strict):
-    mte2: PipeRate        # GM -> UB/L1 (copy in)
+    mte2: Mte2Rate        # GM -> UB/L1 (copy in)
+    mte1: PipeRate        # L1 -> L0A/L0B
+    cube: CubeRate
+    fixp: PipeRate        # L0C -> GM
     mte3: PipeRate        # UB -> GM (copy out)
     vector: dict[str, PipeRate]  # per op kind; key "default" for the rest
 
@@ -67,6 +89,7 @@ class Aicpu(Strict):
     dispatch_us: float = Field(ge=0)           # per leaf task sent to a core
     resolve_edge_us: float = Field(ge=0)       # per successor edge decremented
     completion_us: float = Field(ge=0)         # noticing one finished leaf task
+    fairness_us: float = Field(ge=0)           # device_sched_mode 2/3: balancing across threads, per dispatch
     dev_task_sync_us: float = Field(ge=0)      # hand-over between two dev tasks
     exit_us: float = Field(ge=0)
     launch_gap_us: float = Field(ge=0)         # host gap between two launches (rounds)

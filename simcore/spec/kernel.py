@@ -2,7 +2,8 @@
 
 A kernel file mirrors a PyPTO ``@jit`` function: global tensors with shapes over
 named params, a body of statements (ops with PyPTO's names, ``pypto.loop`` or
-Python ``for`` loops, ``set_vec_tile_shapes``), and default jit options.
+Python ``for`` loops, ``set_vec_tile_shapes`` / ``set_cube_tile_shapes``,
+``sg_set_scope``), and default jit options.
 """
 from __future__ import annotations
 
@@ -14,18 +15,24 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 from .base import Strict
 from .expr import ExprError, parse
 from .loader import load
-from .options import JitOptions
+from .options import JitOptions, validate_scope
 
 Dim = Union[int, str]
+DType = Literal["fp32", "fp16", "bf16", "int8", "int32"]
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int32": 4}
 UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast")
 BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS
-OP_NAMES = ELEMENTWISE_OPS + ("view", "assemble")
+REDUCE_OPS = ("sum", "amax", "amin")
+OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
+    "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
+    "scatter_update")
+_ARITY = {"view": 1, "assemble": 1, "scatter_update": 1, "transpose": 1, "reshape": 1,
+          "matmul": 2, "full": 0, "gather": 1, **{op: 1 for op in REDUCE_OPS}}
 
 
-def _check_dims(dims: list[Dim] | None) -> list[Dim] | None:
+def _check_dims(dims):
     for dim in dims or []:
         if isinstance(dim, str):
             try:
@@ -37,43 +44,75 @@ def _check_dims(dims: list[Dim] | None) -> list[Dim] | None:
     return dims
 
 
+def _dims_validator(*fields):
+    return field_validator(*fields)(classmethod(lambda cls, v: _check_dims(v)))
+
+
 class TensorSpec(Strict):
     shape: list[Dim] = Field(min_length=1)
-    dtype: Literal["fp32", "fp16", "bf16", "int8", "int32"] = "fp32"
+    dtype: DType = "fp32"
     format: Literal["ND", "NZ"] = "ND"
     role: Literal["input", "output", "temporary"] = "temporary"
+    # pypto.set_cache_policy: "bypass" keeps a streamed tensor from evicting useful L2 data
+    cache_policy: Literal["default", "bypass"] = "default"
 
-    _dims = field_validator("shape")(classmethod(lambda cls, v: _check_dims(v)))
+    _dims = _dims_validator("shape")
 
 
 class OpStmt(Strict):
     """One PyPTO op call: ``out = pypto.<op>(*inputs, ...)``."""
     op: Literal[OP_NAMES]
-    inputs: list[str] = Field(min_length=1)
+    inputs: list[str] = Field(default_factory=list)
     out: str
     scalar: float | None = None          # scalar form: pypto.add(x, 1.0)
-    dtype: Literal["fp32", "fp16", "bf16", "int8", "int32"] | None = None  # cast target
-    shape: list[Dim] | None = None       # view
-    offsets: list[Dim] | None = None     # view, assemble
+    dtype: DType | None = None           # cast target, matmul out dtype, full dtype
+    shape: list[Dim] | None = None       # view, reshape, full
+    offsets: list[Dim] | None = None     # view, assemble, scatter_update
+    valid_shape: list[Dim] | None = None  # view: the region that holds data
+    axis: int | None = None              # reductions, concat
+    keepdim: bool = True
+    a_trans: bool = False
+    b_trans: bool = False
+    perm: list[int] | None = None        # transpose
+    inplace: bool = True                 # reshape
+    value: float = 0.0                   # full
+    block_rows: Dim | None = None        # gather: rows per paged block
+    first_block: Dim = 0                 # gather: first logical block
+    count: Dim | None = None             # gather: blocks gathered
+    permute: int = 0                     # gather: block-table permutation multiplier (0 = identity)
     label: str | None = None             # pypto.set_semantic_label
+    cond: str | None = None              # the op exists only where this is true (is_loop_begin ...)
 
-    _dims = field_validator("shape", "offsets")(classmethod(lambda cls, v: _check_dims(v)))
+    _dims = _dims_validator("shape", "offsets", "valid_shape")
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, label):
+        import re
+        if label is not None and re.fullmatch(r"func\d+_\d+", label):
+            raise ValueError(f"semantic label '{label}' looks like a hashOrder key "
+                             f"(func<magic>_<order>); PyPTO rejects it, choose another")
+        return label
 
     @model_validator(mode="after")
     def _arity(self) -> "OpStmt":
-        want = {"view": 1, "assemble": 1}.get(self.op)
-        if self.op in UNARY_OPS or (self.op in BINARY_OPS and self.scalar is not None):
-            want = 1
-        elif self.op in BINARY_OPS:
-            want = 2
-        if len(self.inputs) != want:
+        if self.op in BINARY_OPS:
+            want = 1 if self.scalar is not None else 2
+        elif self.op == "concat":
+            want = None
+        else:
+            want = _ARITY.get(self.op, 1)
+        if want is not None and len(self.inputs) != want:
             raise ValueError(f"op '{self.op}' takes {want} input(s), got {len(self.inputs)}")
-        if self.op == "view" and (self.shape is None or self.offsets is None):
-            raise ValueError("op 'view' needs 'shape' and 'offsets'")
-        if self.op == "assemble" and self.offsets is None:
-            raise ValueError("op 'assemble' needs 'offsets'")
-        if self.op == "cast" and self.dtype is None:
-            raise ValueError("op 'cast' needs 'dtype'")
+        if self.op == "concat" and (len(self.inputs) < 2 or self.axis is None):
+            raise ValueError("op 'concat' needs at least 2 inputs and 'axis'")
+        needs = {"view": ("shape", "offsets"), "assemble": ("offsets",),
+                 "scatter_update": ("offsets",), "cast": ("dtype",), "full": ("shape",),
+                 "reshape": ("shape",), "transpose": ("perm",),
+                 "gather": ("block_rows", "count"), **{op: ("axis",) for op in REDUCE_OPS}}
+        missing = [f for f in needs.get(self.op, ()) if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"op '{self.op}' needs {' and '.join(repr(m) for m in missing)}")
         return self
 
 
@@ -81,11 +120,20 @@ class LoopHead(Strict):
     name: str
     idx: str
     trip: Dim
-    # "pypto": pypto.loop, one root call per iteration; "for": Python for, unrolled
-    # inside the enclosing root function.
+    # "pypto": pypto.loop, one root call per iteration (or per unroll chunk);
+    # "for": a Python for, unrolled inside the enclosing root function.
     style: Literal["pypto", "for"] = "pypto"
+    unroll_list: list[int] | None = None   # pypto.loop_unroll: greedy decomposition
+    parallel: bool = False
 
     _dims = field_validator("trip")(classmethod(lambda cls, v: _check_dims([v])[0]))
+
+    @field_validator("unroll_list")
+    @classmethod
+    def _unroll(cls, value):
+        if value is not None and (not value or any(u < 1 for u in value)):
+            raise ValueError("unroll_list needs positive factors, e.g. [64, 16, 4]")
+        return value
 
 
 class LoopStmt(Strict):
@@ -98,9 +146,36 @@ class TileStmt(Strict):
     set_vec_tile_shapes: str | list[Dim]
 
 
+class CubeTile(Strict):
+    """``pypto.set_cube_tile_shapes(m, k, n, enable_split_k)``: [L0, L1] per axis."""
+    m: list[Dim] = Field(min_length=2, max_length=2)
+    k: list[Dim] = Field(min_length=2, max_length=3)   # [L0, L1] or [L0, kAL1, kBL1]
+    n: list[Dim] = Field(min_length=2, max_length=2)
+    enable_split_k: bool = False
+
+    _dims = _dims_validator("m", "k", "n")
+
+
+class CubeTileStmt(Strict):
+    set_cube_tile_shapes: str | CubeTile
+
+
+class ScopeStmt(Strict):
+    """``pypto.sg_set_scope``: int, or (scope_id, allow_parallel_merge, allow_cross_scope_merge)."""
+    sg_set_scope: int | list[Any]
+
+    @field_validator("sg_set_scope")
+    @classmethod
+    def _scope(cls, value):
+        return validate_scope(value, "sg_set_scope")
+
+
+_KEYS = ("loop", "set_vec_tile_shapes", "set_cube_tile_shapes", "sg_set_scope", "op")
+
+
 def _statement_kind(value: Any) -> str | None:
     if isinstance(value, dict):
-        for key in ("loop", "set_vec_tile_shapes", "op"):
+        for key in _KEYS:
             if key in value:
                 return f"{key} statement"
         return None
@@ -109,10 +184,12 @@ def _statement_kind(value: Any) -> str | None:
 
 Statement = Annotated[
     Union[Annotated[OpStmt, Tag("op statement")], Annotated[LoopStmt, Tag("loop statement")],
-          Annotated[TileStmt, Tag("set_vec_tile_shapes statement")]],
+          Annotated[TileStmt, Tag("set_vec_tile_shapes statement")],
+          Annotated[CubeTileStmt, Tag("set_cube_tile_shapes statement")],
+          Annotated[ScopeStmt, Tag("sg_set_scope statement")]],
     Discriminator(_statement_kind, custom_error_type="statement",
-                  custom_error_message="a statement needs one of the keys 'op', 'loop' or "
-                                       "'set_vec_tile_shapes'"),
+                  custom_error_message="a statement needs one of the keys " + ", ".join(
+                      f"'{k}'" for k in _KEYS)),
 ]
 LoopStmt.model_rebuild()
 
@@ -122,30 +199,30 @@ class Kernel(Strict):
     description: str = ""
     params: dict[str, int] = Field(default_factory=dict)
     tensors: dict[str, TensorSpec] = Field(min_length=1)
-    tiles: dict[str, list[Dim]] = Field(default_factory=dict)
+    tiles: dict[str, Union[list[Dim], CubeTile]] = Field(default_factory=dict)
     body: list[Statement] = Field(min_length=1)
     options: JitOptions = Field(default_factory=JitOptions)
 
     @model_validator(mode="after")
     def _tile_names_exist(self) -> "Kernel":
-        for stmt in _walk(self.body):
-            ref = getattr(stmt, "set_vec_tile_shapes", None)
-            if isinstance(ref, str) and ref not in self.tiles:
-                raise ValueError(f"set_vec_tile_shapes names tile '{ref}', which is not in "
-                                 f"'tiles' (known: {', '.join(sorted(self.tiles)) or 'none'})")
+        for stmt in walk(self.body):
+            for attr, want in (("set_vec_tile_shapes", list), ("set_cube_tile_shapes", CubeTile)):
+                ref = getattr(stmt, attr, None)
+                if isinstance(ref, str):
+                    if ref not in self.tiles:
+                        raise ValueError(f"{attr} names tile '{ref}', which is not in 'tiles' "
+                                         f"(known: {', '.join(sorted(self.tiles)) or 'none'})")
+                    if not isinstance(self.tiles[ref], want):
+                        raise ValueError(f"{attr} names tile '{ref}', which is a "
+                                         f"{'cube' if want is list else 'vector'} tile")
         return self
 
 
-def _walk(body):
+def walk(body):
     for stmt in body:
         yield stmt
         if isinstance(stmt, LoopStmt):
-            yield from _walk(stmt.body)
-
-
-def load_kernel_data(path: Path) -> dict[str, Any]:
-    from .loader import read_mapping
-    return read_mapping(path)
+            yield from walk(stmt.body)
 
 
 def load_kernel(path: Path) -> Kernel:

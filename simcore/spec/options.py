@@ -46,6 +46,74 @@ class PassOptions(Strict):
             return {str(k): v for k, v in value.items()}
         return value
 
+    @field_validator("cube_l1_reuse_setting")
+    @classmethod
+    def _l1_reuse(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, v in value.items():
+            check_merge_key(key, "cube_l1_reuse_setting", lowest=-1)
+            count, side = v if isinstance(v, (list, tuple)) else (v, "auto")
+            if isinstance(v, (list, tuple)) and len(v) != 2:
+                raise ValueError(f"cube_l1_reuse_setting['{key}'] = {v!r}: a pair must be "
+                                 f"(count, side)")
+            if type(count) is not int or not 1 <= count < 1_000_000:
+                raise ValueError(f"cube_l1_reuse_setting['{key}'] count {count!r} must be an "
+                                 f"int in [1, 1000000)")
+            if str(side).lower() not in ("auto", "left", "right"):
+                raise ValueError(f"cube_l1_reuse_setting['{key}'] side {side!r} must be auto, "
+                                 f"left or right")
+        return value
+
+    @field_validator("cube_nbuffer_setting", "vec_nbuffer_setting")
+    @classmethod
+    def _nbuffer(cls, value: dict[str, Any], info) -> dict[str, Any]:
+        lowest = -2 if info.field_name == "vec_nbuffer_setting" else -1
+        for key, v in value.items():
+            check_merge_key(key, info.field_name, lowest=lowest)
+            floor = 0 if key == "-2" else 1
+            if type(v) is not int or not floor <= v <= 2**31 - 1:
+                raise ValueError(f"{info.field_name}['{key}'] = {v!r} must be an int >= {floor}")
+        return value
+
+    @field_validator("sg_set_scope")
+    @classmethod
+    def _scope(cls, value):
+        return validate_scope(value, "pass.sg_set_scope")
+
+
+def check_merge_key(key: str, option: str, lowest: int) -> None:
+    """Keys: an int hashOrder (lowest.. = defaults), "DEFAULT", func<magic>_<order>, or a label."""
+    try:
+        number = int(key)
+    except ValueError:
+        return   # "DEFAULT", func keys and semantic labels are all strings
+    if number < lowest:
+        raise ValueError(f"{option} key {number} is below {lowest}")
+
+
+def validate_scope(value: Any, option: str) -> list:
+    """sg_set_scope as upstream validates it: int -> [id, False, False], or a triple."""
+    if isinstance(value, bool):
+        raise ValueError(f"Option '{option}' must be an int or (scope_id, allow_parallel_merge, "
+                         f"allow_cross_scope_merge)")
+    if isinstance(value, int):
+        value = [value, False, False]
+    if not isinstance(value, (list, tuple)) or len(value) != 3:
+        raise ValueError(f"Option '{option}' must be an int or a list of exactly 3 items "
+                         f"(scope_id, allow_parallel_merge, allow_cross_scope_merge)")
+    scope_id, parallel, cross = value
+    if type(scope_id) is not int:
+        raise ValueError(f"Option '{option}[0]' (scope_id) must be an int")
+    if type(parallel) is not bool:
+        raise ValueError(f"Option '{option}[1]' (allow_parallel_merge) must be a bool")
+    if type(cross) is not bool:
+        raise ValueError(f"Option '{option}[2]' (allow_cross_scope_merge) must be a bool")
+    if not -1 <= scope_id <= 2147483647:
+        raise ValueError(f"Option '{option}' scope_id {scope_id} is out of range. "
+                         f"Expected -1~2147483647.")
+    if scope_id == -1 and (parallel or cross):
+        raise ValueError(f"Option '{option}': scope -1 (no scope) requires both flags False")
+    return [scope_id, parallel, cross]
+
 
 class DebugOptions(Strict):
     runtime_debug_mode: int = Field(0, ge=0, le=4)

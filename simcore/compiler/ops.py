@@ -1,0 +1,287 @@
+"""Op semantics for tiling: output shape, tile grid, the input region of every tile, and work.
+
+Each op becomes a ``Node`` whose arrays have one row per output tile: the tile's
+box in the output, the box it reads from every input, and the pipe work it costs
+on one core (vector cycles, cube cycles, MTE1 and FIXP cycles; GM bytes are
+counted when the node is placed in a leaf function, because a merged chain keeps
+its intermediates on chip).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..spec.errors import ConfigError, OoOError
+from ..spec.hardware import Hardware
+from ..spec.kernel import BINARY_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
+from .program import AIC, AIV
+from .trace import TracedOp
+from .values import GmValue, LocalValue, grid
+
+Value = GmValue | LocalValue
+FRACTAL = 16
+
+
+@dataclass
+class Node:
+    index: int
+    op: TracedOp
+    kind: str                     # "vector" or "cube"
+    inputs: list[Value]
+    out_shape: tuple[int, ...]
+    out_dtype: str
+    out_lo: np.ndarray            # T x R output tile boxes
+    out_hi: np.ndarray
+    in_lo: list[np.ndarray]       # per input: T x R_i boxes read
+    in_hi: list[np.ndarray]
+    vector_cycles: np.ndarray     # per tile
+    cube_cycles: np.ndarray
+    mte1_cycles: np.ndarray
+    fixp_cycles: np.ndarray
+    flops: np.ndarray
+    ub_bytes: np.ndarray          # live on-chip bytes of one tile (inputs + output)
+    in_flight: np.ndarray         # k steps a cube tile pipelines
+    accumulate: bool = False      # split-K partial sums accumulate in GM
+    combine_of: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def core(self) -> int:
+        return AIC if self.kind == "cube" else AIV
+
+    @property
+    def tiles(self) -> int:
+        return self.out_lo.shape[0]
+
+
+def _elements(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return np.prod(hi - lo, axis=1)
+
+
+def vector_cycles(hw: Hardware, kind: str, nbytes: np.ndarray) -> np.ndarray:
+    table = hw.pipes.vector
+    rate = table.get(kind, table["default"])
+    return rate.fixed_cycles + nbytes / rate.bytes_per_cycle
+
+
+def _vec_tile(op: TracedOp, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if op.vec_tile is None:
+        raise ConfigError(f"field '{op.where}': op '{op.op}' runs before any "
+                          f"set_vec_tile_shapes; set a vector TileShape first.")
+    if len(op.vec_tile) != len(shape):
+        raise ConfigError(f"field '{op.where}': vector TileShape {list(op.vec_tile)} has "
+                          f"{len(op.vec_tile)} dims but '{op.op}' works on shape {list(shape)}; "
+                          f"give one tile dim per tensor dim.")
+    return tuple(min(t, s) for t, s in zip(op.vec_tile, shape))
+
+
+def _check_tail_alignment(op: TracedOp, tile: tuple[int, ...], dtype: str) -> None:
+    """The tail axis of a vector tile must be 32-byte aligned unless it spans the axis."""
+    tail_bytes = tile[-1] * DTYPE_BYTES[dtype]
+    if tail_bytes % 32:
+        raise ConfigError(f"field '{op.where}': vector TileShape {list(op.vec_tile)} gives a tail "
+                          f"axis of {tail_bytes} bytes for '{op.op}' ({dtype}); the tail axis "
+                          f"must be a multiple of 32 bytes ({32 // DTYPE_BYTES[dtype]} elements).")
+
+
+def _check_ub(hw: Hardware, op: TracedOp, tile, ub_bytes: np.ndarray) -> None:
+    need = int(ub_bytes.max()) if ub_bytes.size else 0
+    if need > hw.buffers.ub:
+        raise OoOError(op=f"{op.op} ({op.where})", tile=list(tile), buffer="UB", need=need,
+                       capacity=hw.buffers.ub)
+
+
+def elementwise(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+    shapes = [v.shape for v in inputs]
+    out_shape = tuple(max(dims) for dims in zip(*shapes)) if inputs else op.get("shape")
+    for s in shapes:
+        if len(s) != len(out_shape) or any(a not in (b, 1) for a, b in zip(s, out_shape)):
+            raise ConfigError(f"field '{op.where}': inputs of '{op.op}' have shapes "
+                              f"{[list(x) for x in shapes]}; they must match or broadcast "
+                              f"(a dim of 1).")
+    in_dtype = inputs[0].dtype if inputs else (op.get("dtype") or "fp32")
+    dtype = op.get("dtype") if op.op in ("cast", "full") and op.get("dtype") else in_dtype
+    tile = _vec_tile(op, out_shape)
+    if len(out_shape) > 1 and tile[-1] != out_shape[-1]:
+        _check_tail_alignment(op, tile, dtype)
+    lo, hi = grid(out_shape, tile)
+    in_lo, in_hi = [], []
+    for s in shapes:
+        b = np.asarray([d == 1 and o != 1 for d, o in zip(s, out_shape)])
+        in_lo.append(np.where(b, 0, lo))
+        in_hi.append(np.where(b, 1, hi))
+    n = _elements(lo, hi)
+    elem = max([DTYPE_BYTES[dtype]] + [DTYPE_BYTES[v.dtype] for v in inputs])
+    kind = op.op + "s" if op.get("scalar") is not None else op.op
+    kind = "dup" if op.op == "full" else kind
+    ub = (len(inputs) + 1) * n * elem
+    _check_ub(hw, op, tile, ub)
+    cycles = vector_cycles(hw, kind, n * elem)
+    zeros = np.zeros(len(n))
+    return Node(index, op, "vector", inputs, out_shape, dtype, lo, hi, in_lo, in_hi,
+                cycles, zeros, zeros, zeros, n.astype(np.float64) if op.op != "full" else zeros,
+                ub, np.ones(len(n)))
+
+
+def reduce(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+    """A reduction tiled over its input; a split reduce axis yields partial results."""
+    (src,) = inputs
+    axis = op.get("axis") % len(src.shape)
+    tile = _vec_tile(op, src.shape)
+    lo, hi = grid(src.shape, tile)
+    splits = -(-src.shape[axis] // tile[axis])
+    out_shape = tuple(splits if d == axis else s for d, s in enumerate(src.shape))
+    out_lo, out_hi = lo.copy(), hi.copy()
+    out_lo[:, axis] = lo[:, axis] // tile[axis]
+    out_hi[:, axis] = out_lo[:, axis] + 1
+    n = _elements(lo, hi)
+    elem = DTYPE_BYTES[src.dtype]
+    ub = n * elem + _elements(out_lo, out_hi) * elem
+    _check_ub(hw, op, tile, ub)
+    zeros = np.zeros(len(n))
+    node = Node(index, op, "vector", inputs, out_shape, src.dtype, out_lo, out_hi, [lo], [hi],
+                vector_cycles(hw, f"row{op.op}", n * elem), zeros, zeros, zeros,
+                n.astype(np.float64), ub, np.ones(len(n)))
+    node.extra["splits"] = splits
+    node.extra["axis"] = axis
+    return node
+
+
+def combine(index: int, partial: Node, value: LocalValue, hw: Hardware) -> Node:
+    """Combine the partial results of a split reduce: reads every split of its rows."""
+    op, axis, splits = partial.op, partial.extra["axis"], partial.extra["splits"]
+    final = tuple(1 if d == axis else s for d, s in enumerate(partial.out_shape))
+    tile = tuple(1 if d == axis else min(t, s)
+                 for d, (t, s) in enumerate(zip(op.vec_tile, final)))
+    lo, hi = grid(final, tile)
+    in_lo, in_hi = lo.copy(), hi.copy()
+    in_lo[:, axis], in_hi[:, axis] = 0, splits
+    n = _elements(in_lo, in_hi)
+    elem = DTYPE_BYTES[partial.out_dtype]
+    zeros = np.zeros(len(n))
+    node = Node(index, op, "vector", [value], final, partial.out_dtype, lo, hi, [in_lo], [in_hi],
+                vector_cycles(hw, f"row{op.op}", n * elem), zeros, zeros, zeros,
+                n.astype(np.float64), n * elem * 2, np.ones(len(n)), combine_of=partial.index)
+    return node
+
+
+def _cube_fit(hw: Hardware, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
+    """L0A/L0B/L0C/L1 checks of set_cube_tile_shapes, dims rounded up to fractal alignment."""
+    t = op.cube_tile
+    align = 32 if "int8" in (a_dtype, b_dtype) else FRACTAL
+    up = lambda x: -(-x // align) * align
+    sa, sb = DTYPE_BYTES[a_dtype], DTYPE_BYTES[b_dtype]
+    sc = 4
+    (m0, m1), (k0, ka1, kb1), (n0, n1) = t.m, t.k, t.n
+    checks = (("L0A", up(m0) * up(k0) * sa, hw.buffers.l0a, [m0, k0]),
+              ("L0B", up(n0) * up(k0) * sb, hw.buffers.l0b, [k0, n0]),
+              ("L0C", up(m0) * up(n0) * sc, hw.buffers.l0c, [m0, n0]),
+              ("L1", up(m1) * up(ka1) * sa + up(n1) * up(kb1) * sb, hw.buffers.l1,
+               [m1, max(ka1, kb1), n1]))
+    for buffer, need, capacity, tile in checks:
+        if need > capacity:
+            raise OoOError(op=f"{op.op} ({op.where})", tile=tile, buffer=buffer, need=need,
+                           capacity=capacity)
+
+
+def matmul(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+    a, b = inputs
+    if op.cube_tile is None:
+        raise ConfigError(f"field '{op.where}': matmul runs before any set_cube_tile_shapes; "
+                          f"set a cube TileShape first.")
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ConfigError(f"field '{op.where}': matmul takes 2-D operands, got "
+                          f"{list(a.shape)} and {list(b.shape)}.")
+    m, ka = (a.shape[1], a.shape[0]) if op.get("a_trans") else a.shape
+    kb, n = (b.shape[1], b.shape[0]) if op.get("b_trans") else b.shape
+    if ka != kb:
+        raise ConfigError(f"field '{op.where}': matmul K mismatch: A {list(a.shape)}"
+                          f"{'ᵀ' if op.get('a_trans') else ''} x B {list(b.shape)}"
+                          f"{'ᵀ' if op.get('b_trans') else ''} gives K {ka} vs {kb}.")
+    _cube_fit(hw, op, a.dtype, b.dtype)
+    t = op.cube_tile
+    split_k = t.split_k
+    k_tile = t.k[1] if split_k else ka
+    lo3, hi3 = grid((m, n, ka), (t.m[1], t.n[1], k_tile))
+    lo, hi = lo3[:, :2], hi3[:, :2]
+    ms, ns, ks = (hi3 - lo3).T
+    a_lo = np.stack([lo3[:, 0], lo3[:, 2]], 1)
+    a_hi = np.stack([hi3[:, 0], hi3[:, 2]], 1)
+    b_lo = np.stack([lo3[:, 2], lo3[:, 1]], 1)
+    b_hi = np.stack([hi3[:, 2], hi3[:, 1]], 1)
+    if op.get("a_trans"):
+        a_lo, a_hi = a_lo[:, ::-1], a_hi[:, ::-1]
+    if op.get("b_trans"):
+        b_lo, b_hi = b_lo[:, ::-1], b_hi[:, ::-1]
+    out_dtype = op.get("dtype") or "fp32"
+    sa, sb, sc = DTYPE_BYTES[a.dtype], DTYPE_BYTES[b.dtype], DTYPE_BYTES[out_dtype]
+    cube = hw.pipes.cube
+    frac = np.ceil(ms / FRACTAL) * np.ceil(ns / FRACTAL) * np.ceil(ks / FRACTAL)
+    per_frac = cube.cycles_per_fractal.get(a.dtype, cube.cycles_per_fractal["default"])
+    # A is fed to L0A once per n L0 block, B to L0B once per m L0 block.
+    mte1 = hw.pipes.mte1
+    mte1_bytes = ms * ks * sa * np.ceil(ns / t.n[0]) + ks * ns * sb * np.ceil(ms / t.m[0])
+    steps = np.ceil(ks / t.k[1])
+    zeros = np.zeros(len(ms))
+    node = Node(index, op, "cube", inputs, (m, n), out_dtype, lo, hi, [a_lo, b_lo], [a_hi, b_hi],
+                zeros, cube.fixed_cycles + frac * per_frac,
+                mte1.fixed_cycles * steps + mte1_bytes / mte1.bytes_per_cycle,
+                hw.pipes.fixp.fixed_cycles + ms * ns * sc / hw.pipes.fixp.bytes_per_cycle,
+                2.0 * ms * ns * ks, zeros, steps, accumulate=split_k)
+    return node
+
+
+def transpose(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+    (src,) = inputs
+    perm = op.get("perm")
+    if sorted(perm) != list(range(len(src.shape))):
+        raise ConfigError(f"field '{op.where}': perm {perm} is not a permutation of the "
+                          f"{len(src.shape)} dims of {list(src.shape)}.")
+    out_shape = tuple(src.shape[p] for p in perm)
+    tile = _vec_tile(op, out_shape)
+    lo, hi = grid(out_shape, tile)
+    inv = np.argsort(perm)
+    n = _elements(lo, hi)
+    elem = DTYPE_BYTES[src.dtype]
+    ub = 2 * n * elem
+    _check_ub(hw, op, tile, ub)
+    zeros = np.zeros(len(n))
+    return Node(index, op, "vector", inputs, out_shape, src.dtype, lo, hi, [lo[:, inv]],
+                [hi[:, inv]], vector_cycles(hw, "transpose", n * elem), zeros, zeros, zeros,
+                zeros, ub, np.ones(len(n)))
+
+
+def concat(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+    """concat copies its inputs into a new tensor (assemble writes in place instead)."""
+    axis = op.get("axis") % len(inputs[0].shape)
+    shape = list(inputs[0].shape)
+    for v in inputs[1:]:
+        if len(v.shape) != len(shape) or any(a != b for d, (a, b) in
+                                             enumerate(zip(v.shape, shape)) if d != axis):
+            raise ConfigError(f"field '{op.where}': concat inputs "
+                              f"{[list(v.shape) for v in inputs]} differ off axis {axis}.")
+    starts = np.cumsum([0] + [v.shape[axis] for v in inputs])
+    shape[axis] = int(starts[-1])
+    out_shape = tuple(shape)
+    tile = _vec_tile(op, out_shape)
+    lo, hi = grid(out_shape, tile)
+    in_lo, in_hi = [], []
+    for v, s0 in zip(inputs, starts):
+        a = lo.copy()
+        b = hi.copy()
+        a[:, axis] = np.clip(lo[:, axis] - s0, 0, v.shape[axis])
+        b[:, axis] = np.clip(hi[:, axis] - s0, 0, v.shape[axis])
+        in_lo.append(a)
+        in_hi.append(np.maximum(a, b))
+    n = _elements(lo, hi)
+    elem = DTYPE_BYTES[inputs[0].dtype]
+    zeros = np.zeros(len(n))
+    return Node(index, op, "vector", inputs, out_shape, inputs[0].dtype, lo, hi, in_lo, in_hi,
+                vector_cycles(hw, "copy", n * elem), zeros, zeros, zeros, zeros, 2 * n * elem,
+                np.ones(len(n)))
+
+
+BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full",)},
+            **{op: reduce for op in REDUCE_OPS},
+            "matmul": matmul, "transpose": transpose, "concat": concat}

@@ -1,0 +1,98 @@
+"""What an op's operand is: a region of GM (possibly stitched from pieces) or an on-chip result.
+
+A ``GmValue`` is a view: one or more boxes of GM buffers stacked along axis 0
+(a paged gather stacks KV blocks).  ``region`` maps a batch of boxes in the
+value's coordinates to the GM boxes they touch, vectorised over tiles.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_RANK = 4
+
+
+@dataclass(frozen=True)
+class Piece:
+    buffer: str
+    offsets: tuple[int, ...]
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GmValue:
+    pieces: tuple[Piece, ...]
+    shape: tuple[int, ...]
+    dtype: str
+    format: str = "ND"
+    bypass: bool = False                 # set_cache_policy bypass
+    buffer_shape: tuple[int, ...] = ()   # the whole GM tensor, for burst lengths
+    valid: tuple[int, ...] | None = None
+
+    def region(self, lo: np.ndarray, hi: np.ndarray):
+        """(tile index, buffer, lo, hi) arrays for the GM boxes under each tile box."""
+        tiles, bufs, los, his = [], [], [], []
+        start = 0
+        for piece in self.pieces:
+            stop = start + piece.shape[0]
+            hit = (lo[:, 0] < stop) & (hi[:, 0] > start)
+            idx = np.flatnonzero(hit)
+            if idx.size:
+                plo = lo[idx].copy()
+                phi = hi[idx].copy()
+                plo[:, 0] = np.maximum(plo[:, 0], start) - start
+                phi[:, 0] = np.minimum(phi[:, 0], stop) - start
+                off = np.asarray(piece.offsets)
+                tiles.append(idx)
+                bufs += [piece.buffer] * idx.size
+                los.append(plo + off)
+                his.append(phi + off)
+            start = stop
+        if not tiles:
+            empty = np.zeros((0, lo.shape[1]), dtype=np.int64)
+            return np.zeros(0, np.int64), [], empty, empty
+        return np.concatenate(tiles), bufs, np.concatenate(los), np.concatenate(his)
+
+
+@dataclass(frozen=True)
+class LocalValue:
+    node: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def pad(a: np.ndarray, fill: int) -> np.ndarray:
+    """Pad boxes to MAX_RANK columns so boxes of any rank share one array."""
+    if a.shape[1] == MAX_RANK:
+        return a
+    extra = np.full((a.shape[0], MAX_RANK - a.shape[1]), fill, dtype=np.int64)
+    return np.concatenate([a.astype(np.int64), extra], axis=1)
+
+
+def grid(shape: tuple[int, ...], tile: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """All tile boxes of ``shape`` cut by ``tile``, row-major; tails are smaller."""
+    axes = [np.arange(0, s, t) for s, t in zip(shape, tile)]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    lo = np.stack([m.ravel() for m in mesh], axis=1).astype(np.int64)
+    hi = np.minimum(lo + np.asarray(tile), np.asarray(shape))
+    return lo, hi
+
+
+def contiguous_bytes(lo: np.ndarray, hi: np.ndarray, buffer_shape: tuple[int, ...],
+                     elem: int, fmt: str) -> np.ndarray:
+    """Length of one burst: the contiguous run of a box in a row-major (ND) buffer.
+
+    NZ stores 16x16 fractals contiguously, so a load moves whole 512-byte-class
+    blocks whatever the tail axis is; ND moves one run per row of the box.
+    """
+    ext = hi - lo
+    run = ext[:, -1].astype(np.int64)
+    full = np.ones(len(lo), dtype=bool)
+    for d in range(len(buffer_shape) - 1, 0, -1):
+        full &= ext[:, d] == buffer_shape[d]
+        run = np.where(full, run * ext[:, d - 1], run)
+    burst = run * elem
+    if fmt == "NZ":
+        burst = np.maximum(burst, 16 * 16 * elem)
+    return np.maximum(burst, 1)
