@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -88,14 +88,10 @@ def _auto_l1(sharers: int, tasks: int, hw: Hardware) -> int:
 
 
 def _shared_block_key(t: _CallTasks, idx: np.ndarray, side: str) -> tuple[np.ndarray, int]:
-    """Per task of ``idx``: a key of the blocks it reads on the reused operand side."""
+    """Per task of ``idx``: a key of the blocks it reads on one operand side."""
     a = t.acc
     reads = ~a["write"] & np.isin(a["task"], idx)
-    if side == "auto":
-        by_op = [a["bytes"][reads & (a["operand"] == o)].sum() for o in (0, 1)]
-        side_op = int(np.argmax(by_op))
-    else:
-        side_op = 0 if side == "left" else 1
+    side_op = 0 if side == "left" else 1
     sel = np.flatnonzero(reads & (a["operand"] == side_op))
     rows = np.concatenate([a["buf"][sel, None], a["lo"][sel], a["hi"][sel]], axis=1)
     h = (rows * np.arange(1, rows.shape[1] + 1, dtype=np.int64) * 0x9E3779B1).sum(axis=1)
@@ -119,11 +115,13 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
         func_key = meta.hash_order
         info = []
         if meta.core_type == AIC:
-            key, _ = _shared_block_key(t, idx, "auto")
-            sharers = int(np.unique(key, return_counts=True)[1].max())
+            sharers = {side: int(np.unique(_shared_block_key(t, idx, side)[0],
+                                            return_counts=True)[1].max())
+                       for side in ("left", "right")}
             l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels,
-                        _auto_l1(sharers, idx.size, hw))
-            key, _ = _shared_block_key(t, idx, l1.side)
+                        _auto_l1(max(sharers.values()), idx.size, hw))
+            side = l1.side if l1.side != "auto" else max(sharers, key=sharers.get)
+            key, _ = _shared_block_key(t, idx, side)
             cls = np.unique(key, return_inverse=True)[1].ravel()
             rank = np.zeros(idx.size, np.int64)
             for c in np.unique(cls):
@@ -191,6 +189,16 @@ def _apply_merge(t: _CallTasks, group: np.ndarray, order: np.ndarray) -> _CallTa
     return _CallTasks(core, leaf, work, acc)
 
 
+def _used_leaves(task_leaf: np.ndarray, items: list[LeafFunction]):
+    """Drop leaf functions that breadth merge replaced everywhere; renumber the rest."""
+    used = np.unique(task_leaf)
+    renumber = np.full(len(items), -1, np.int64)
+    renumber[used] = np.arange(used.size)
+    kept = [replace(items[i], index=int(renumber[i]), name=f"{items[i].name.rsplit('_leaf', 1)[0]}"
+                    f"_leaf{int(renumber[i])}") for i in used]
+    return renumber[task_leaf] if task_leaf.size else task_leaf, kept
+
+
 def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     traced = trace(kernel)
     roots: dict[str, RootFunction] = {}
@@ -232,6 +240,7 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, l
         np.dtype((np.void, blocks.dtype.itemsize * blocks.shape[1]))).ravel()
     block_id = np.unique(void, return_inverse=True)[1].ravel() if void.size else \
         np.zeros(0, np.int64)
+    task_leaf, leaf_functions = _used_leaves(cat([t.leaf for t in calls]), leaves.items)
     call_leaf_tasks = sizes
     bodies = np.asarray(call_bodies, np.int64)
     call_dev, call_pos = stitch(call_leaf_tasks, bodies,
@@ -239,10 +248,10 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, l
                                 np.asarray([c.parallel for c in traced.calls], bool))
     ws = np.bincount(call_dev, weights=np.asarray(workspace, float)) if call_dev.size else [0]
     return Program(
-        kernel=kernel.name, root_functions=list(roots.values()), leaf_functions=leaves.items,
+        kernel=kernel.name, root_functions=list(roots.values()), leaf_functions=leaf_functions,
         call_root=np.asarray(call_root, np.int64), call_bodies=bodies,
         call_dev_task=call_dev, call_in_dev_task=call_pos,
-        task_call=task_call, task_leaf=cat([t.leaf for t in calls]), task_op=task_op,
+        task_call=task_call, task_leaf=task_leaf, task_op=task_op,
         task_core=cat([t.core for t in calls]), work=work,
         acc_task=acc["task"], acc_block=block_id.astype(np.int64),
         acc_bytes=acc["bytes"].astype(float), acc_write=acc["write"].astype(bool),

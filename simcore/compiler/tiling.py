@@ -232,7 +232,8 @@ class RootCallTiler:
         scope = node.op.scope
         if scope[0] >= 0:
             for gi, g in enumerate(self.groups):
-                if g.forced and g.scope[0] == scope[0] and g.kind == node.kind:
+                if g.forced and (g.scope[0], g.scope[3]) == (scope[0], scope[3]) \
+                        and g.kind == node.kind:
                     return self._join(gi, node)
             return self._new_group(node, forced=True)
         for i, value in enumerate(node.inputs):
@@ -253,16 +254,27 @@ class RootCallTiler:
         if not (np.array_equal(node.in_lo[i], producer.out_lo)
                 and np.array_equal(node.in_hi[i], producer.out_hi)):
             return None   # misaligned tiles meet through GM
-        shared = int((np.prod(producer.out_hi - producer.out_lo, axis=1).max())
-                     * DTYPE_BYTES[producer.out_dtype])
-        if group.ub + int(node.ub_bytes.max()) - shared > self.hw.buffers.ub:
+        if group.ub + self._added_ub(node, gi) > self.hw.buffers.ub:
             return None   # the merged chain would not fit UB: split here
+        if any(self.group_of[v.node] > gi for v in node.inputs
+               if isinstance(v, LocalValue) and self.group_of[v.node] != gi):
+            return None   # joining would make the group read a later group: a cycle
         return gi
+
+    def _added_ub(self, node: Node, gi: int | None) -> int:
+        """Live UB bytes a node adds to a group: its output tile and inputs from outside."""
+        added = _tile_bytes(node.out_lo, node.out_hi, node.out_dtype)
+        for value, lo, hi in zip(node.inputs, node.in_lo, node.in_hi):
+            inside = isinstance(value, LocalValue) and self.group_of.get(value.node) == gi \
+                and gi is not None
+            if not inside:
+                added += _tile_bytes(lo, hi, value.dtype)
+        return added
 
     def _join(self, gi: int, node: Node) -> None:
         group = self.groups[gi]
+        group.ub += self._added_ub(node, gi) if node.kind == "vector" else 0
         group.nodes.append(node.index)
-        group.ub += int(node.ub_bytes.max()) if node.ub_bytes.size else 0
         self.group_of[node.index] = gi
 
     def _new_group(self, node: Node, forced: bool) -> None:
@@ -306,8 +318,10 @@ class RootCallTiler:
             self._writes(acc, node, tasks, work)
         if group.forced:
             work["in_flight"][:] = max(sum(n.tiles for n in nodes), 1)
-        sizes = np.concatenate([n.out_hi - n.out_lo for n in nodes], axis=1) \
-            if not group.forced else np.zeros((1, 1), np.int64)
+        # isomorphic = same ops on the same tile sizes (outputs and every input)
+        sizes = np.concatenate([n.out_hi - n.out_lo for n in nodes]
+                               + [h - l for n in nodes for l, h in zip(n.in_lo, n.in_hi)],
+                               axis=1) if not group.forced else np.zeros((1, 1), np.int64)
         structure = tuple((n.op.op, n.out_dtype, n.kind) for n in nodes)
         uniq, inverse = np.unique(sizes, axis=0, return_inverse=True)
         sig_of = [(structure, group.forced, tuple(map(int, row))) for row in uniq]
@@ -368,6 +382,10 @@ class RootCallTiler:
     def workspace_bytes(self) -> int:
         return sum(int(np.prod(self.nodes[i].out_shape)) * DTYPE_BYTES[self.nodes[i].out_dtype]
                    for i in self.spilled)
+
+
+def _tile_bytes(lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:
+    return int(np.prod(hi - lo, axis=1).max()) * DTYPE_BYTES[dtype] if len(lo) else 0
 
 
 def _check_inside(op: TracedOp, offsets, shape, outer) -> None:

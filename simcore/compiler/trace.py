@@ -32,7 +32,7 @@ class TracedOp:
     where: str                      # field path in the kernel file, for errors
     vec_tile: tuple[int, ...] | None
     cube_tile: CubeTiles | None
-    scope: tuple[int, bool, bool]
+    scope: tuple[int, bool, bool, int]   # id, allow_parallel, allow_cross, instance
     attrs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     label: str = ""
 
@@ -69,7 +69,7 @@ def unroll_chunks(trip: int, unroll_list: list[int] | None) -> list[int]:
 
 
 _DIM_ATTRS = ("shape", "offsets", "valid_shape")
-_INT_ATTRS = ("block_rows", "first_block", "count")
+_INT_ATTRS = ("block_rows", "first_block", "count", "permute")
 
 
 class _Tracer:
@@ -79,7 +79,8 @@ class _Tracer:
         self.current = RootCall(root_key=f"{kernel.name}_main")
         self.vec_tile: tuple[int, ...] | None = None
         self.cube_tile: CubeTiles | None = None
-        self.scope = (-1, False, False)
+        self.scope = (-1, False, False, 0)
+        self.scope_instance = 0
         self.segment = 0
 
     def _value(self, text, env, where: str) -> int:
@@ -105,7 +106,10 @@ class _Tracer:
             elif isinstance(stmt, CubeTileStmt):
                 self._set_cube_tile(stmt, env, here)
             elif isinstance(stmt, ScopeStmt):
-                self.scope = tuple(stmt.sg_set_scope)
+                # each sg_set_scope call opens a new instance: an unrolled body's scope
+                # merges its own ops, not every body's
+                self.scope_instance += 1
+                self.scope = (*stmt.sg_set_scope, self.scope_instance)
             elif isinstance(stmt, OpStmt):
                 if stmt.cond is None or self._value(stmt.cond, env, f"{here}.cond"):
                     self.current.ops.append(self._op(stmt, env, here))
@@ -146,7 +150,7 @@ class _Tracer:
             if value is not None:
                 attrs[key] = self._value(value, env, f"{where}.{key}")
         for key in ("scalar", "dtype", "axis", "keepdim", "a_trans", "b_trans", "perm",
-                    "inplace", "value", "permute"):
+                    "inplace", "value"):
             attrs[key] = getattr(stmt, key)
         return TracedOp(op=stmt.op, inputs=tuple(stmt.inputs), out=stmt.out, where=where,
                         vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,

@@ -50,13 +50,16 @@ class Mte2Model:
         self.l2_rate = hw.memory.l2_gbps * 1e3
 
     def us(self, loads: float, bursts: float, hbm_bytes: float, l2_bytes: float,
-           loaders: int) -> float:
+           loaders: int, tiles: float) -> float:
+        """The GM latency is paid once per task: its copy-ins queue back to back and the
+        tiles of a pipelined task hide each other's latency."""
         if loads == 0:
             return 0.0
         share = max(loaders, 1)
         hbm = min(self.core_rate, self.hbm_rate / share)
         l2 = min(self.core_rate, self.l2_rate / share)
-        return loads * self.fixed_us + bursts * self.burst_us + hbm_bytes / hbm + l2_bytes / l2
+        return self.fixed_us + bursts * self.burst_us + hbm_bytes / hbm \
+            + l2_bytes / l2
 
 
 class L2Cache:

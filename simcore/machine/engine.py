@@ -102,7 +102,7 @@ class Machine:
                 l2 += self.acc_bytes[a]
             else:
                 hbm += self.acc_bytes[a]
-        mte2 = self.mte2.us(self.loads[t], self.bursts[t], hbm, l2, loaders)
+        mte2 = self.mte2.us(self.loads[t], self.bursts[t], hbm, l2, loaders, self.in_flight[t])
         self.task_mte2[t], self.task_hbm[t], self.task_l2[t] = mte2, hbm, l2
         total = mte2 + self.static_sum[t]
         n = self.in_flight[t]

@@ -79,7 +79,7 @@ class OpStmt(Strict):
     block_rows: Dim | None = None        # gather: rows per paged block
     first_block: Dim = 0                 # gather: first logical block
     count: Dim | None = None             # gather: blocks gathered
-    permute: int = 0                     # gather: block-table permutation multiplier (0 = identity)
+    permute: Dim = 0                     # gather: block-table permutation multiplier (0 = identity)
     label: str | None = None             # pypto.set_semantic_label
     cond: str | None = None              # the op exists only where this is true (is_loop_begin ...)
 
