@@ -82,9 +82,33 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int, buffers: dict
                       {k: np.concatenate(v).astype(float) for k, v in work.items()}, acc)
 
 
-def _auto_l1(sharers: int, tasks: int, hw: Hardware) -> int:
-    """Merge loads only while the merged tasks still cover every AIC core."""
-    return int(max(1, min(sharers, tasks // hw.cores.aic)))
+def _side_bytes(t: _CallTasks, idx: np.ndarray, side_op: int) -> float:
+    """Bytes one task of ``idx`` loads on one operand side (the largest such task)."""
+    a = t.acc
+    sel = ~a["write"] & np.isin(a["task"], idx) & (a["operand"] == side_op)
+    per_task = np.zeros(t.core.size)
+    np.add.at(per_task, a["task"][sel], a["bytes"][sel])
+    return float(per_task[idx].max()) if idx.size else 0.0
+
+
+def _l1_reuse_count(t: _CallTasks, idx: np.ndarray, side: str, sharers: int, wanted,
+                    hw: Hardware) -> int:
+    """How many tasks sharing one block merge.
+
+    The shared block must stay resident in L1 next to one block of the other operand
+    (a long K without split-K rules L1Reuse out).  Automatically, merge only when the
+    shared block is a sizeable part of what a task loads, and only as far as the merged
+    tasks still cover every AIC core.
+    """
+    side_op = 0 if side == "left" else 1
+    shared, other = _side_bytes(t, idx, side_op), _side_bytes(t, idx, 1 - side_op)
+    if shared + other > hw.buffers.l1:
+        return 1
+    if wanted is not None:
+        return wanted
+    if shared < 0.5 * other:
+        return 1
+    return int(max(1, min(sharers, idx.size // hw.cores.aic)))
 
 
 def _shared_block_key(t: _CallTasks, idx: np.ndarray, side: str) -> tuple[np.ndarray, int]:
@@ -118,9 +142,11 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             sharers = {side: int(np.unique(_shared_block_key(t, idx, side)[0],
                                             return_counts=True)[1].max())
                        for side in ("left", "right")}
-            l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels,
-                        _auto_l1(max(sharers.values()), idx.size, hw))
+            l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels, None)
             side = l1.side if l1.side != "auto" else max(sharers, key=sharers.get)
+            count = _l1_reuse_count(t, idx, side, sharers[side],
+                                    l1.count if l1.source != "auto" else None, hw)
+            l1 = replace(l1, count=count)
             key, _ = _shared_block_key(t, idx, side)
             cls = np.unique(key, return_inverse=True)[1].ravel()
             rank = np.zeros(idx.size, np.int64)

@@ -41,7 +41,7 @@ def choose(setting: dict[str, Any], order: int, func_key: str, labels: set[str],
         value = max(by_label, key=lambda v: v[0] if isinstance(v, (list, tuple)) else v)
         source = "label"
     if value is None:
-        return MergeChoice(auto, "auto", source)
+        return MergeChoice(auto if auto is not None else 1, "auto", source)
     count, side = value if isinstance(value, (list, tuple)) else (value, "auto")
     return MergeChoice(max(int(count), 1), str(side).lower(), source)
 
