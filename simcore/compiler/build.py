@@ -11,6 +11,7 @@ from ..spec.kernel import Kernel
 from .deps import region_edges
 from .merge import choose, merged_index
 from .program import AIC, LeafFunction, Program, RootFunction
+from .rows import row_ids
 from .stitch import stitch
 from .tiling import RootCallTiler, TaskBatch
 from .trace import trace
@@ -60,18 +61,17 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int, buffers: dict
     offset = 0
     parts = []
     for b in batches:
-        uniq = {}
-        for sig in b.signatures:
-            if sig not in uniq:
-                uniq[sig] = leaves.get(root, sig, b.core, b.label,
-                                       ops=tuple(op for op, _, _ in sig[0]))
-        leaf_ids.append(np.fromiter((uniq[s] for s in b.signatures), np.int64, b.size))
+        ids = np.asarray([leaves.get(root, sig, b.core, b.label,
+                                     ops=tuple(op for op, _, _ in sig[0]))
+                          for sig in b.sig_table], np.int64)
+        leaf_ids.append(ids[b.sig_index] if b.size else np.zeros(0, np.int64))
         cores.append(np.full(b.size, b.core, np.int64))
         for k, arr in zip(WORK, (b.vector, b.cube, b.mte1, b.fixp, b.mte3_bytes, b.flops,
                                  b.in_flight)):
             work[k].append(arr)
-        buf_ids = np.fromiter((buffers.setdefault(n, len(buffers)) for n in b.acc_buf),
-                              np.int64, len(b.acc_buf))
+        table = np.asarray([buffers.setdefault(n, len(buffers)) for n in b.buf_table] or [0],
+                           np.int64)
+        buf_ids = table[b.acc_buf]
         parts.append((b.acc_task + offset, buf_ids, b.acc_lo, b.acc_hi, b.acc_write, b.acc_tag,
                       b.acc_bytes, b.acc_burst, b.acc_bypass, b.acc_operand))
         offset += b.size
@@ -195,14 +195,12 @@ def _apply_merge(t: _CallTasks, group: np.ndarray, order: np.ndarray) -> _CallTa
         leaf[new_of_group[g]] = lid
     acc = dict(t.acc)
     acc["task"] = order[acc["task"]] if acc["task"].size else acc["task"]
-    # merged tasks load a block they share only once (the point of L1Reuse)
-    rows = np.concatenate([acc["task"][:, None], acc["buf"][:, None], acc["lo"], acc["hi"],
-                           acc["write"][:, None].astype(np.int64), acc["tag"][:, None]], axis=1)
-    if rows.size:
-        rows = np.ascontiguousarray(rows)
-        void = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
-        _, keep = np.unique(void, return_index=True)
-        keep = np.sort(keep)
+    if n < t.core.size and acc["task"].size:
+        # merged tasks load a block they share only once (the point of L1Reuse)
+        rows = np.concatenate([acc["task"][:, None], acc["buf"][:, None], acc["lo"], acc["hi"],
+                               acc["write"][:, None].astype(np.int64), acc["tag"][:, None]],
+                              axis=1)
+        keep = np.sort(row_ids(rows)[1])
         acc = {k: v[keep] for k, v in acc.items()}
     reads = ~acc["write"]
     work["mte2_bytes"] = np.zeros(n)
@@ -262,10 +260,7 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, l
         if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     blocks = np.concatenate([acc["buf"][:, None], acc["lo"], acc["hi"]], axis=1) \
         if acc["task"].size else np.zeros((0, 9), np.int64)
-    void = np.ascontiguousarray(blocks).view(
-        np.dtype((np.void, blocks.dtype.itemsize * blocks.shape[1]))).ravel()
-    block_id = np.unique(void, return_inverse=True)[1].ravel() if void.size else \
-        np.zeros(0, np.int64)
+    block_id = row_ids(blocks)[0]
     task_leaf, leaf_functions = _used_leaves(cat([t.leaf for t in calls]), leaves.items)
     call_leaf_tasks = sizes
     bodies = np.asarray(call_bodies, np.int64)

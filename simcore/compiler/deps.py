@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .rows import row_ids
+
 
 def _box_ids(buf, lo, hi, tag) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (buffer, box, tag) rows -> ids, and the first row of each id."""
-    rows = np.concatenate([buf[:, None], lo, hi, tag[:, None]], axis=1)
-    rows = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))
-    _, first, ids = np.unique(rows.ravel(), return_index=True, return_inverse=True)
-    return ids.ravel(), first
+    return row_ids(np.concatenate([buf[:, None], lo, hi, tag[:, None]], axis=1))
 
 
 def _expand_windows(start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,6 +21,7 @@ from ..spec.kernel import DTYPE_BYTES, Kernel
 from . import ops
 from .ops import Node
 from .trace import RootCall, TracedOp
+from .rows import row_ids
 from .values import GmValue, LocalValue, Piece, contiguous_bytes, pad
 
 
@@ -37,7 +38,8 @@ class Group:
 class TaskBatch:
     """The leaf tasks of one group, column-wise."""
     core: int
-    signatures: list[tuple]
+    sig_table: list[tuple]      # distinct leaf signatures of the batch
+    sig_index: np.ndarray       # per task: index into sig_table
     label: str
     vector: np.ndarray
     cube: np.ndarray
@@ -47,7 +49,8 @@ class TaskBatch:
     flops: np.ndarray
     in_flight: np.ndarray
     acc_task: np.ndarray      # accesses: task index within the batch
-    acc_buf: list[str]
+    buf_table: list[str]      # GM buffer names
+    acc_buf: np.ndarray       # per access: index into buf_table
     acc_lo: np.ndarray
     acc_hi: np.ndarray
     acc_write: np.ndarray
@@ -59,35 +62,39 @@ class TaskBatch:
 
     @property
     def size(self) -> int:
-        return len(self.signatures)
+        return len(self.sig_index)
 
 
 class _Accesses:
     def __init__(self):
         self.parts: list[tuple] = []
+        self.table: dict[str, int] = {}
 
-    def add(self, tasks, bufs, lo, hi, write, tag, elem, value: GmValue | None, operand):
+    def add(self, tasks, names, index, lo, hi, write, tag, elem, value: GmValue | None,
+            operand):
         if len(tasks) == 0:
             return
+        ids = np.asarray([self.table.setdefault(n, len(self.table)) for n in names])
+        bufs = ids[index]
         n = np.prod(hi - lo, axis=1) * elem
         if value is not None and value.buffer_shape:
             burst = contiguous_bytes(lo, hi, value.buffer_shape, elem, value.format)
         else:
             burst = np.maximum(n, 1)
         bypass = bool(value.bypass) if value is not None else False
-        self.parts.append((np.asarray(tasks), list(bufs), pad(lo, 0), pad(hi, 1),
+        self.parts.append((np.asarray(tasks), bufs, pad(lo, 0), pad(hi, 1),
                            np.full(len(tasks), write), np.broadcast_to(tag, len(tasks)).copy(),
                            n, burst, np.full(len(tasks), bypass),
                            np.full(len(tasks), operand)))
 
     def arrays(self):
+        table = list(self.table)
         if not self.parts:
             z = np.zeros(0, np.int64)
             zz = np.zeros((0, 4), np.int64)
-            return z, [], zz, zz, z.astype(bool), z, z, z, z.astype(bool), z
+            return z, table, z, zz, zz, z.astype(bool), z, z, z, z.astype(bool), z
         cols = list(zip(*self.parts))
-        return (np.concatenate(cols[0]), [b for part in cols[1] for b in part],
-                *(np.concatenate(c) for c in cols[2:]))
+        return (np.concatenate(cols[0]), table, *(np.concatenate(c) for c in cols[1:]))
 
 
 class RootCallTiler:
@@ -323,11 +330,10 @@ class RootCallTiler:
                                + [h - l for n in nodes for l, h in zip(n.in_lo, n.in_hi)],
                                axis=1) if not group.forced else np.zeros((1, 1), np.int64)
         structure = tuple((n.op.op, n.out_dtype, n.kind) for n in nodes)
-        uniq, inverse = np.unique(sizes, axis=0, return_inverse=True)
-        sig_of = [(structure, group.forced, tuple(map(int, row))) for row in uniq]
-        signatures = [sig_of[i] for i in inverse.ravel()]
+        inverse, first = row_ids(sizes)
+        sig_table = [(structure, group.forced, tuple(map(int, sizes[i]))) for i in first]
         label = next((n.op.label for n in nodes if n.op.label), "")
-        return TaskBatch(nodes[0].core, signatures, label, work["vector"], work["cube"],
+        return TaskBatch(nodes[0].core, sig_table, inverse, label, work["vector"], work["cube"],
                          work["mte1"], work["fixp"], work["mte3"], work["flops"],
                          work["in_flight"], *acc.arrays())
 
@@ -347,11 +353,12 @@ class RootCallTiler:
             if isinstance(value, GmValue):
                 if value.valid is not None:
                     hi = np.maximum(np.minimum(hi, np.asarray(value.valid)), lo)
-                t, bufs, blo, bhi = value.region(lo, hi)
-                acc.add(tasks[t], bufs, blo, bhi, False, 0, elem, value, i)
+                t, names, index, blo, bhi = value.region(lo, hi)
+                acc.add(tasks[t], names, index, blo, bhi, False, 0, elem, value, i)
             elif value.node not in members:
                 buf = f"{self.workspace}.n{value.node}"
-                acc.add(tasks, [buf] * len(tasks), lo, hi, False, 0, elem, None, i)
+                acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), lo, hi, False, 0, elem,
+                        None, i)
 
     def _writes(self, acc: _Accesses, node: Node, tasks, work) -> None:
         elem = DTYPE_BYTES[node.out_dtype]
@@ -360,14 +367,14 @@ class RootCallTiler:
         tags = self._tags(node)
         for target, offsets in self.assembled.get(node.index, []):
             off = np.asarray(offsets)
-            t, bufs, blo, bhi = target.region(node.out_lo + off, node.out_hi + off)
-            acc.add(tasks[t], bufs, blo, bhi, True, tags if np.isscalar(tags) else tags[t],
-                    elem, target, -1)
+            t, names, index, blo, bhi = target.region(node.out_lo + off, node.out_hi + off)
+            acc.add(tasks[t], names, index, blo, bhi, True,
+                    tags if np.isscalar(tags) else tags[t], elem, target, -1)
             written += 1
         if node.index in self.spilled:
             buf = f"{self.workspace}.n{node.index}"
-            acc.add(tasks, [buf] * len(tasks), node.out_lo, node.out_hi, True, tags, elem, None,
-                    -1)
+            acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), node.out_lo, node.out_hi, True,
+                    tags, elem, None, -1)
             written += 1
         if node.kind == "vector" and written:
             np.add.at(work["mte3"], tasks, out_bytes * written)

@@ -31,10 +31,11 @@ class GmValue:
     valid: tuple[int, ...] | None = None
 
     def region(self, lo: np.ndarray, hi: np.ndarray):
-        """(tile index, buffer, lo, hi) arrays for the GM boxes under each tile box."""
+        """(tile index, buffer names, buffer index, lo, hi) for the GM boxes under each tile."""
+        names = [p.buffer for p in self.pieces]
         tiles, bufs, los, his = [], [], [], []
         start = 0
-        for piece in self.pieces:
+        for k, piece in enumerate(self.pieces):
             stop = start + piece.shape[0]
             hit = (lo[:, 0] < stop) & (hi[:, 0] > start)
             idx = np.flatnonzero(hit)
@@ -45,14 +46,15 @@ class GmValue:
                 phi[:, 0] = np.minimum(phi[:, 0], stop) - start
                 off = np.asarray(piece.offsets)
                 tiles.append(idx)
-                bufs += [piece.buffer] * idx.size
+                bufs.append(np.full(idx.size, k, np.int64))
                 los.append(plo + off)
                 his.append(phi + off)
             start = stop
         if not tiles:
             empty = np.zeros((0, lo.shape[1]), dtype=np.int64)
-            return np.zeros(0, np.int64), [], empty, empty
-        return np.concatenate(tiles), bufs, np.concatenate(los), np.concatenate(his)
+            return np.zeros(0, np.int64), names, np.zeros(0, np.int64), empty, empty
+        return (np.concatenate(tiles), names, np.concatenate(bufs), np.concatenate(los),
+                np.concatenate(his))
 
 
 @dataclass(frozen=True)

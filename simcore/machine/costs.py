@@ -50,7 +50,7 @@ class Mte2Model:
         self.l2_rate = hw.memory.l2_gbps * 1e3
 
     def us(self, loads: float, bursts: float, hbm_bytes: float, l2_bytes: float,
-           loaders: int, tiles: float) -> float:
+           loaders: int) -> float:
         """The GM latency is paid once per task: its copy-ins queue back to back and the
         tiles of a pipelined task hide each other's latency."""
         if loads == 0:
@@ -95,6 +95,11 @@ class L2Cache:
     def _insert(self, block: int, nbytes: float) -> None:
         self.entries[block] = nbytes
         self.used += nbytes
+        if self.used > self.capacity:
+            self.evict()
+
+    def evict(self) -> None:
+        """Drop least recently used blocks until the cache fits again."""
         while self.used > self.capacity and self.entries:
             _, size = self.entries.popitem(last=False)
             self.used -= size

@@ -93,16 +93,28 @@ class Machine:
 
     # -- one leaf task on one core ----------------------------------------------------------
     def _duration(self, t: int, loaders: int) -> float:
+        """Price task ``t`` as it starts: L2 lookups in start order, HBM shared by ``loaders``."""
         hbm = l2 = 0.0
-        cache = self.l2
+        entries, cap = self.l2.entries, self.l2.capacity
+        blocks, sizes, writes, bypass = self.acc_block, self.acc_bytes, self.acc_write, \
+            self.acc_bypass
         for a in range(self.acc_ptr[t], self.acc_ptr[t + 1]):
-            if self.acc_write[a]:
-                cache.write(self.acc_block[a], self.acc_bytes[a], self.acc_bypass[a])
-            elif cache.read(self.acc_block[a], self.acc_bytes[a], self.acc_bypass[a]):
-                l2 += self.acc_bytes[a]
-            else:
-                hbm += self.acc_bytes[a]
-        mte2 = self.mte2.us(self.loads[t], self.bursts[t], hbm, l2, loaders, self.in_flight[t])
+            block, size = blocks[a], sizes[a]
+            if block in entries:
+                entries.move_to_end(block)
+                if not writes[a]:
+                    l2 += size
+                elif bypass[a]:
+                    self.l2.used -= entries.pop(block)
+                continue
+            if not writes[a]:
+                hbm += size
+            if not bypass[a]:
+                entries[block] = size
+                self.l2.used += size
+                if self.l2.used > cap:
+                    self.l2.evict()
+        mte2 = self.mte2.us(self.loads[t], self.bursts[t], hbm, l2, loaders)
         self.task_mte2[t], self.task_hbm[t], self.task_l2[t] = mte2, hbm, l2
         total = mte2 + self.static_sum[t]
         n = self.in_flight[t]
