@@ -32,6 +32,7 @@ class Group:
     forced: bool
     nodes: list[int] = field(default_factory=list)
     ub: int = 0
+    resident: set = field(default_factory=set)   # GM values already loaded into UB
 
 
 @dataclass
@@ -71,14 +72,14 @@ class _Accesses:
         self.table: dict[str, int] = {}
 
     def add(self, tasks, names, index, lo, hi, write, tag, elem, value: GmValue | None,
-            operand):
+            operand, to_l1: bool = False):
         if len(tasks) == 0:
             return
         ids = np.asarray([self.table.setdefault(n, len(self.table)) for n in names])
         bufs = ids[index]
         n = np.prod(hi - lo, axis=1) * elem
         if value is not None and value.buffer_shape:
-            burst = contiguous_bytes(lo, hi, value.buffer_shape, elem, value.format)
+            burst = contiguous_bytes(lo, hi, value.buffer_shape, elem, value.format, to_l1)
         else:
             burst = np.maximum(n, 1)
         bypass = bool(value.bypass) if value is not None else False
@@ -269,18 +270,21 @@ class RootCallTiler:
         return gi
 
     def _added_ub(self, node: Node, gi: int | None) -> int:
-        """Live UB bytes a node adds to a group: its output tile and inputs from outside."""
+        """Live UB bytes a node adds to a group: its output tile and inputs not yet on chip."""
         added = _tile_bytes(node.out_lo, node.out_hi, node.out_dtype)
+        seen = set(self.groups[gi].resident) if gi is not None else set()
         for value, lo, hi in zip(node.inputs, node.in_lo, node.in_hi):
             inside = isinstance(value, LocalValue) and self.group_of.get(value.node) == gi \
                 and gi is not None
-            if not inside:
+            if not inside and value not in seen:
                 added += _tile_bytes(lo, hi, value.dtype)
+                seen.add(value)
         return added
 
     def _join(self, gi: int, node: Node) -> None:
         group = self.groups[gi]
         group.ub += self._added_ub(node, gi) if node.kind == "vector" else 0
+        group.resident.update(v for v in node.inputs if isinstance(v, GmValue))
         group.nodes.append(node.index)
         self.group_of[node.index] = gi
 
@@ -354,7 +358,8 @@ class RootCallTiler:
                 if value.valid is not None:
                     hi = np.maximum(np.minimum(hi, np.asarray(value.valid)), lo)
                 t, names, index, blo, bhi = value.region(lo, hi)
-                acc.add(tasks[t], names, index, blo, bhi, False, 0, elem, value, i)
+                acc.add(tasks[t], names, index, blo, bhi, False, 0, elem, value, i,
+                        to_l1=node.kind == "cube")
             elif value.node not in members:
                 buf = f"{self.workspace}.n{value.node}"
                 acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), lo, hi, False, 0, elem,

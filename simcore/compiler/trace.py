@@ -80,7 +80,7 @@ class _Tracer:
         self.vec_tile: tuple[int, ...] | None = None
         self.cube_tile: CubeTiles | None = None
         self.scope = (-1, False, False, 0)
-        self.scope_instance = 0
+        self.loop_env: dict[str, int] = {}
         self.segment = 0
 
     def _value(self, text, env, where: str) -> int:
@@ -106,10 +106,8 @@ class _Tracer:
             elif isinstance(stmt, CubeTileStmt):
                 self._set_cube_tile(stmt, env, here)
             elif isinstance(stmt, ScopeStmt):
-                # each sg_set_scope call opens a new instance: an unrolled body's scope
-                # merges its own ops, not every body's
-                self.scope_instance += 1
-                self.scope = (*stmt.sg_set_scope, self.scope_instance)
+                # a scope merges the ops of one loop body: unrolled bodies keep their own
+                self.scope = (*stmt.sg_set_scope, hash(tuple(sorted(self.loop_env.items()))))
             elif isinstance(stmt, OpStmt):
                 if stmt.cond is None or self._value(stmt.cond, env, f"{here}.cond"):
                     self.current.ops.append(self._op(stmt, env, here))
@@ -164,7 +162,9 @@ class _Tracer:
                               f"must be >= 0.")
         if head.style == "for":
             for i in range(trip):
+                self.loop_env[head.idx] = i
                 self.run(stmt.body, {**env, head.idx: i}, f"{where}.body")
+            self.loop_env.pop(head.idx, None)
             return
         resume_key = self.current.root_key
         self.flush()   # ops before the loop form their own root call
@@ -173,10 +173,12 @@ class _Tracer:
             key = head.name if not head.unroll_list else f"{head.name}_unroll{u}"
             self.current = RootCall(root_key=key, bodies=u, parallel=head.parallel)
             for _ in range(u):
+                self.loop_env[head.idx] = i
                 self.run(stmt.body, {**env, head.idx: i, f"{head.idx}_unroll": u},
                          f"{where}.body")
                 i += 1
             self.flush()
+        self.loop_env.pop(head.idx, None)
         self.current = replace(self.current, root_key=f"{resume_key}_after_{head.name}")
 
 

@@ -82,19 +82,22 @@ def grid(shape: tuple[int, ...], tile: tuple[int, ...]) -> tuple[np.ndarray, np.
 
 
 def contiguous_bytes(lo: np.ndarray, hi: np.ndarray, buffer_shape: tuple[int, ...],
-                     elem: int, fmt: str) -> np.ndarray:
+                     elem: int, fmt: str, to_l1: bool = False) -> np.ndarray:
     """Length of one burst: the contiguous run of a box in a row-major (ND) buffer.
 
-    NZ stores 16x16 fractals contiguously, so a load moves whole 512-byte-class
-    blocks whatever the tail axis is; ND moves one run per row of the box.
+    NZ stores 16x16 fractals contiguously, so a tile loads as one stream
+    whatever its tail axis is.  ND moves one run per row of the box, and
+    rows that span the whole buffer width join into one run, except on the way
+    into L1 for the Cube, where ND is reordered into fractals row by row.
     """
     ext = hi - lo
     run = ext[:, -1].astype(np.int64)
-    full = np.ones(len(lo), dtype=bool)
+    full = np.full(len(lo), not to_l1)
     for d in range(len(buffer_shape) - 1, 0, -1):
         full &= ext[:, d] == buffer_shape[d]
         run = np.where(full, run * ext[:, d - 1], run)
     burst = run * elem
     if fmt == "NZ":
-        burst = np.maximum(burst, 16 * 16 * elem)
+        # fractal blocks of a tile lie back to back: one stream per box
+        burst = np.prod(ext, axis=1) * elem
     return np.maximum(burst, 1)

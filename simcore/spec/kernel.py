@@ -164,7 +164,7 @@ class ScopeStmt(Strict):
     """``pypto.sg_set_scope``: int, or (scope_id, allow_parallel_merge, allow_cross_scope_merge)."""
     sg_set_scope: int | list[Any]
 
-    @field_validator("sg_set_scope")
+    @field_validator("sg_set_scope", mode="before")
     @classmethod
     def _scope(cls, value):
         return validate_scope(value, "sg_set_scope")

@@ -74,7 +74,7 @@ class PassOptions(Strict):
                 raise ValueError(f"{info.field_name}['{key}'] = {v!r} must be an int >= {floor}")
         return value
 
-    @field_validator("sg_set_scope")
+    @field_validator("sg_set_scope", mode="before")
     @classmethod
     def _scope(cls, value):
         return validate_scope(value, "pass.sg_set_scope")

@@ -1,0 +1,278 @@
+"""Every compiler mechanism of the seeds, each shown moving the task graph its way."""
+import numpy as np
+import pytest
+
+from simcore.compiler import AIC, AIV, compile_kernel
+from simcore.compiler.stitch import MAX_STITCH_LEAF_TASKS, MAX_STITCH_ROOT_CALLS, stitch
+from simcore.compiler.trace import unroll_chunks
+from simcore.spec.errors import ConfigError, OoOError
+from simcore.spec.hardware import load_hardware
+from simcore.spec.kernel import Kernel
+
+from conftest import KERNELS
+from pipeline.runner import resolve_kernel
+
+HW = load_hardware("dav_2201")
+
+
+def build(name, **sets):
+    return compile_kernel(resolve_kernel(KERNELS / f"{name}.yaml", sets), HW)
+
+
+def kernel(body, tensors, tiles=None, params=None, options=None):
+    return Kernel.model_validate({"name": "k", "params": params or {}, "tensors": tensors,
+                                  "tiles": tiles or {}, "body": body,
+                                  "options": options or {}})
+
+
+def leaf_ops(program):
+    return [program.leaf_functions[i].ops for i in program.task_leaf]
+
+
+# 1. tiling ---------------------------------------------------------------------------
+def test_tails_and_empty_tasks_past_the_valid_region():
+    t = {"x": {"shape": [256], "role": "input"}, "y": {"shape": [256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [64]},
+            {"op": "view", "inputs": ["x"], "out": "v", "shape": [256], "offsets": [0],
+             "valid_shape": [100]},
+            {"op": "exp", "inputs": ["v"], "out": "e"},
+            {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0]}]
+    p = compile_kernel(kernel(body, t), HW)
+    assert p.leaf_tasks == 4
+    # tiles 0 and 1 hold data (64 + 36 valid elements); tiles 2 and 3 are empty tasks
+    vector = p.work["vector"]
+    assert vector[0] > vector[1] > 0 and vector[2] == vector[3] == 0
+    assert p.work["mte2_bytes"][2] == 0
+
+
+def test_unroll_list_decomposes_greedily():
+    assert unroll_chunks(13, [8, 4, 2]) == [8, 4, 1]
+    assert unroll_chunks(100, [64, 16, 4]) == [64, 16, 16, 4]
+    p = build("glm_attention")
+    assert p.root_calls == 32 and p.loop_bodies == 256
+
+
+# 2. buffers --------------------------------------------------------------------------
+@pytest.mark.parametrize("tile, buffer", [
+    ({"m": [256, 256], "k": [256, 256], "n": [64, 64]}, "L0A"),
+    ({"m": [64, 64], "k": [256, 256], "n": [256, 256]}, "L0B"),
+    ({"m": [256, 256], "k": [64, 64], "n": [256, 256]}, "L0C"),
+    ({"m": [128, 512], "k": [128, 512], "n": [128, 128]}, "L1"),
+])
+def test_cube_tiles_over_a_buffer_fail_with_ooo(tile, buffer):
+    t = {"a": {"shape": [1024, 1024], "dtype": "fp16"}, "b": {"shape": [1024, 1024], "dtype": "fp16"}}
+    body = [{"set_cube_tile_shapes": tile}, {"op": "matmul", "inputs": ["a", "b"], "out": "c"}]
+    with pytest.raises(OoOError) as err:
+        compile_kernel(kernel(body, t), HW)
+    assert err.value.buffer == buffer and err.value.need > err.value.capacity
+    assert "matmul" in err.value.op
+
+
+def test_tail_axis_must_be_32_byte_aligned():
+    t = {"x": {"shape": [64, 256]}}
+    body = [{"set_vec_tile_shapes": [64, 12]}, {"op": "exp", "inputs": ["x"], "out": "e"}]
+    with pytest.raises(ConfigError, match="32 bytes"):
+        compile_kernel(kernel(body, t), HW)
+
+
+def test_unknown_op_and_shape_mismatch_are_clear(tmp_path):
+    t = {"x": {"shape": [64, 64]}, "z": {"shape": [32, 64]}}
+    with pytest.raises(ConfigError, match="must match or broadcast"):
+        compile_kernel(kernel([{"set_vec_tile_shapes": [32, 64]},
+                               {"op": "add", "inputs": ["x", "z"], "out": "s"}], t), HW)
+    bad = tmp_path / "k.yaml"
+    bad.write_text("name: k\ntensors: {x: {shape: [4]}}\nbody: [{op: softplus, inputs: [x], out: y}]\n")
+    from simcore.spec.kernel import load_kernel
+    with pytest.raises(ConfigError, match="body\\[0\\].op"):
+        load_kernel(bad)
+
+
+# 3. tile dependencies ----------------------------------------------------------------
+def test_aligned_tiles_merge_misaligned_tiles_link_many_to_many():
+    aligned = build("sqrt_cast", **{"tiles.cast": [32, 256]})
+    assert aligned.leaf_tasks == 3 and aligned.edge_src.size == 0
+    assert all(ops == ("sqrt", "cast") for ops in leaf_ops(aligned))
+    misaligned = build("sqrt_cast")
+    # three Sqrt tiles of 32 rows feed two Cast tiles of 48 rows: the seeds' 3-to-2
+    assert misaligned.leaf_tasks == 5
+    assert misaligned.edge_src.size == 4
+    assert misaligned.workspace_bytes == 96 * 256 * 4
+
+
+# 4. depth merge ------------------------------------------------------------------------
+def test_reduce_over_a_split_axis_needs_partials_and_a_combine():
+    unsplit = build("rmsnorm", **{"tiles.vec": [8, 1024]})
+    split = build("rmsnorm")                     # (8, 512): the reduce axis is cut in two
+    assert len({ops for ops in leaf_ops(unsplit)}) == 1      # one fused leaf function
+    assert unsplit.workspace_bytes == 0 and unsplit.edge_src.size == 0
+    assert split.leaf_tasks > unsplit.leaf_tasks
+    assert split.workspace_bytes > 0 and split.edge_src.size > 0
+    assert split.work["mte2_bytes"].sum() > unsplit.work["mte2_bytes"].sum()
+
+
+def test_cube_and_vector_never_share_a_leaf_function():
+    p = build("glm_attention")
+    for leaf in p.leaf_functions:
+        assert ("matmul" in leaf.ops) == (leaf.core_type == AIC)
+        assert leaf.ops == ("matmul",) or "matmul" not in leaf.ops
+
+
+def test_sg_set_scope_forces_and_limits_merging():
+    t = {"x": {"shape": [96, 256], "role": "input"}, "y": {"shape": [96, 256], "dtype": "fp16"}}
+    def body(scope_a, scope_b, tile_b):
+        return [{"sg_set_scope": scope_a}, {"set_vec_tile_shapes": [32, 256]},
+                {"op": "sqrt", "inputs": ["x"], "out": "s"},
+                {"sg_set_scope": scope_b}, {"set_vec_tile_shapes": tile_b},
+                {"op": "cast", "inputs": ["s"], "dtype": "fp16", "out": "c"},
+                {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}]
+    # misaligned tiles in one scope: forced into one leaf task, no GM round trip
+    forced = compile_kernel(kernel(body(1, 1, [48, 256]), t), HW)
+    assert forced.leaf_tasks == 1 and forced.workspace_bytes == 0
+    # aligned tiles in different scopes: kept apart (one leaf task per scope)
+    apart = compile_kernel(kernel(body(1, 2, [32, 256]), t), HW)
+    assert apart.leaf_tasks == 2 and apart.workspace_bytes > 0
+    # ... unless both allow cross-scope merging
+    cross = compile_kernel(kernel(body([-1, False, False], [-1, False, False], [32, 256]), t), HW)
+    assert cross.leaf_tasks == 3
+
+
+def test_sg_set_scope_is_validated_like_upstream():
+    for bad in ([1, 2], [-5, False, False], [-1, True, False], [1, "yes", False], True):
+        with pytest.raises(Exception):
+            kernel([{"sg_set_scope": bad}, {"op": "exp", "inputs": ["x"], "out": "e"}],
+                   {"x": {"shape": [8]}})
+
+
+# 5. breadth merge --------------------------------------------------------------------------
+def _gemm(options=None, labels=None):
+    t = {"a": {"shape": [512, 256], "dtype": "fp32", "role": "input"},
+         "b": {"shape": [256, 2048], "dtype": "fp16", "role": "input"},
+         "c": {"shape": [512, 2048], "dtype": "fp32", "role": "output"}}
+    body = [{"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [128, 128]}},
+            {"op": "matmul", "inputs": ["a", "b"], "out": "o", "label": labels or "mm"},
+            {"op": "assemble", "inputs": ["o"], "out": "c", "offsets": [0, 0]}]
+    return compile_kernel(kernel(body, t, options={"pass_options": options or {}}), HW)
+
+
+def test_l1_reuse_merges_tasks_that_load_the_same_block():
+    auto = _gemm()
+    assert auto.leaf_tasks < 64                 # 4 x 16 output tiles; auto merges some
+    off = _gemm({"cube_l1_reuse_setting": {"DEFAULT": 1}})
+    assert off.leaf_tasks == 64
+    for count in (2, 4, 8):
+        p = _gemm({"cube_l1_reuse_setting": {"DEFAULT": count}})
+        assert p.leaf_tasks == 64 // count
+        # the shared block is loaded once per merged task
+        assert p.work["mte2_bytes"].sum() < off.work["mte2_bytes"].sum()
+        hint = p.leaf_functions[p.task_leaf[0]].merge_info
+        assert hint and hint[0].startswith("l1ReuseInfo hashOrder: func0_0, subGraphCount: 64")
+
+
+def test_l1_reuse_keys_side_and_priority():
+    by_order = _gemm({"cube_l1_reuse_setting": {"0": 4}})
+    by_func = _gemm({"cube_l1_reuse_setting": {"DEFAULT": 2, "func0_0": 4}})
+    by_label = _gemm({"cube_l1_reuse_setting": {"DEFAULT": 2, "mm": 8}})
+    assert by_order.leaf_tasks == by_func.leaf_tasks == 16 and by_label.leaf_tasks == 8
+    left = _gemm({"cube_l1_reuse_setting": {"DEFAULT": [4, "left"]}})
+    right = _gemm({"cube_l1_reuse_setting": {"DEFAULT": [4, "right"]}})
+    assert left.leaf_tasks == right.leaf_tasks == 16
+    # left keeps the FP32 A block resident (the bigger one), right the FP16 B block
+    assert left.work["mte2_bytes"].sum() < right.work["mte2_bytes"].sum()
+    with pytest.raises(Exception):
+        _gemm({"cube_l1_reuse_setting": {"DEFAULT": [4, "up"]}})
+
+
+def test_nbuffer_merges_isomorphic_tasks_so_tiles_pipeline():
+    plain = build("tiling_add", **{"tiles.vec": [2, 4, 8, 256]})
+    merged = build("tiling_add", **{"tiles.vec": [2, 4, 8, 256],
+                                    "pass_options.vec_nbuffer_setting": {"DEFAULT": 4}})
+    assert merged.leaf_tasks == plain.leaf_tasks // 4
+    assert merged.work["in_flight"].max() == 4
+    assert merged.work["mte2_bytes"].sum() == plain.work["mte2_bytes"].sum()
+    assert "vecMergeInfo" in merged.leaf_functions[0].merge_info[0]
+    cube = _gemm({"cube_l1_reuse_setting": {"DEFAULT": 1}, "cube_nbuffer_setting": {"DEFAULT": 2}})
+    assert cube.leaf_tasks == 32 and "cubeMergeInfo" in cube.leaf_functions[0].merge_info[0]
+
+
+# 6. root functions ---------------------------------------------------------------------------
+def test_merging_sibling_loops_removes_the_duplicate_load():
+    t = {"x": {"shape": [64, 256], "role": "input"}, "y": {"shape": [64, 256]},
+         "z": {"shape": [64, 256]}}
+    def step(src, op, out, idx):
+        return [{"op": "view", "inputs": [src], "out": f"v{out}", "shape": [8, 256],
+                 "offsets": [f"{idx}*8", 0]},
+                {"op": op, "inputs": [f"v{out}"], "out": f"r{out}"},
+                {"op": "assemble", "inputs": [f"r{out}"], "out": out, "offsets": [f"{idx}*8", 0]}]
+    # Operation1 writes y in one loop, Operation2 reads it back in a sibling loop
+    siblings = [{"set_vec_tile_shapes": [8, 256]},
+                {"loop": {"name": "l1", "idx": "i", "trip": 8}, "body": step("x", "exp", "y", "i")},
+                {"loop": {"name": "l2", "idx": "j", "trip": 8}, "body": step("y", "sqrt", "z", "j")}]
+    fused_body = step("x", "exp", "y", "i") + [
+        {"op": "sqrt", "inputs": ["ry"], "out": "rz"},
+        {"op": "assemble", "inputs": ["rz"], "out": "z", "offsets": ["i*8", 0]}]
+    merged = [{"set_vec_tile_shapes": [8, 256]},
+              {"loop": {"name": "l", "idx": "i", "trip": 8}, "body": fused_body}]
+    two = compile_kernel(kernel(siblings, t), HW)
+    one = compile_kernel(kernel(merged, t), HW)
+    assert two.root_calls == 16 and one.root_calls == 8
+    assert one.work["mte2_bytes"].sum() < two.work["mte2_bytes"].sum()
+    assert one.leaf_tasks < two.leaf_tasks
+
+
+# 7. stitch -------------------------------------------------------------------------------------
+def test_stitch_counts_loop_bodies_and_caps():
+    for n, dev in ((1, 32), (128, 2), (512, 1)):
+        assert build("glm_attention", **{"runtime_options.stitch_function_max_num": n}).dev_tasks == dev
+    calls = np.ones(3000, np.int64)
+    dev, _ = stitch(calls, calls, 1024)
+    assert np.bincount(dev).max() == MAX_STITCH_ROOT_CALLS
+    big = np.full(10, 25000, np.int64)
+    dev, _ = stitch(big, np.ones(10, np.int64), 128)
+    assert all(np.bincount(dev) * 25000 <= MAX_STITCH_LEAF_TASKS)
+
+
+# 8. data movement knobs -----------------------------------------------------------------------
+def _load(fmt="ND", b_trans=False, bypass=False):
+    t = {"a": {"shape": [1024, 1024], "dtype": "fp16", "format": fmt,
+               "cache_policy": "bypass" if bypass else "default"},
+         "b": {"shape": [1024, 1024], "dtype": "fp16"}}
+    body = [{"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [128, 128]}},
+            {"op": "matmul", "inputs": ["a", "b"], "b_trans": b_trans, "out": "c"}]
+    opts = {"pass_options": {"cube_l1_reuse_setting": {"DEFAULT": 1}}}
+    return compile_kernel(kernel(body, t, options=opts), HW)
+
+
+def test_nz_layout_and_bypass_change_the_loads():
+    nd, nz = _load("ND"), _load("NZ")
+    assert nz.work["mte2_bursts"].sum() < nd.work["mte2_bursts"].sum()
+    assert nz.work["mte2_bytes"].sum() == nd.work["mte2_bytes"].sum()
+    assert _load(bypass=True).acc_bypass.any() and not nd.acc_bypass.any()
+
+
+def test_concat_copies_where_assemble_writes_in_place():
+    t = {"x": {"shape": [64, 64], "role": "input"}, "y": {"shape": [64, 128], "role": "output"}}
+    via_assemble = [{"set_vec_tile_shapes": [64, 64]},
+                    {"op": "exp", "inputs": ["x"], "out": "e"},
+                    {"op": "sqrt", "inputs": ["x"], "out": "s"},
+                    {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0, 0]},
+                    {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 64]}]
+    via_concat = via_assemble[:3] + [
+        {"set_vec_tile_shapes": [64, 128]},
+        {"op": "concat", "inputs": ["e", "s"], "axis": 1, "out": "cat"},
+        {"op": "assemble", "inputs": ["cat"], "out": "y", "offsets": [0, 0]}]
+    a = compile_kernel(kernel(via_assemble, t), HW)
+    c = compile_kernel(kernel(via_concat, t), HW)
+    moved = lambda p: p.work["mte2_bytes"].sum() + p.work["mte3_bytes"].sum()
+    assert moved(c) > moved(a) and c.workspace_bytes > a.workspace_bytes == 0
+
+
+def test_reshape_inplace_is_free_and_transpose_maps_regions():
+    bd = build("blockdiag_matmul")
+    assert all("reshape" not in leaf.ops for leaf in bd.leaf_functions)
+    t = {"x": {"shape": [64, 128], "role": "input"}, "y": {"shape": [128, 64], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [128, 64]},
+            {"op": "transpose", "inputs": ["x"], "perm": [1, 0], "out": "xt"},
+            {"op": "add", "inputs": ["xt"], "scalar": 1.0, "out": "s"},
+            {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}]
+    p = compile_kernel(kernel(body, t), HW)
+    assert p.leaf_tasks == 1 and p.leaf_functions[0].ops == ("transpose", "add")
