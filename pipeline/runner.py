@@ -22,7 +22,9 @@ from simcore.spec.loader import read_mapping, validate
 
 from .emit.atomic import write_json
 from .emit.metrics import metrics
-from .emit.perf_trace import write_perf_files
+from .emit.perf_trace import devtask_limit, write_perf_files
+from .emit.pmu import write_pmu_files
+from .emit.pmu_trace import write_pmu_trace
 from .emit.swimlane import aicore_summary, write_swimlane_files
 from .emit.topo import write_compile_files
 
@@ -78,6 +80,8 @@ def run_simulate(kernel_path: Path, overrides: Mapping[str, Any], hardware: str 
     hw = load_hardware(hardware)
     program = compile_for(kernel, hw, kernel_path)
     timeline = simulate(hw, program, kernel.options.runtime_options)
+    dump_perf = env_flag(env, "DUMP_DEVICE_PERF")
+    perf_limit = devtask_limit(env) if dump_perf else None   # a bad value stops before any file
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     freq = hw.aicpu.profile_freq_mhz
@@ -85,8 +89,14 @@ def run_simulate(kernel_path: Path, overrides: Mapping[str, Any], hardware: str 
     if kernel.options.debug_options.runtime_debug_mode == 1:
         write_compile_files(program, out)
         summary = write_swimlane_files(program, timeline, freq, out)
-    if env_flag(env, "DUMP_DEVICE_PERF"):
-        write_perf_files(timeline, freq, rounds, hw.aicpu.launch_gap_us, out)
+    if dump_perf:
+        swimlane = out / "merged_swimlane.json" \
+            if kernel.options.debug_options.runtime_debug_mode == 1 else None
+        write_perf_files(timeline, freq, rounds, hw.aicpu.launch_gap_us, out, perf_limit,
+                         merged_swimlane=swimlane)
+    write_pmu_files(program, timeline, hw, env, out)
+    if kernel.options.codegen_options.enable_pmu_trace:
+        write_pmu_trace(program, timeline, hw, out)
     result = metrics(program, timeline, hw)
     write_json(out / "metrics.json", result)   # last: its presence marks a complete run
     return RunResult(kernel, hw, program, timeline, result, summary)

@@ -4,110 +4,172 @@
 of lanes ``{blockIdx, coreType, freq, tasks: [{name, end}]}``; every stamp marks
 the *end* of a phase.  A file covers up to 50 rounds and is named by its first
 round; at most 200 rounds are recorded.  Dev-task phases keep at most
-``devtask_limit`` instances per thread and round; the excess is dropped with
-upstream's warning.
+``limit`` instances per AICPU thread and round; the excess is dropped
+with upstream's warning.  The limit is ``PTOLAB_PERF_DEVTASK_MAX`` (default 20,
+the seeds' figure; upstream code has since raised it to 200).
+
+After each file, as the runtime runs ``machine_perf_trace.py gen_perfetto``, the
+AICPU view ``machine_runtime_operator_trace_<N>.json`` is written and, when a
+``merged_swimlane.json`` exists (``runtime_debug_mode=1``), its events are
+prepended there (see operator_trace.py).
+
+Every round replays the same simulated launch, shifted by a whole number of
+cycles, so all rounds give the same durations (a float shift would let rounding
+move stamps by a cycle from one round to the next).
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
 from simcore.machine import Timeline
+from simcore.spec.errors import ConfigError
 
 from .atomic import write_json
+from .operator_trace import operator_trace, prepend_to_swimlane
 from .swimlane import to_cycles
 
 MAX_ROUNDS = 200
 ROUNDS_PER_FILE = 50
-DEVTASK_LIMIT_DEFAULT = 20   # the seeds' figure; upstream code has since raised it to 200
+DEVTASK_LIMIT_DEFAULT = 20     # the seeds' figure; upstream code has since raised it to 200
+DEVTASK_LIMIT_ENV = "PTOLAB_PERF_DEVTASK_MAX"
+AICORE_STAMPS_MAX = 8 * 200    # per core per round; upstream caps these silently
+
+# a lane's stamps for one round, before the round is known: (phase, "(k)" or "", cycles)
+Template = list[tuple[str, str, int]]
 
 
-def _lane(block: int, core_type: str, freq: float) -> dict:
-    return {"blockIdx": block, "coreType": core_type, "freq": freq, "tasks": []}
+def devtask_limit(env: Mapping[str, str]) -> int:
+    """The dev-task instance limit, from ``PTOLAB_PERF_DEVTASK_MAX`` (default 20)."""
+    raw = env.get(DEVTASK_LIMIT_ENV, "").strip()
+    if not raw:
+        return DEVTASK_LIMIT_DEFAULT
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(
+            f"environment variable {DEVTASK_LIMIT_ENV}={raw!r} is not a positive integer. It "
+            f"caps how many dev-task instances each AICPU thread records per round in "
+            f"machine_trace_perf_data_<N>.json; use 20 (the seeds' figure, the default) or 200 "
+            f"(current upstream code).")
+    return int(raw)
 
 
-class _Stamper:
-    def __init__(self, freq: float, offset_us: float, r: int, limit: int):
-        self.freq, self.offset, self.r, self.limit = freq, offset_us, r, limit
-        self.dropped = False
-
-    def add(self, lane: dict, phase: str, t_us: float, k: int | None = None,
-            seq: int | None = None) -> None:
-        """k: dev-task instance on an AICPU thread (capped); seq: dev task of an AICore stamp."""
-        if k is not None and k >= self.limit:
-            self.dropped = True
-            return
-        tag = k if k is not None else seq
-        name = f"{phase}_{self.r}" + (f"({tag})" if tag is not None else "")
-        lane["tasks"].append({"name": name, "end": int(to_cycles(t_us + self.offset, self.freq))})
+def _freq_value(freq: float) -> float | int:
+    """Upstream writes the counter rate as an integer (50, 1000)."""
+    return int(freq) if float(freq).is_integer() else float(freq)
 
 
-def perf_lanes(tl: Timeline, freq: float, rounds: range, round_span_us: float,
-               limit: int) -> tuple[list[dict], bool]:
-    ctrl = _lane(0, "AICPU-CTRL", freq)
-    sched = [_lane(i + 1, "AICPU-SCHED", freq) for i in range(len(tl.sched))]
-    n_cores = tl.aic_cores + tl.aiv_cores
-    cores = [_lane(b + 1, f"SCHED{tl.core_owner(b) + 1}-{'AIC' if b < tl.aic_cores else 'AIV'}",
-                   freq) for b in range(n_cores)]
-    dropped = False
-    for r in rounds:
-        st = _Stamper(freq, r * round_span_us, r, limit)
-        st.add(ctrl, "BEGIN", tl.ctrl_begin)
-        st.add(ctrl, "INIT", tl.ctrl_init)
-        for k, t in enumerate(tl.dev_build_end):
-            st.add(ctrl, "DEV_TASK_BUILD", float(t), k)
-        st.add(ctrl, "EXIT", tl.ctrl_exit)
-        for lane, th in zip(sched, tl.sched):
-            st.add(lane, "BEGIN", th.begin)
-            st.add(lane, "ALLOC_THREAD_ID", th.alloc)
-            st.add(lane, "INIT", th.init)
-            st.add(lane, "CORE_HAND_SHAKE", th.handshake)
-            for k in range(len(th.rcv)):
-                st.add(lane, "DEV_TASK_RCV", th.rcv[k], k)
-                if k == 0:
-                    st.add(lane, "DEV_TASK_SEND_FIRST_LEAF_TASK", th.first_send[0])
-                st.add(lane, "DEV_TASK_SCHED_EXEC", th.sched_exec[k], k)
-                st.add(lane, "DEV_TASK_SYNC_CORE_STOP", th.sync_stop[k], k)
-                st.add(lane, "DEV_TASK_RSP", th.rsp[k], k)
-            st.add(lane, "WAIT_ALL_DEV_TASK_FINISH", th.wait_all_finish)
-            st.add(lane, "WAIT_CORE_EXIT", th.core_exit)
-            st.add(lane, "EXIT", th.exit)
-        dev_of_task = np.searchsorted(tl.dev_start, tl.task_start, side="right") - 1
-        for b, lane in enumerate(cores):
-            st.add(lane, "BEGIN", tl.core_begin)
-            st.add(lane, "INIT", tl.core_init)
-            mine = np.flatnonzero(tl.task_core == b)
-            for k in np.unique(dev_of_task[mine]):
-                on_k = mine[dev_of_task[mine] == k]
-                seq = int(k)
-                st.add(lane, "DEV_TASK_RCV_MODEL", float(tl.dev_start[k]), seq=seq)
-                st.add(lane, "DEV_TASK_WAIT_RCV_FIRST_LEAF_TASK",
-                       float(tl.task_start[on_k].min()), seq=seq)
-                st.add(lane, "DEV_TASK_ALL_LEAF_TASK_EXEC", float(tl.task_end[on_k].max()),
-                       seq=seq)
-            st.add(lane, "WAIT_EXIT_NOTIFY", float(tl.core_exit[b]))
-        dropped |= st.dropped
-    return [ctrl] + sched + cores, dropped
+class _Lane:
+    """One lane's template: stamps in microseconds, turned into cycles once."""
+
+    def __init__(self, block: int, core_type: str, freq: float):
+        self.block, self.core_type, self.freq = block, core_type, freq
+        self.stamps: list[tuple[str, str, float]] = []
+
+    def add(self, phase: str, t_us: float, tag: int | None = None) -> None:
+        self.stamps.append((phase, "" if tag is None else f"({tag})", float(t_us)))
+
+    def template(self) -> Template:
+        cycles = to_cycles(np.asarray([s[2] for s in self.stamps]), self.freq)
+        return [(p, tag, int(c)) for (p, tag, _), c in zip(self.stamps, cycles)]
+
+
+def _ctrl_lane(tl: Timeline, freq: float, limit: int) -> _Lane:
+    lane = _Lane(0, "AICPU-CTRL", freq)
+    lane.add("BEGIN", tl.ctrl_begin)
+    lane.add("INIT", tl.ctrl_init)
+    for k, t in enumerate(tl.dev_build_end[:limit]):
+        lane.add("DEV_TASK_BUILD", t, k)
+    lane.add("EXIT", tl.ctrl_exit)
+    return lane
+
+
+def _sched_lane(th, block: int, freq: float, limit: int) -> _Lane:
+    lane = _Lane(block, "AICPU-SCHED", freq)
+    for phase, t in (("BEGIN", th.begin), ("ALLOC_THREAD_ID", th.alloc), ("INIT", th.init),
+                     ("CORE_HAND_SHAKE", th.handshake)):
+        lane.add(phase, t)
+    for k in range(min(len(th.rcv), limit)):
+        lane.add("DEV_TASK_RCV", th.rcv[k], k)
+        if k == 0:
+            lane.add("DEV_TASK_SEND_FIRST_LEAF_TASK", th.first_send[0])
+        lane.add("DEV_TASK_SCHED_EXEC", th.sched_exec[k], k)
+        lane.add("DEV_TASK_SYNC_CORE_STOP", th.sync_stop[k], k)
+        lane.add("DEV_TASK_RSP", th.rsp[k], k)
+    for phase, t in (("WAIT_ALL_DEV_TASK_FINISH", th.wait_all_finish),
+                     ("WAIT_CORE_EXIT", th.core_exit), ("EXIT", th.exit)):
+        lane.add(phase, t)
+    return lane
+
+
+def _core_lanes(tl: Timeline, freq: float) -> list[_Lane]:
+    """SCHEDk-AIC/AIV lanes: per dev task a core ran, first receive and last finish."""
+    dev_of_task = np.searchsorted(tl.dev_start, tl.task_start, side="right") - 1
+    lanes = []
+    for b in range(tl.aic_cores + tl.aiv_cores):
+        kind = "AIC" if b < tl.aic_cores else "AIV"
+        lane = _Lane(b + 1, f"SCHED{tl.core_owner(b) + 1}-{kind}", freq)
+        lane.add("BEGIN", tl.core_begin)
+        lane.add("INIT", tl.core_init)
+        mine = np.flatnonzero(tl.task_core == b)
+        for k in np.unique(dev_of_task[mine]):
+            on_k = mine[dev_of_task[mine] == k]
+            lane.add("DEV_TASK_RCV_MODEL", tl.dev_start[k], int(k))
+            lane.add("DEV_TASK_WAIT_RCV_FIRST_LEAF_TASK", tl.task_start[on_k].min(), int(k))
+            lane.add("DEV_TASK_ALL_LEAF_TASK_EXEC", tl.task_end[on_k].max(), int(k))
+        lane.add("WAIT_EXIT_NOTIFY", tl.core_exit[b])
+        del lane.stamps[AICORE_STAMPS_MAX:]
+        lanes.append(lane)
+    return lanes
+
+
+def lane_templates(tl: Timeline, freq: float, limit: int) -> tuple[list[_Lane], bool]:
+    """Every lane of one round, and whether the dev-task limit dropped stamps."""
+    lanes = [_ctrl_lane(tl, freq, limit)]
+    lanes += [_sched_lane(th, i + 1, freq, limit) for i, th in enumerate(tl.sched)]
+    lanes += _core_lanes(tl, freq)
+    dropped = len(tl.dev_build_end) > limit or any(len(th.rcv) > limit for th in tl.sched)
+    return lanes, dropped
+
+
+def perf_lanes(lanes: list[_Lane], rounds: range, span_cycles: int) -> list[dict]:
+    """The file content for ``rounds``: each round is the template shifted by r spans."""
+    out = []
+    for lane in lanes:
+        tpl = lane.template()
+        tasks = [{"name": f"{phase}_{r}{tag}", "end": c + r * span_cycles}
+                 for r in rounds for phase, tag, c in tpl]
+        out.append({"blockIdx": lane.block, "coreType": lane.core_type,
+                    "freq": _freq_value(lane.freq), "tasks": tasks})
+    return out
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def write_perf_files(tl: Timeline, freq: float, rounds: int, launch_gap_us: float, out: Path,
-                     devtask_limit: int = DEVTASK_LIMIT_DEFAULT) -> list[Path]:
+                     limit: int = DEVTASK_LIMIT_DEFAULT,
+                     merged_swimlane: Path | None = None) -> list[Path]:
+    """Write one perf file (and its AICPU view) per 50 rounds; return the perf files."""
     recorded = min(rounds, MAX_ROUNDS)
     if rounds > MAX_ROUNDS:
-        print(f"Aicpu perf info more than maxTurnNum={MAX_ROUNDS}, some info would be lost",
-              file=sys.stderr)
-    span = tl.e2e_us + launch_gap_us
-    written, warned = [], False
+        _warn(f"Aicpu perf info more than maxTurnNum={MAX_ROUNDS}, some info would be lost")
+    lanes, dropped = lane_templates(tl, freq, limit)
+    if dropped:
+        _warn(f"Dev task num larger than: {limit}, the excess part will not be recorded")
+    span_cycles = int(np.ceil((tl.e2e_us + launch_gap_us) * freq))
+    written = []
     for first in range(0, recorded, ROUNDS_PER_FILE):
-        rng = range(first, min(first + ROUNDS_PER_FILE, recorded))
-        lanes, dropped = perf_lanes(tl, freq, rng, span, devtask_limit)
-        if dropped and not warned:
-            print(f"Dev task num larger than: {devtask_limit}, the excess part will not be "
-                  f"recorded", file=sys.stderr)
-            warned = True
+        data = perf_lanes(lanes, range(first, min(first + ROUNDS_PER_FILE, recorded)),
+                          span_cycles)
         path = out / f"machine_trace_perf_data_{first}.json"
-        write_json(path, lanes)
+        write_json(path, data)
+        trace = operator_trace(data)
+        write_json(out / f"machine_runtime_operator_trace_{first}.json", trace, indent=2)
+        if merged_swimlane is not None and Path(merged_swimlane).exists():
+            prepend_to_swimlane(Path(merged_swimlane), trace["traceEvents"])
         written.append(path)
     return written
