@@ -33,10 +33,8 @@ A machine that simulates more can hand any of these quantities over directly as
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -46,7 +44,7 @@ from simcore.compiler import Program
 from simcore.machine import Timeline
 from simcore.spec.hardware import Hardware
 
-from .atomic import write_text
+from .atomic import write_bytes, write_text
 from .swimlane import to_cycles
 
 GROUP_ENV = "PYPTO_PROF_PMU_EVENT_TYPE"
@@ -251,19 +249,6 @@ def pmu_records(program: Program, tl: Timeline, freq: float, arch: str, group: i
     return rec.tobytes()
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Atomic like atomic.write_text: a failed run leaves no half record file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_pmu_files(program: Program, tl: Timeline, hw: Hardware, env: Mapping[str, str],
                     out: Path) -> Path | None:
     """The PROF folder's PMU records when PMU collection is on; its data dir, else None."""
@@ -273,7 +258,7 @@ def write_pmu_files(program: Program, tl: Timeline, hw: Hardware, env: Mapping[s
     arch = arch_of(hw)
     data_dir = Path(out) / PROF_DIR / "device_0" / "data"
     freq = hw.aicpu.profile_freq_mhz
-    _write_bytes(data_dir / DATA_FILE, pmu_records(program, tl, freq, arch, group))
+    write_bytes(data_dir / DATA_FILE, pmu_records(program, tl, freq, arch, group))
     config = {"group": group, "arch": arch, "slots": SLOTS[arch],
               "event_codes": [code for code, _ in slot_events(arch, group)]}
     write_text(Path(out) / PROF_DIR / CONFIG_FILE, json.dumps(config, indent=4) + "\n")
