@@ -82,11 +82,15 @@ def test_same_config_gives_byte_identical_files(msa_path, tmp_path):
         assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes(), path.name
 
 
-def test_atomic_write_leaves_old_file_on_failure(tmp_path):
+def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
     target = tmp_path / "f.json"
     write_text(target, "old")
 
-    with pytest.raises(TypeError):
-        write_text(target, 42)   # write fails midway
+    def crash(*_):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("pipeline.emit.atomic.os.replace", crash)
+    with pytest.raises(OSError):
+        write_text(target, "new and longer")
     assert target.read_text() == "old"
-    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]   # no temp file left behind
