@@ -8,7 +8,7 @@ from ..emit.atomic import write_json
 from .analyze import analyze, load_lanes, rounds_json
 from .perf_trace import e2e_us, read_phases
 from .pmu import pmu_table, read_pipe_timeline, read_pmu
-from .swimlane import aicore_metrics, read_tasks, read_topo, topo_counts
+from .swimlane import aicore_metrics, read_ops, read_tasks, read_topo, topo_counts
 
 
 def parse_run(run_dir: Path, out: Path) -> dict:
@@ -29,6 +29,8 @@ def parse_run(run_dir: Path, out: Path) -> dict:
         topo.write_parquet(out / "topo.parquet")
         parsed.update(topo_counts(topo))
         recomputed += ["dev_tasks", "root_calls", "leaf_tasks", "leaf_functions"]
+    if (run_dir / "program.json").exists():
+        read_ops(run_dir / "program.json").write_parquet(out / "ops.parquet")
     recomputed += _parse_perf(run_dir, out, parsed)
     _parse_pmu(run_dir, out, parsed.get("hardware"))
     parsed["recomputed_from_files"] = recomputed

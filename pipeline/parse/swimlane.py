@@ -22,11 +22,11 @@ def read_tasks(path: Path) -> pl.DataFrame:
                 lanes[e["tid"]] = (m.group(1), int(m.group(2)))
     rows = [(e["tid"], e["name"], float(e["ts"]), float(e["dur"]),
              e.get("args", {}).get("seqNo"), e.get("args", {}).get("taskId"),
-             e.get("args", {}).get("color", ""))
+             e.get("args", {}).get("color", ""), e.get("args", {}).get("hashOrder-hint", ""))
             for e in events
             if e.get("ph") == "X" and e.get("pid") == 1 and e.get("tid") in lanes]
     schema = {"tid": pl.Int64, "name": pl.Utf8, "start_us": pl.Float64, "dur_us": pl.Float64,
-              "seq_no": pl.Int64, "task_id": pl.Int64, "label": pl.Utf8}
+              "seq_no": pl.Int64, "task_id": pl.Int64, "label": pl.Utf8, "hash_order": pl.Utf8}
     df = pl.DataFrame(rows, schema=schema, orient="row")
     lane_df = pl.DataFrame({"tid": list(lanes), "core_type": [v[0] for v in lanes.values()],
                             "core": [v[1] for v in lanes.values()]},
@@ -37,16 +37,21 @@ def read_tasks(path: Path) -> pl.DataFrame:
 
 
 def read_topo(path: Path) -> pl.DataFrame:
-    """dyn_topo.txt: the fixed columns plus the successor count per task."""
+    """dyn_topo.txt: the fixed columns, the successor count and the successor task ids.
+
+    ``succ`` keeps the ids as the file has them (taskIds within the same seqNo), so the
+    report can draw dependency arrows and the advisor can count fan-in/fan-out.
+    """
     rows = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         if not line or line[0].isalpha():
             continue
         cells = [int(c) for c in line.split(",") if c.strip()]
-        rows.append(cells[:11] + [len(cells) - 11])
+        rows.append(cells[:11] + [len(cells) - 11, cells[11:]])
     cols = ["seq_no", "task_id", "root_index", "root_hash", "opmagic", "leaf_index", "leaf_hash",
             "core_type", "psg_id", "wrap_id", "static_succ_count", "successors"]
     schema = {c: (pl.UInt64 if c.endswith("hash") else pl.Int64) for c in cols}
+    schema["succ"] = pl.List(pl.Int64)
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
@@ -68,3 +73,44 @@ def topo_counts(topo: pl.DataFrame) -> dict:
             "leaf_tasks": topo.height, "leaf_functions": topo["leaf_hash"].n_unique(),
             "aic_tasks": topo.filter(pl.col("core_type") == 1).height,
             "aiv_tasks": topo.filter(pl.col("core_type") == 0).height}
+
+
+def _ints(values) -> list[int] | None:
+    """A numeric shape/offset list, or None when upstream wrote symbolic expressions."""
+    if not isinstance(values, list) or not all(isinstance(v, int) for v in values):
+        return None
+    return [int(v) for v in values]
+
+
+def _op_row(func: dict, op: dict, tensors: dict, raws: dict) -> tuple:
+    attr = op.get("op_attr") or {}
+    first = next(iter(op.get("ioperands") or []), None)
+    tensor = tensors.get(first if isinstance(first, int) else None, {})
+    raw = tensor.get("rawtensor")
+    axis = attr.get("axis", attr.get("reduce_axis"))
+    return (int(func.get("hash", 0)), str(func.get("func_magicname", "")),
+            int(op.get("opmagic", -1)), str(op.get("opcode", "")),
+            str((op.get("semantic_label") or {}).get("label", "")),
+            int(axis) if isinstance(axis, int) else None,
+            _ints(tensor.get("shape")), _ints(tensor.get("offset")),
+            int(raw) if isinstance(raw, int) else None,
+            _ints(raws.get(raw, {}).get("rawshape")),
+            str(attr.get("l1_reuse_hashOrder", "")))
+
+
+def read_ops(path: Path) -> pl.DataFrame:
+    """program.json leaf-function operations with their first input's tile and raw tensor.
+
+    The advisor needs it to see reductions whose tile does not span the reduce axis and
+    GM blocks that several copy-ins load; fields a producer leaves out stay null.
+    """
+    rows = []
+    for func in json.loads(Path(path).read_text(encoding="utf-8")).get("functions", []):
+        tensors = {t.get("magic"): t for t in func.get("tensors", [])}
+        raws = {r.get("rawmagic"): r for r in func.get("rawtensors", [])}
+        rows += [_op_row(func, op, tensors, raws) for op in func.get("operations", [])]
+    schema = {"func_hash": pl.UInt64, "func_name": pl.Utf8, "opmagic": pl.Int64,
+              "opcode": pl.Utf8, "label": pl.Utf8, "axis": pl.Int64,
+              "in_shape": pl.List(pl.Int64), "in_offset": pl.List(pl.Int64),
+              "raw": pl.Int64, "raw_shape": pl.List(pl.Int64), "l1_hash_order": pl.Utf8}
+    return pl.DataFrame(rows, schema=schema, orient="row")

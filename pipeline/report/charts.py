@@ -1,58 +1,196 @@
-"""Small inline SVG charts: vector graphics that need no script and no network."""
+"""Inline SVG charts: vector graphics with labelled axes that need no script or network.
+
+Each builder returns Markup; every piece of text passes through ``escape`` so a stage
+or label name cannot inject markup.  Numbers are formatted with fixed precision so the
+same inputs give byte-identical SVG.
+"""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from markupsafe import Markup, escape
 
-@dataclass
-class Bar:
-    x: float
-    y: float
-    width: float
-    height: float
-    color: str
-    title: str
+KERNEL, E2E, BUSY, IDLE, BETTER, WORSE = ("#4c78a8", "#f58518", "#4c78a8", "#e3e3e3",
+                                         "#54a24b", "#e45756")
 
 
 @dataclass
-class BarChart:
+class Frame:
+    """Plot area inside an SVG of width x height, with margins for axis labels."""
     width: int
     height: int
-    bars: list[Bar]
-    groups: list[tuple[float, str]]        # (x centre, label)
-    ticks: list[tuple[float, str]]         # (y, label)
-    y_label: str
-    legend: list[tuple[str, str]]          # (color, name)
-    plot_left: int
-    plot_bottom: int
+    left: int = 70
+    right: int = 20
+    top: int = 20
+    bottom: int = 60
+
+    @property
+    def x1(self) -> float:
+        return self.width - self.right
+
+    @property
+    def y1(self) -> float:
+        return self.height - self.bottom
+
+    def y(self, value: float, vmax: float) -> float:
+        return self.y1 - (self.y1 - self.top) * value / vmax
 
 
-def _nice_max(value: float) -> float:
+def _f(v: float) -> str:
+    return f"{v:.1f}"
+
+
+def nice_max(value: float) -> float:
     if value <= 0:
         return 1.0
-    step = 10 ** (len(str(int(value))) - 1)
-    for mult in (1, 2, 2.5, 5, 10):
-        if value <= step * mult:
-            return step * mult
-    return step * 10
+    step = 10 ** math.floor(math.log10(value))
+    return next(step * m for m in (1, 2, 2.5, 5, 10) if value <= step * m + 1e-12)
 
 
-def grouped_bars(groups: list[str], series: list[tuple[str, str, list[float]]],
-                 y_label: str, width: int = 720, height: int = 300) -> BarChart:
-    """One group of bars per stage, one bar per series (name, color, values)."""
-    left, bottom, top = 70, height - 60, 20
-    plot_w, plot_h = width - left - 20, bottom - top
-    vmax = _nice_max(max([v for _, _, vals in series for v in vals] + [0]))
-    slot = plot_w / max(len(groups), 1)
-    bar_w = slot * 0.7 / max(len(series), 1)
-    bars, centres = [], []
-    for g, name in enumerate(groups):
-        x0 = left + g * slot + slot * 0.15
-        centres.append((left + (g + 0.5) * slot, name))
-        for s, (sname, color, vals) in enumerate(series):
-            h = plot_h * vals[g] / vmax
-            bars.append(Bar(x0 + s * bar_w, bottom - h, bar_w * 0.95, h, color,
-                            f"{name} {sname}: {vals[g]:.2f}"))
-    ticks = [(bottom - plot_h * i / 4, f"{vmax * i / 4:g}") for i in range(5)]
-    return BarChart(width, height, bars, centres, ticks, y_label,
-                    [(c, n) for n, c, _ in series], left, bottom)
+def _text(x, y, text, anchor="middle", extra="") -> str:
+    return (f'<text x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}"{extra}>'
+            f'{escape(text)}</text>')
+
+
+def _svg(frame: Frame, body: list[str], title: str) -> Markup:
+    return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" width="{frame.width}" '
+                  f'height="{frame.height}" viewBox="0 0 {frame.width} {frame.height}" '
+                  f'role="img" aria-label="{escape(title)}">' + "".join(body) + "</svg>")
+
+
+def _y_axis(frame: Frame, vmax: float, label: str) -> list[str]:
+    out = [f'<line x1="{frame.left}" y1="{frame.top}" x2="{frame.left}" y2="{_f(frame.y1)}" '
+           f'stroke="#444"/>',
+           f'<line x1="{frame.left}" y1="{_f(frame.y1)}" x2="{_f(frame.x1)}" '
+           f'y2="{_f(frame.y1)}" stroke="#444"/>']
+    for i in range(5):
+        y = frame.y(vmax * i / 4, vmax)
+        out.append(f'<line x1="{frame.left - 4}" y1="{_f(y)}" x2="{_f(frame.x1)}" '
+                   f'y2="{_f(y)}" stroke="#eee"/>')
+        out.append(_text(frame.left - 6, y + 4, f"{vmax * i / 4:g}", "end"))
+    mid = (frame.top + frame.y1) / 2
+    out.append(_text(14, mid, label, "middle", f' transform="rotate(-90 14 {_f(mid)})"'))
+    return out
+
+
+def _legend(frame: Frame, items: list[tuple[str, str]], hollow: set[str] = frozenset()) -> list[str]:
+    out = []
+    for i, (color, name) in enumerate(items):
+        x, y = frame.left + 10 + i * 150, frame.height - 22
+        fill = "none" if name in hollow else color
+        out.append(f'<rect x="{x}" y="{y}" width="12" height="12" fill="{fill}" '
+                   f'stroke="{color}"/>')
+        out.append(_text(x + 16, y + 10, name, "start"))
+    return out
+
+
+def waterfall(stages: list[str], kernel: list[float], e2e: list[float]) -> Markup:
+    """Per stage, each series as a floating bar from the previous stage's value to this one.
+
+    The first stage's bars start at zero; green bars are gains, red bars regressions,
+    and a tick marks the value the stage reached.
+    """
+    frame = Frame(max(680, 130 * len(stages) + 90), 320)   # room for the 4-item legend
+    vmax = nice_max(max(kernel + e2e + [0.0]))
+    slot = (frame.x1 - frame.left) / max(len(stages), 1)
+    body = _y_axis(frame, vmax, "time (us)")
+    for g, name in enumerate(stages):
+        for s, (series, vals, color) in enumerate((("kernel_us", kernel, KERNEL),
+                                                    ("e2e_us", e2e, E2E))):
+            body += _float_bar(frame, vmax, frame.left + g * slot + slot * (0.15 + 0.36 * s),
+                               slot * 0.32, vals, g, color, f"{name} {series}")
+        body.append(_text(frame.left + (g + 0.5) * slot, frame.y1 + 16, name))
+    body += _legend(frame, [(KERNEL, "kernel_us"), (E2E, "e2e_us"), (BETTER, "faster than previous"),
+                            (WORSE, "slower than previous")])
+    return _svg(frame, body, "stage waterfall of kernel and end-to-end time")
+
+
+def _float_bar(frame, vmax, x, w, vals, g, color, title) -> list[str]:
+    value, prev = vals[g], (vals[g - 1] if g else 0.0)
+    fill = color if g == 0 else (BETTER if value <= prev else WORSE)
+    top, bot = frame.y(max(value, prev), vmax), frame.y(min(value, prev), vmax)
+    tip = f"{title}: {value:.2f} us" + (f" (previous {prev:.2f} us)" if g else "")
+    out = [f'<rect x="{_f(x)}" y="{_f(top)}" width="{_f(w)}" height="{_f(max(bot - top, 1))}" '
+           f'fill="{fill}" stroke="{color}" stroke-width="2"><title>{escape(tip)}</title></rect>',
+           _text(x + w / 2, frame.y(value, vmax) - 4, f"{value:.1f}")]
+    return out
+
+
+@dataclass
+class Sweep:
+    knob: str
+    stages: list[str]
+    x: list[float]
+    kernel: list[float]
+    e2e: list[float]
+    documented: list[dict]
+
+
+def _x_scale(xs: list[float], frame: Frame):
+    lo, hi = min(xs), max(xs)
+    logx = lo > 0 and hi / lo >= 16       # stitch sweeps span 1..512: log spacing reads better
+    f = math.log2 if logx else (lambda v: v)
+    a, b = f(lo), f(hi)
+    span = (b - a) or 1.0
+    return (lambda v: frame.left + 30 + (frame.x1 - frame.left - 60) * (f(v) - a) / span), logx
+
+
+def sweep_chart(sweep: Sweep) -> Markup:
+    """kernel_us and e2e_us against one numeric knob, documented figures as hollow marks."""
+    frame = Frame(560, 320)
+    values = sweep.kernel + sweep.e2e + [v for d in sweep.documented
+                                         for v in d.values() if v is not None]
+    vmax = nice_max(max(values + [0.0]))
+    xs, logx = _x_scale(sweep.x, frame)
+    body = _y_axis(frame, vmax, "time (us)")
+    for v in sweep.x:
+        body.append(_text(xs(v), frame.y1 + 16, f"{v:g}"))
+    axis = f"{sweep.knob}" + (" (log scale)" if logx else "")
+    body.append(_text((frame.left + frame.x1) / 2, frame.y1 + 32, axis))
+    for series, vals, color in (("kernel_us", sweep.kernel, KERNEL), ("e2e_us", sweep.e2e, E2E)):
+        pts = " ".join(f"{_f(xs(x))},{_f(frame.y(v, vmax))}" for x, v in zip(sweep.x, vals))
+        body.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
+        for x, v, stage in zip(sweep.x, vals, sweep.stages):
+            body.append(f'<circle cx="{_f(xs(x))}" cy="{_f(frame.y(v, vmax))}" r="4" '
+                        f'fill="{color}"><title>{escape(f"{stage} {series}: {v:.2f} us")}'
+                        f'</title></circle>')
+        for x, doc, stage in zip(sweep.x, sweep.documented, sweep.stages):
+            if doc.get(series) is not None:
+                body.append(f'<rect x="{_f(xs(x) - 5)}" y="{_f(frame.y(doc[series], vmax) - 5)}" '
+                            f'width="10" height="10" fill="none" stroke="{color}" '
+                            f'stroke-width="2"><title>'
+                            f'{escape(f"{stage} documented {series}: {doc[series]:.2f} us")}'
+                            f'</title></rect>')
+    legend = [(KERNEL, "kernel_us"), (E2E, "e2e_us")]
+    if any(sweep.documented):
+        legend.append(("#444", "documented (hollow)"))
+    body += _legend(frame, legend, {"documented (hollow)"})
+    return _svg(frame, body, f"{sweep.knob} sweep")
+
+
+def core_bars(cores: list[tuple[str, float]], span_us: float) -> Markup:
+    """Busy and idle time per core within the kernel window, one horizontal bar each."""
+    row = 12
+    frame = Frame(720, 50 + row * max(len(cores), 1) + 40, left=80, top=10, bottom=60)
+    scale = (frame.x1 - frame.left) / (span_us or 1.0)
+    body = []
+    for i, (core, busy) in enumerate(cores):
+        y = frame.top + i * row
+        idle = max(span_us - busy, 0.0)
+        tip = f"{core}: busy {busy:.2f} us, idle {idle:.2f} us ({busy / (span_us or 1) * 100:.1f}% busy)"
+        body.append(f'<g><title>{escape(tip)}</title>'
+                    f'<rect x="{frame.left}" y="{y}" width="{_f(busy * scale)}" height="{row - 2}" '
+                    f'fill="{BUSY}"/><rect x="{_f(frame.left + busy * scale)}" y="{y}" '
+                    f'width="{_f(idle * scale)}" height="{row - 2}" fill="{IDLE}"/></g>')
+        body.append(_text(frame.left - 4, y + row - 3, core, "end", ' font-size="9"'))
+    y_axis = frame.top + row * len(cores) + 2
+    for i in range(5):
+        x = frame.left + (frame.x1 - frame.left) * i / 4
+        body.append(f'<line x1="{_f(x)}" y1="{y_axis}" x2="{_f(x)}" y2="{y_axis + 4}" stroke="#444"/>')
+        body.append(_text(x, y_axis + 16, f"{span_us * i / 4:.2f}"))
+    body.append(_text((frame.left + frame.x1) / 2, y_axis + 32,
+                      "time within the kernel window (us)"))
+    frame.height = y_axis + 60
+    body += _legend(frame, [(BUSY, "busy"), (IDLE, "idle")])
+    return _svg(frame, body, "busy and idle time per core")

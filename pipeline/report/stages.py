@@ -1,0 +1,134 @@
+"""What a report shows of each stage, read from the stage's parsed/ files only."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from .charts import Sweep
+
+
+def read_json(path: Path):
+    return json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).exists() else None
+
+
+def table(parsed: Path, name: str) -> pl.DataFrame | None:
+    path = Path(parsed) / f"{name}.parquet"
+    return pl.read_parquet(path) if path.exists() else None
+
+
+def speedup(base: float | None, value: float | None) -> float | None:
+    return base / value if base and value else None
+
+
+def changed(prev: dict | None, cur: dict) -> dict:
+    """The knobs a stage sets differently from the stage before it (all of them for the first)."""
+    if prev is None:
+        return dict(cur)
+    keys = sorted(set(prev) | set(cur))
+    return {k: cur.get(k, "(default)") for k in keys if prev.get(k) != cur.get(k)}
+
+
+def chip_cores(phases: pl.DataFrame | None) -> set[tuple[str, int]]:
+    """Every AICore of the run: PyPTO stamps each block's lane (SCHEDk-AIC/-AIV, 1-based)."""
+    if phases is None:
+        return set()
+    lanes = phases.filter(pl.col("lane_type").str.contains("-AI[CV]$")) \
+                  .select(pl.col("lane_type").str.slice(-3), "block").unique()
+    return {(t, int(b)) for t, b in lanes.iter_rows()}
+
+
+def core_busy(tasks: pl.DataFrame | None, phases: pl.DataFrame | None = None
+              ) -> tuple[list[tuple[str, float]], float]:
+    """(core name, busy us) for every core, idle ones included, and the kernel window in us.
+
+    Idle cores are listed too: a swimlane that uses one core in 48 should look like it.
+    """
+    if tasks is None or tasks.height == 0:
+        return [], 0.0
+    span = float(tasks["end_us"].max() - tasks["start_us"].min())
+    busy = {(t, int(c)): float(b) for t, c, b in
+            tasks.group_by("core_type", "core").agg(pl.col("dur_us").sum()).iter_rows()}
+    cores = sorted(set(busy) | chip_cores(phases), key=lambda k: (k[0] != "AIC", k[0], k[1]))
+    return [(f"{t}_{c}", busy.get((t, c), 0.0)) for t, c in cores], span
+
+
+def analyze_rounds(parsed: Path) -> list[dict]:
+    """parsed/analyze.json as a list of {name, header, rows}; [] when absent or unknown."""
+    data = read_json(Path(parsed) / "analyze.json")
+    rounds = data.get("rounds", []) if isinstance(data, dict) else data or []
+    # the header is shared at the top level, or repeated per round
+    shared = data.get("header", []) if isinstance(data, dict) else []
+    out = []
+    for i, r in enumerate(rounds if isinstance(rounds, list) else []):
+        if isinstance(r, dict) and isinstance(r.get("rows"), list):
+            out.append({"name": str(r.get("name", f"round{i + 1}")),
+                        "header": [str(h) for h in r.get("header", shared)],
+                        "rows": [[str(c) for c in row] for row in r["rows"]]})
+    return out
+
+
+def pmu_summary(pmu: pl.DataFrame | None) -> list[dict]:
+    """Pipe busy cycles over total cycles, per core type (needs PMU group 2's pipe_* columns)."""
+    if pmu is None or "total_cycles" not in pmu.columns or "core_type" not in pmu.columns:
+        return []
+    pipes = sorted(c for c in pmu.columns if c.startswith("pipe_"))
+    if not pipes:
+        return []
+    agg = pmu.group_by("core_type").agg(pl.len().alias("tasks"), pl.col("total_cycles").sum(),
+                                        *[pl.col(p).sum() for p in pipes]).sort("core_type")
+    return [{"core_type": r["core_type"], "tasks": r["tasks"], "total_cycles": r["total_cycles"],
+             "pipes": {p[5:]: (r[p] / r["total_cycles"] if r["total_cycles"] else 0.0)
+                       for p in pipes}}
+            for r in agg.iter_rows(named=True)]
+
+
+def pipe_timeline(parsed: Path) -> pl.DataFrame | None:
+    """parsed/pipe_timeline.parquet (core, pipe, start_us, dur_us[, name]) as swimlane tasks.
+
+    Written on dav_3510 with PMU Trace on; each (core, pipe) pair becomes a lane.
+    """
+    pipes = table(parsed, "pipe_timeline")
+    need = {"core", "pipe", "start_us", "dur_us"}
+    if pipes is None or not need <= set(pipes.columns) or pipes.height == 0:
+        return None
+    name = pl.col("name") if "name" in pipes.columns else pl.col("pipe")
+    ranks = {p: i for i, p in enumerate(sorted(set(pipes["pipe"].cast(pl.Utf8))))}
+    return pipes.select(
+        core_type=pl.lit("PIPE"),
+        lane_name=pl.format("core{} {}", pl.col("core"), pl.col("pipe")),
+        core=pl.col("core").cast(pl.Int64) * 16 + pl.col("pipe").cast(pl.Utf8)
+        .replace_strict(ranks, return_dtype=pl.Int64),
+        start_us=pl.col("start_us").cast(pl.Float64), dur_us=pl.col("dur_us").cast(pl.Float64),
+        name=name.cast(pl.Utf8), label=pl.col("pipe").cast(pl.Utf8),
+        hash_order=pl.lit(""), seq_no=pl.lit(None, pl.Int64), task_id=pl.lit(None, pl.Int64),
+    ).with_columns(end_us=pl.col("start_us") + pl.col("dur_us"))
+
+
+def _numeric(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def sweeps(rows: list[dict]) -> list[Sweep]:
+    """Maximal runs of consecutive stages that differ in exactly one numeric knob."""
+    out, run, knob = [], [], None
+    for prev, cur in zip(rows, rows[1:]):
+        diff = changed(prev["knobs"], cur["knobs"])
+        k = next(iter(diff)) if len(diff) == 1 else None
+        ok = k is not None and _numeric(prev["knobs"].get(k)) and _numeric(cur["knobs"].get(k))
+        if ok and k == knob:
+            run.append(cur)
+            continue
+        if len(run) >= 2:
+            out.append(_sweep(knob, run))
+        run, knob = ([prev, cur], k) if ok else ([], None)
+    if len(run) >= 2:
+        out.append(_sweep(knob, run))
+    return out
+
+
+def _sweep(knob: str, run: list[dict]) -> Sweep:
+    return Sweep(knob, [r["name"] for r in run], [float(r["knobs"][knob]) for r in run],
+                 [r["metrics"]["kernel_us"] for r in run], [r["metrics"]["e2e_us"] for r in run],
+                 [dict(r["documented"]) for r in run])

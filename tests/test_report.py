@@ -1,0 +1,381 @@
+"""Fast unit tests of the report: embedding, charts, stage tables, advisor rules, rendering.
+
+Every input is a small hand-made parsed/ folder, so the tests need neither the compiler
+nor the simulator, and the advisor rules whose data the compiler does not emit yet
+(reduce axes, GM block offsets) are exercised against the fields they read.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.report import advisor, charts, lanes, stages
+from pipeline.report.embed import script_json
+from pipeline.report.render import render_index, render_study
+
+
+# ---------------------------------------------------------------- hand-made tables
+def tasks_df(rows: list[tuple]) -> pl.DataFrame:
+    """rows: (core_type, core, start, dur, seq_no, task_id, label)."""
+    return pl.DataFrame(
+        [(1000 + 2 * c, f"{s}-0-{t}-0-0({lb})", st, d, s, t, lb, "", ct, c)
+         for ct, c, st, d, s, t, lb in rows], orient="row",
+        schema={"tid": pl.Int64, "name": pl.Utf8, "start_us": pl.Float64, "dur_us": pl.Float64,
+                "seq_no": pl.Int64, "task_id": pl.Int64, "label": pl.Utf8,
+                "hash_order": pl.Utf8, "core_type": pl.Utf8, "core": pl.Int64},
+    ).with_columns(end_us=pl.col("start_us") + pl.col("dur_us"))
+
+
+def topo_df(rows: list[tuple]) -> pl.DataFrame:
+    """rows: (seq_no, task_id, leaf_hash, core_type, [successor task ids])."""
+    return pl.DataFrame(rows, orient="row", schema={
+        "seq_no": pl.Int64, "task_id": pl.Int64, "leaf_hash": pl.UInt64, "core_type": pl.Int64,
+        "succ": pl.List(pl.Int64)})
+
+
+def phases_df(rows: list[tuple]) -> pl.DataFrame:
+    """rows: (lane_type, block, phase, round, idx, end_us)."""
+    return pl.DataFrame([(lt, b, p, r, i, int(e * 50), e) for lt, b, p, r, i, e in rows],
+                        orient="row", schema={
+                            "lane_type": pl.Utf8, "block": pl.Int64, "phase": pl.Utf8,
+                            "round": pl.Int64, "idx": pl.Int64, "end_cycles": pl.Int64,
+                            "end_us": pl.Float64})
+
+
+def ops_df(rows: list[dict]) -> pl.DataFrame:
+    base = {"func_hash": 1, "func_name": "f", "opmagic": 0, "opcode": "", "label": "",
+            "axis": None, "in_shape": None, "in_offset": None, "raw": None, "raw_shape": None,
+            "l1_hash_order": ""}
+    return pl.DataFrame([{**base, **r} for r in rows], schema={
+        "func_hash": pl.UInt64, "func_name": pl.Utf8, "opmagic": pl.Int64, "opcode": pl.Utf8,
+        "label": pl.Utf8, "axis": pl.Int64, "in_shape": pl.List(pl.Int64),
+        "in_offset": pl.List(pl.Int64), "raw": pl.Int64, "raw_shape": pl.List(pl.Int64),
+        "l1_hash_order": pl.Utf8})
+
+
+def write_stage(stage_dir: Path, metrics: dict | None = None, **tables) -> Path:
+    parsed = stage_dir / "parsed"
+    parsed.mkdir(parents=True, exist_ok=True)
+    (parsed / "metrics.json").write_text(json.dumps(metrics or {}), encoding="utf-8")
+    for name, df in tables.items():
+        if isinstance(df, pl.DataFrame):
+            df.write_parquet(parsed / f"{name}.parquet")
+        else:
+            (parsed / f"{name}.json").write_text(json.dumps(df), encoding="utf-8")
+    return stage_dir
+
+
+def aiv_lanes(n: int) -> list[tuple]:
+    return [("SCHED1-AIV", b, "BEGIN", 0, None, 0.0) for b in range(1, n + 1)]
+
+
+def rules(found: list[dict]) -> set[str]:
+    return {f["rule"] for f in found}
+
+
+# ---------------------------------------------------------------- embedding
+def test_script_json_cannot_close_the_script_element():
+    value = {"label": "</script><script>alert(1)</script>", "amp": "a&b", "sep": "\u2028"}
+    text = str(script_json(value))
+    assert "</" not in text and "<" not in text and "&" not in text
+    assert json.loads(text) == value
+
+
+def test_script_json_is_byte_stable():
+    assert str(script_json({"b": 1, "a": [1.5, "x"]})) == str(script_json({"a": [1.5, "x"],
+                                                                            "b": 1}))
+
+
+# ---------------------------------------------------------------- charts
+def test_waterfall_has_axes_units_and_escaped_names():
+    svg = str(charts.waterfall(["<b>s1</b>", "s2"], [10.0, 4.0], [20.0, 25.0]))
+    assert svg.startswith("<svg") and "time (us)" in svg
+    assert "<b>" not in svg and "&lt;b&gt;s1&lt;/b&gt;" in svg
+    assert charts.BETTER in svg and charts.WORSE in svg       # kernel gained, e2e regressed
+
+
+def test_sweep_chart_overlays_documented_points():
+    sweep = charts.Sweep("runtime_options.stitch_function_max_num", ["a", "b", "c"],
+                         [1, 128, 512], [1200.0, 190.0, 140.0], [1600.0, 800.0, 990.0],
+                         [{"kernel_us": 1230.0, "e2e_us": 1590.0}, {}, {"e2e_us": 977.0}])
+    svg = str(charts.sweep_chart(sweep))
+    assert svg.count("<polyline") == 2
+    assert svg.count("documented") >= 3 and "log scale" in svg
+    assert "stitch_function_max_num" in svg and "time (us)" in svg
+
+
+def test_core_bars_show_busy_and_idle():
+    svg = str(charts.core_bars([("AIV_25", 3.0), ("AIV_26", 1.0)], 4.0))
+    assert "busy 3.00 us, idle 1.00 us" in svg and "time within the kernel window (us)" in svg
+
+
+def test_nice_max():
+    assert charts.nice_max(0) == 1.0
+    assert charts.nice_max(470.76) == 500
+    assert charts.nice_max(1590) == 2000
+
+
+# ---------------------------------------------------------------- stage helpers
+def _row(name, knobs, k, e, documented=None):
+    return {"name": name, "knobs": knobs, "metrics": {"kernel_us": k, "e2e_us": e},
+            "documented": documented or {}}
+
+
+def test_sweeps_need_one_numeric_knob_changing():
+    s = "runtime_options.stitch_function_max_num"
+    rows = [_row("s1", {s: 1}, 10, 20, {"kernel_us": 12}), _row("s128", {s: 128}, 5, 9),
+            _row("s512", {s: 512}, 4, 11), _row("tile", {s: 512, "tiles.vec": [16]}, 3, 8)]
+    found = stages.sweeps(rows)
+    assert len(found) == 1
+    assert found[0].knob == s and found[0].x == [1.0, 128.0, 512.0]
+    assert found[0].documented[0] == {"kernel_us": 12}
+    assert stages.sweeps(rows[2:]) == []          # a list-valued knob is no curve
+
+
+def test_changed_knobs():
+    assert stages.changed(None, {"a": 1}) == {"a": 1}
+    assert stages.changed({"a": 1, "b": 2}, {"a": 3}) == {"a": 3, "b": "(default)"}
+
+
+def test_pmu_summary_by_core_type():
+    pmu = pl.DataFrame({"core_type": ["AIV", "AIV", "AIC"], "total_cycles": [100, 100, 50],
+                        "pipe_vector": [50, 30, 0], "pipe_mte2": [20, 20, 25]})
+    summary = {r["core_type"]: r for r in stages.pmu_summary(pmu)}
+    assert summary["AIV"]["pipes"]["vector"] == pytest.approx(0.4)
+    assert summary["AIC"]["pipes"]["mte2"] == pytest.approx(0.5)
+    assert stages.pmu_summary(None) == [] and stages.pmu_summary(pmu.drop("pipe_vector",
+                                                                          "pipe_mte2")) == []
+
+
+def test_analyze_rounds_shared_or_per_round_header(tmp_path):
+    (tmp_path / "analyze.json").write_text(json.dumps(
+        {"header": ["Compute Units", "X"], "rounds": [{"name": "round1", "rows": [["A", "1"]]}]}))
+    assert stages.analyze_rounds(tmp_path) == [{"name": "round1", "header": ["Compute Units", "X"],
+                                                "rows": [["A", "1"]]}]
+    (tmp_path / "analyze.json").write_text(json.dumps([{"header": ["H"], "rows": [["v"]]}]))
+    assert stages.analyze_rounds(tmp_path)[0]["name"] == "round1"
+    assert stages.analyze_rounds(tmp_path / "missing") == []
+
+
+# ---------------------------------------------------------------- swimlane payload
+def test_payload_lanes_edges_and_aicpu():
+    tasks = tasks_df([("AIV", 26, 10.0, 1.0, 0, 1, "b"), ("AIV", 25, 10.0, 2.0, 0, 0, "a"),
+                      ("AIC", 1, 13.0, 1.0, 0, 2, "c")])
+    topo = topo_df([(0, 0, 1, 0, [2]), (0, 1, 1, 0, [2]), (0, 2, 2, 1, [])])
+    phases = phases_df([("AICPU-CTRL", 0, "BEGIN", 0, None, 5.0),
+                        ("AICPU-CTRL", 0, "DEV_TASK_BUILD", 0, 0, 9.0),
+                        ("AICPU-CTRL", 0, "EXIT", 0, None, 20.0),
+                        ("AICPU-CTRL", 0, "BEGIN", 1, None, 500.0)])    # a later round: left out
+    p = lanes.payload(tasks, topo, phases)
+    assert p["lanes"] == ["AIC_1", "AIV_25", "AIV_26", "AICPU-CTRL-0"]
+    assert p["coreLanes"] == 3 and p["n"] == 6
+    names = p["names"].split("\n")
+    assert names[:3] == ["0-0-2-0-0(c)", "0-0-0-0-0(a)", "0-0-1-0-0(b)"]
+    assert names[3:] == ["BEGIN_0", "DEV_TASK_BUILD_0(0)", "EXIT_0"]
+    import base64
+    import numpy as np
+    src = np.frombuffer(base64.b64decode(p["src"]["b64"]), "<u4").tolist()
+    dst = np.frombuffer(base64.b64decode(p["dst"]["b64"]), "<u4").tolist()
+    assert sorted(zip(src, dst)) == [(1, 0), (2, 0)]          # a -> c and b -> c
+
+
+# ---------------------------------------------------------------- advisor
+def test_dev_task_gaps_fire_on_idle_hand_overs(tmp_path):
+    gappy = [("AIV", 25, 10.0 * s, 2.0, s, 0, "x") for s in range(4)]      # 8 us idle of 32
+    found = advisor.advise(write_stage(tmp_path / "a", tasks=tasks_df(gappy)))
+    f = next(f for f in found if f["rule"] == "dev_task_gaps")
+    assert "4 dev tasks" in f["evidence"] and "Stitch 调优" in f["seed_section"]
+    assert set(advisor.advise(tmp_path / "a")[0]) >= {"rule", "title", "evidence",
+                                                       "seed_section", "severity"}
+    tight = [("AIV", 25, 2.0 * s, 2.0, s, 0, "x") for s in range(4)]
+    assert "dev_task_gaps" not in rules(advisor.advise(write_stage(tmp_path / "b",
+                                                                   tasks=tasks_df(tight))))
+
+
+def test_small_isomorphic_groups_pick_vec_or_cube(tmp_path):
+    rows = [("AIV", 25 + i % 4, float(i), 1.5, 0, i, "add") for i in range(12)]
+    rows += [("AIC", 1 + i % 4, float(i), 3.0, 0, 100 + i, "mm") for i in range(9)]
+    topo = topo_df([(0, i, 7, 0, []) for i in range(12)] +
+                   [(0, 100 + i, 9, 1, []) for i in range(9)])
+    found = advisor.advise(write_stage(tmp_path / "s", tasks=tasks_df(rows), topo=topo))
+    vec = next(f for f in found if f["rule"] == "small_isomorphic_vec")
+    cube = next(f for f in found if f["rule"] == "small_isomorphic_cube")
+    assert "12 leaf tasks" in vec["evidence"] and "Vector 广度方向合图" in vec["seed_section"]
+    assert "vec_nbuffer_setting" in vec["action"]
+    assert "Matmul 广度方向合图" in cube["seed_section"] and "cube_nbuffer" in cube["action"]
+    long_ = [("AIV", 25, 20.0 * i, 15.0, 0, i, "big") for i in range(12)]
+    assert not {"small_isomorphic_vec"} & rules(advisor.advise(
+        write_stage(tmp_path / "l", tasks=tasks_df(long_))))
+
+
+def test_few_vector_cores(tmp_path):
+    rows = [("AIV", 25 + i % 3, float(i), 1.0, 0, i, "x") for i in range(6)]
+    st = write_stage(tmp_path / "f", tasks=tasks_df(rows), phases=phases_df(aiv_lanes(48)))
+    f = next(f for f in advisor.advise(st) if f["rule"] == "few_vector_cores")
+    assert "3 of 48 AIV cores" in f["evidence"] and "不到一半的Vector核" in f["seed_section"]
+    st = write_stage(tmp_path / "g", tasks=tasks_df(rows), phases=phases_df(aiv_lanes(4)))
+    assert "few_vector_cores" not in rules(advisor.advise(st))
+
+
+def test_reduce_axis_split_reads_program_fields(tmp_path):
+    split = ops_df([{"opcode": "ROWSUM", "axis": 1, "in_shape": [56, 256],
+                     "raw_shape": [56, 1024], "label": "rms", "func_name": "rms_leaf"}])
+    f = next(f for f in advisor.advise(write_stage(tmp_path / "r", ops=split))
+             if f["rule"] == "reduce_axis_split")
+    assert "[56, 1024]" in f["evidence"] and "[56, 256]" in f["evidence"]
+    assert "Vector 初始 Tiling 配置" in f["seed_section"] and f["severity"] == "high"
+    whole = ops_df([{"opcode": "ROWSUM", "axis": -1, "in_shape": [8, 1024],
+                     "raw_shape": [56, 1024]}])
+    assert advisor.advise(write_stage(tmp_path / "w", ops=whole)) == []
+    assert advisor.advise(write_stage(tmp_path / "n", ops=ops_df([{"opcode": "ADDS"}]))) == []
+
+
+def test_many_to_many_fires_on_misaligned_tiles_only(tmp_path):
+    # Sqrt tiles 0..2 feed Cast tiles 10, 11 three-to-two: every link crosses
+    m2m = topo_df([(0, 0, 1, 0, [10]), (0, 1, 1, 0, [10, 11]), (0, 2, 1, 0, [11]),
+                   (0, 3, 1, 0, [10, 11]), (0, 10, 2, 0, []), (0, 11, 2, 0, [])])
+    f = next(f for f in advisor.advise(write_stage(tmp_path / "m", topo=m2m))
+             if f["rule"] == "many_to_many")
+    assert "6 dependencies" in f["evidence"] and "多对多依赖" in f["seed_section"]
+    one = topo_df([(0, i, 1, 0, [10 + i]) for i in range(6)] +
+                  [(0, 10 + i, 2, 0, []) for i in range(6)])
+    fan_in = topo_df([(0, i, 1, 0, [10]) for i in range(6)] + [(0, 10, 2, 0, [])])
+    for name, topo in (("one", one), ("fan_in", fan_in)):
+        assert "many_to_many" not in rules(advisor.advise(write_stage(tmp_path / name,
+                                                                      topo=topo)))
+
+
+def test_repeated_gm_loads_count_loading_tasks(tmp_path):
+    ops = ops_df([{"func_hash": 5, "func_name": "mm_a", "opcode": "COPY_IN", "raw": 3,
+                   "in_offset": [0, 0], "in_shape": [128, 64]},
+                  {"func_hash": 6, "func_name": "mm_b", "opcode": "COPY_IN", "raw": 3,
+                   "in_offset": [0, 0], "in_shape": [128, 64]},
+                  {"func_hash": 6, "func_name": "mm_b", "opcode": "COPY_IN", "raw": 4,
+                   "in_offset": [0, 64], "in_shape": [64, 64]}])
+    topo = topo_df([(0, 0, 5, 1, []), (0, 1, 6, 1, [])])
+    f = next(f for f in advisor.advise(write_stage(tmp_path / "g", ops=ops, topo=topo))
+             if f["rule"] == "repeated_gm_loads")
+    assert "loaded 2 times" in f["evidence"] and "mm_a, mm_b" in f["evidence"]
+    assert "L1Reuse" in f["seed_section"] and "cube_l1_reuse_setting" in f["action"]
+    symbolic = ops_df([{"opcode": "COPY_IN", "raw": 3, "in_shape": [128, 64]}] * 3)
+    assert advisor.advise(write_stage(tmp_path / "s", ops=symbolic)) == []
+
+
+def _ctrl(build_end: float, exit_: float = 100.0) -> pl.DataFrame:
+    return phases_df([("AICPU-CTRL", 0, "BEGIN", 0, None, 0.0),
+                      ("AICPU-CTRL", 0, "INIT", 0, None, 2.0),
+                      ("AICPU-CTRL", 0, "DEV_TASK_BUILD", 0, 0, build_end),
+                      ("AICPU-SCHED", 1, "DEV_TASK_SEND_FIRST_LEAF_TASK", 0, None,
+                       build_end + 1), ("AICPU-CTRL", 0, "EXIT", 0, None, exit_)])
+
+
+def test_first_task_latency_dominated_by_build(tmp_path):
+    f = next(f for f in advisor.advise(write_stage(tmp_path / "b", phases=_ctrl(40.0)))
+             if f["rule"] == "first_task_build")
+    assert "38.00 us" in f["evidence"] and "DEV_TASK_BUILD(0)" in f["evidence"]
+    assert "Stitch 调优" in f["seed_section"]
+    assert advisor.advise(write_stage(tmp_path / "q", phases=_ctrl(3.0))) == []
+
+
+def test_advise_tolerates_an_empty_stage(tmp_path):
+    assert advisor.advise(write_stage(tmp_path / "e")) == []
+    assert advisor.advise(tmp_path / "nothing") == []
+
+
+# ---------------------------------------------------------------- rendering
+STUDY = """name: demo
+description: a <demo> study
+kernel: k
+stages:
+  - name: s1
+    description: out of box
+    set: {runtime_options.stitch_function_max_num: 1}
+    documented: {kernel_us: 30.0, e2e_us: 45.0}
+  - name: s2
+    description: stitch 2
+    set: {runtime_options.stitch_function_max_num: 2}
+  - name: s4
+    description: stitch 4
+    set: {runtime_options.stitch_function_max_num: 4}
+"""
+
+
+@pytest.fixture
+def study(tmp_path) -> tuple[Path, Path]:
+    path = tmp_path / "demo.yaml"
+    path.write_text(STUDY, encoding="utf-8")
+    results = tmp_path / "results"
+    for i, name in enumerate(["s1", "s2", "s4"]):
+        k = 2 ** i
+        rows = [("AIV", 25 + t % 2, 5.0 * t / k, 1.0, t // k, t,
+                 "<script>evil()</script>" if t == 0 else "add") for t in range(8)]
+        metrics = {"kernel_us": 40.0 / k, "e2e_us": 50.0 / k,
+                   "aicore_utilization": 0.5, "root_calls": 8, "dev_tasks": 8 // k,
+                   "leaf_tasks": 8, "hbm_read_bytes": 1024, "hbm_write_bytes": 1024,
+                   "l2_hit_rate": 0.25}
+        extra = {"analyze": {"header": ["Compute Units", "Total"],
+                             "rounds": [{"name": "round1", "rows": [["AICore", "9.00"]]}]},
+                 "pmu": pl.DataFrame({"core_type": ["AIV"], "total_cycles": [100],
+                                      "pipe_vector": [40]}),
+                 "pipe_timeline": pl.DataFrame({"core": [0, 0], "pipe": ["MTE2", "VECTOR"],
+                                                "start_us": [0.0, 1.0],
+                                                "dur_us": [1.0, 2.0]})} if i == 2 else {}
+        write_stage(results / "demo" / name, metrics, tasks=tasks_df(rows),
+                    topo=topo_df([(r[4], r[5], 1, 0, []) for r in rows]),
+                    phases=phases_df([("AICPU-CTRL", 0, "BEGIN", 0, None, 0.0),
+                                      ("AICPU-CTRL", 0, "EXIT", 0, None, 60.0)]), **extra)
+    return path, results
+
+
+def test_render_study_sections_and_escaping(study):
+    path, results = study
+    out = results / "demo" / "report.html"
+    render_study(path, results / "demo", out)
+    html = out.read_text(encoding="utf-8")
+    assert "<script>evil()" not in html and "&lt;script&gt;evil()&lt;/script&gt;" in html
+    assert "a &lt;demo&gt; study" in html
+    assert html.count('class="swimlane"') == 4            # three stages + one pipe timeline
+    assert html.count("<svg") >= 1 + 1 + 3                 # waterfall, sweep, per-core bars
+    assert "Knob sweeps" in html and "documented" in html
+    assert "s1/run/merged_swimlane.json" in html and "ui.perfetto.dev" in html
+    assert html.count("machine_perf_trace.py analyze") == 1     # only s4 has analyze.json
+    assert "pipe utilisation by core type" in html and "40.0%" in html
+    assert "2.00×" in html and "4.00×" in html             # speed-ups vs first stage
+    # the only URLs: the SVG namespace (an identifier, never fetched) and the Perfetto hint
+    assert re.search(r"https?://(?!ui\.perfetto\.dev|www\.w3\.org/2000/svg)", html) is None
+    assert "<script src" not in html and "<link" not in html
+
+
+def test_render_is_deterministic(study):
+    path, results = study
+    render_study(path, results / "demo", results / "a.html")
+    render_study(path, results / "demo", results / "b.html")
+    assert (results / "a.html").read_bytes() == (results / "b.html").read_bytes()
+
+
+def test_render_index_headlines(study):
+    path, results = study
+    render_index(results, [path], results / "index.html")
+    html = (results / "index.html").read_text(encoding="utf-8")
+    assert 'href="demo/report.html"' in html and "demo/report.html#stage-s4" in html
+    assert "4.00×" in html and "40.00" in html and "12.50" in html and "10.00" in html
+
+
+def test_core_busy_lists_idle_cores_of_the_chip():
+    tasks = tasks_df([("AIV", 26, 0.0, 3.0, 0, 0, "x"), ("AIV", 26, 3.0, 1.0, 0, 1, "x")])
+    phases = phases_df(aiv_lanes(2) + [("SCHED1-AIC", 3, "BEGIN", 0, None, 0.0)])
+    busy, span = stages.core_busy(tasks, phases)
+    assert busy == [("AIC_3", 0.0), ("AIV_1", 0.0), ("AIV_2", 0.0), ("AIV_26", 4.0)]
+    assert span == 4.0
+    assert stages.core_busy(None) == ([], 0.0)
+
+
+def test_legend_palette_matches_the_viewer():
+    js = (Path(__file__).resolve().parents[1] / "reports" / "static" / "swimlane.js").read_text()
+    block = js[js.index("PALETTE = ["):js.index("];", js.index("PALETTE = ["))]
+    assert re.findall(r'"(#[0-9a-f]{6})"', block) == lanes.PALETTE
+    assert "</script" not in js.lower()
