@@ -131,6 +131,20 @@ class Machine:
             + a.build_per_leaf_task_us * tasks
         return a.init_us + np.cumsum(cost)
 
+    def release_times(self, built: np.ndarray, dev_end: np.ndarray) -> float:
+        """When the control thread has retired every finished dev task.
+
+        Retiring (freeing a dev task's task table and workspace) costs per leaf task and
+        runs on the control thread once it has built everything, so it overlaps later dev
+        tasks' execution; only the last dev task's retirement delays the exit.
+        """
+        a, p = self.hw.aicpu, self.program
+        tasks = np.bincount(p.task_dev_task, minlength=p.dev_tasks)
+        free = float(built[-1]) if built.size else a.init_us
+        for k in range(p.dev_tasks):
+            free = max(free, float(dev_end[k])) + a.release_per_leaf_task_us * float(tasks[k])
+        return free
+
     # -- one dev task ------------------------------------------------------------------
     def run_dev_task(self, tasks: np.ndarray, start: float) -> float:
         n_threads = len(self.sched)
@@ -235,6 +249,7 @@ class Machine:
             dev_end[k] = self.run_dev_task(order[bounds[k]:bounds[k + 1]], dev_start[k])
             ready_at = dev_end[k] + a.dev_task_sync_us
         last = dev_end[-1] if p.dev_tasks else ready_at
+        ctrl_done = self.release_times(built, dev_end)
         for thread in self.sched:
             thread.wait_all_finish = last
             thread.core_exit = last + a.exit_us / 2
@@ -247,7 +262,7 @@ class Machine:
             aic_cores=self.n_aic, aiv_cores=self.n_aiv,
             task_core=self.task_core, task_start=self.task_start, task_end=self.task_end,
             ctrl_begin=0.0, ctrl_init=a.init_us, dev_build_end=built, dev_start=dev_start,
-            dev_end=dev_end, ctrl_exit=last + a.exit_us, sched=self.sched,
+            dev_end=dev_end, ctrl_exit=max(last, ctrl_done) + a.exit_us, sched=self.sched,
             core_begin=0.005, core_init=self.sched[0].handshake,
             core_exit=np.full(self.n_aic + self.n_aiv, last + a.exit_us / 2),
             task_pipe_cycles=pipe_cycles, clock_mhz=clock,

@@ -91,6 +91,7 @@ class Aicpu(Strict):
     completion_us: float = Field(ge=0)         # noticing one finished leaf task
     fairness_us: float = Field(ge=0)           # device_sched_mode 2/3: balancing across threads, per dispatch
     dev_task_sync_us: float = Field(ge=0)      # hand-over between two dev tasks
+    release_per_leaf_task_us: float = Field(ge=0)  # control thread retires a finished dev task
     exit_us: float = Field(ge=0)
     launch_gap_us: float = Field(ge=0)         # host gap between two launches (rounds)
 

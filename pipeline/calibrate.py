@@ -1,0 +1,177 @@
+"""Fit a hardware file's free overhead parameters to a study's documented figures.
+
+The procedure is data, not code: a calibration file names the study (whose
+stages carry ``documented`` figures), the hardware file to update, the metrics
+to match and the parameters to fit with their bounds.  Each stage is compiled
+once; every evaluation re-simulates all stages with trial parameters and scores
+the sum of squared log-ratios between simulated and documented figures.  A
+bounded, deterministic pattern search in log space, started from the file's
+current values, minimises the score; the fitted values are written back into the
+hardware file, each with a comment naming the procedure that fitted it.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+
+from simcore.compiler import compile_kernel
+from simcore.machine import simulate
+from simcore.spec.base import Strict
+from simcore.spec.errors import ConfigError
+from simcore.spec.hardware import Hardware, load_hardware
+from simcore.spec.loader import load
+from simcore.spec.study import find_config, load_study
+
+from .emit.atomic import write_text
+from .runner import resolve_kernel
+
+
+class Parameter(Strict):
+    path: str = Field(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")   # e.g. aicpu.init_us
+    low: float = Field(gt=0)
+    high: float = Field(gt=0)
+
+
+class Calibration(Strict):
+    study: str
+    hardware: str
+    metrics: list[str] = Field(default_factory=lambda: ["kernel_us", "e2e_us"])
+    parameters: list[Parameter] = Field(min_length=1)
+    max_evaluations: int = Field(300, ge=1, le=100000)
+
+
+@dataclass
+class Fit:
+    values: dict[str, float]
+    score: float
+    evaluations: int
+    table: list[dict]
+
+
+def _get(hw: Hardware, path: str) -> float:
+    node = hw
+    for part in path.split("."):
+        node = getattr(node, part)
+    return float(node)
+
+
+def with_values(hw: Hardware, values: dict[str, float]) -> Hardware:
+    """A copy of ``hw`` with dotted-path fields replaced (validated again)."""
+    data = hw.model_dump()
+    for path, value in values.items():
+        node = data
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    return Hardware.model_validate(data)
+
+
+class Problem:
+    def __init__(self, cal: Calibration, configs: Path):
+        self.cal = cal
+        study_path = find_config(configs / "studies", cal.study, "study")
+        self.study = load_study(study_path)
+        self.hw_path = find_config(configs / "hardware", cal.hardware, "hardware")
+        self.hw = load_hardware(self.hw_path)
+        kernel_path = find_config(configs / "kernels", self.study.kernel, "kernel")
+        self.stages = [s for s in self.study.stages if all(m in s.documented for m in cal.metrics)]
+        if not self.stages:
+            raise ConfigError(f"no stage of study '{cal.study}' documents all of "
+                              f"{cal.metrics}; add 'documented' figures to its stages.",
+                              source=str(study_path))
+        for p in cal.parameters:
+            _get(self.hw, p.path)   # fails early on a path the hardware file lacks
+        self.runs = []
+        for stage in self.stages:
+            kernel = resolve_kernel(kernel_path, stage.set)
+            self.runs.append((stage, kernel, compile_kernel(kernel, self.hw)))
+
+    def measure(self, values: dict[str, float]) -> list[dict]:
+        hw = with_values(self.hw, values)
+        rows = []
+        for stage, kernel, program in self.runs:
+            tl = simulate(hw, program, kernel.options.runtime_options)
+            got = {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
+            rows.append({"stage": stage.name, **{f"{m}": got[m] for m in self.cal.metrics},
+                         **{f"documented_{m}": stage.documented[m] for m in self.cal.metrics}})
+        return rows
+
+    def score(self, values: dict[str, float]) -> float:
+        rows = self.measure(values)
+        return sum(math.log(r[m] / r[f"documented_{m}"]) ** 2
+                   for r in rows for m in self.cal.metrics)
+
+
+def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_evals: int):
+    """Deterministic pattern search in log space.
+
+    Try each parameter up and down by ``step``; keep any move that improves the
+    score and repeat it while it keeps improving; halve the step when no move
+    helps.  Robust to the small steps a discrete-event simulation puts in the
+    score, where gradient-like methods stall.
+    """
+    x, best = np.clip(x0, low, high), f(np.clip(x0, low, high))
+    evals, step = 1, 0.7
+    while evals < max_evals and step > 0.005:
+        improved = False
+        for i in range(len(x)):
+            for sign in (1.0, -1.0):
+                while evals < max_evals:
+                    trial = x.copy()
+                    trial[i] = np.clip(trial[i] + sign * step, low[i], high[i])
+                    if trial[i] == x[i]:
+                        break
+                    score = f(trial)
+                    evals += 1
+                    if score >= best:
+                        break
+                    x, best, improved = trial, score, True
+        if not improved:
+            step /= 2
+    return x, best, evals
+
+
+def fit(cal: Calibration, configs: Path) -> tuple[Fit, Problem]:
+    problem = Problem(cal, configs)
+    names = [p.path for p in cal.parameters]
+    low = np.log([p.low for p in cal.parameters])
+    high = np.log([p.high for p in cal.parameters])
+    start = np.clip(np.log([max(_get(problem.hw, n), 1e-9) for n in names]), low, high)
+    objective = lambda x: problem.score(dict(zip(names, np.exp(x))))
+    best, score, evals = compass_search(objective, start, low, high, cal.max_evaluations)
+    values = {n: float(f"{v:.4g}") for n, v in zip(names, np.exp(best))}
+    return Fit(values, problem.score(values), evals, problem.measure(values)), problem
+
+
+def write_back(path: Path, values: dict[str, float], provenance: str) -> None:
+    """Replace each fitted key's value in the TOML text, keeping the file's layout."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    section = ""
+    done = set()
+    for i, line in enumerate(lines):
+        head = re.match(r"^\s*\[([^\]]+)\]", line)
+        if head:
+            section = head.group(1).strip()
+            continue
+        m = re.match(r"^(\s*)([A-Za-z0-9_]+)(\s*=\s*)([^#\s]+)(.*)$", line)
+        if not m:
+            continue
+        key = f"{section}.{m.group(2)}" if section else m.group(2)
+        if key in values:
+            lines[i] = f"{m.group(1)}{m.group(2)}{m.group(3)}{values[key]:g}   # fitted: {provenance}"
+            done.add(key)
+    missing = set(values) - done
+    if missing:
+        raise ConfigError(f"cannot find {', '.join(sorted(missing))} in {path} to write the "
+                          f"fitted values back.")
+    write_text(Path(path), "\n".join(lines) + "\n")
+
+
+def load_calibration(path: Path) -> Calibration:
+    return load(Calibration, path, "calibration")
