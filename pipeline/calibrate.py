@@ -31,6 +31,9 @@ from .emit.atomic import write_text
 from .runner import resolve_kernel
 
 
+COMPILE_TIME = ("pipes.vector", "pipes.cube", "pipes.mte1", "pipes.fixp", "buffers")
+
+
 class Parameter(Strict):
     path: str = Field(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")   # e.g. aicpu.init_us
     low: float = Field(gt=0)
@@ -54,9 +57,15 @@ class Fit:
 
 
 def _get(hw: Hardware, path: str) -> float:
-    node = hw
+    node = hw.model_dump()
     for part in path.split("."):
-        node = getattr(node, part)
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"parameter '{path}' is not a field of the hardware file "
+                              f"(no '{part}' there); use a dotted path such as "
+                              f"aicpu.init_us.")
+        node = node[part]
+    if not isinstance(node, (int, float)):
+        raise ConfigError(f"parameter '{path}' is not a number in the hardware file.")
     return float(node)
 
 
@@ -87,15 +96,19 @@ class Problem:
                               source=str(study_path))
         for p in cal.parameters:
             _get(self.hw, p.path)   # fails early on a path the hardware file lacks
-        self.runs = []
-        for stage in self.stages:
-            kernel = resolve_kernel(kernel_path, stage.set)
-            self.runs.append((stage, kernel, compile_kernel(kernel, self.hw)))
+        self.kernels = [(stage, resolve_kernel(kernel_path, stage.set)) for stage in self.stages]
+        # Pipe rates other than MTE2 are priced at compile time: fitting them recompiles.
+        self.recompile = any(p.path.startswith(COMPILE_TIME) for p in cal.parameters)
+        self.runs = self._compiled(self.hw)
+
+    def _compiled(self, hw: Hardware):
+        return [(stage, kernel, compile_kernel(kernel, hw)) for stage, kernel in self.kernels]
 
     def measure(self, values: dict[str, float]) -> list[dict]:
         hw = with_values(self.hw, values)
         rows = []
-        for stage, kernel, program in self.runs:
+        runs = self._compiled(hw) if self.recompile else self.runs
+        for stage, kernel, program in runs:
             tl = simulate(hw, program, kernel.options.runtime_options)
             got = {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
             rows.append({"stage": stage.name, **{f"{m}": got[m] for m in self.cal.metrics},

@@ -56,7 +56,8 @@ class _CallTasks:
     acc: dict            # task, buf, lo, hi, write, tag, bytes, burst, bypass, operand
 
 
-def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int, buffers: dict) -> _CallTasks:
+def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int, buffers: dict,
+             geometry: dict) -> _CallTasks:
     cores, leaf_ids, work, acc = [], [], {k: [] for k in WORK}, {}
     offset = 0
     parts = []
@@ -71,6 +72,8 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int, buffers: dict
             work[k].append(arr)
         table = np.asarray([buffers.setdefault(n, len(buffers)) for n in b.buf_table] or [0],
                            np.int64)
+        for n, geo in zip(b.buf_table, b.buf_geometry):
+            geometry.setdefault(buffers[n], geo)
         buf_ids = table[b.acc_buf]
         parts.append((b.acc_task + offset, buf_ids, b.acc_lo, b.acc_hi, b.acc_write, b.acc_tag,
                       b.acc_bytes, b.acc_burst, b.acc_bypass, b.acc_operand))
@@ -228,22 +231,55 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     roots: dict[str, RootFunction] = {}
     leaves = _Leaves(kernel.name)
     buffers: dict[str, int] = {}
+    geometry: dict[int, tuple] = {}
     calls, call_root, call_bodies, workspace = [], [], [], []
     for c, call in enumerate(traced.calls):
         root = roots.setdefault(call.root_key, RootFunction(
             index=len(roots), hash=stable_hash(kernel.name, call.root_key), name=call.root_key))
         tiler = RootCallTiler(kernel, hw, call, c)
-        tasks = _flatten(tiler.run(), leaves, root.index, buffers)
+        tasks = _flatten(tiler.run(), leaves, root.index, buffers, geometry)
         if tasks.core.size:
             tasks = _apply_merge(tasks, *_breadth_merge(tasks, leaves, root.index, kernel, hw))
         calls.append(tasks)
         call_root.append(root.index)
         call_bodies.append(call.bodies)
         workspace.append(tiler.workspace_bytes())
-    return _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
+    return _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves,
+                     geometry)
 
 
-def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves) -> Program:
+L2_REGION_BYTES = 8192   # L2 tracks data by region of this size, not by byte or cache line
+
+
+def l2_regions(acc: dict, geometry: dict) -> dict:
+    """Expand accesses into the L2 regions their flat byte range covers.
+
+    A tile of one op and a differently shaped tile of another op that touch the same
+    bytes then meet in the same regions, so a consumer with other tiles still hits.
+    """
+    n = acc["task"].size
+    start = np.zeros(n, np.int64)
+    end = np.zeros(n, np.int64)
+    for b in np.unique(acc["buf"]):
+        sel = np.flatnonzero(acc["buf"] == b)
+        shape, elem = geometry[int(b)]
+        rank = len(shape)
+        strides = np.cumprod((list(shape[1:]) + [1])[::-1])[::-1].astype(np.int64)
+        lo, hi = acc["lo"][sel, :rank], acc["hi"][sel, :rank]
+        start[sel] = (lo @ strides) * elem
+        end[sel] = ((hi - 1) @ strides + 1) * elem
+    first, last = start // L2_REGION_BYTES, (end - 1) // L2_REGION_BYTES
+    count = np.maximum(last - first + 1, 1)
+    row = np.repeat(np.arange(n), count)
+    offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    region = (acc["buf"][row].astype(np.int64) << 40) + first[row] + offset
+    return {"task": acc["task"][row], "block": region,
+            "bytes": acc["bytes"][row] / count[row], "write": acc["write"][row],
+            "bypass": acc["bypass"][row]}
+
+
+def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves,
+              geometry) -> Program:
     sizes = np.asarray([t.core.size for t in calls], np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
     n = int(starts[-1])
@@ -258,9 +294,8 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, l
     edge_src, edge_dst = region_edges(acc["task"], acc["buf"], acc["lo"], acc["hi"],
                                       acc["write"].astype(bool), acc["tag"], n) \
         if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    blocks = np.concatenate([acc["buf"][:, None], acc["lo"], acc["hi"]], axis=1) \
-        if acc["task"].size else np.zeros((0, 9), np.int64)
-    block_id = row_ids(blocks)[0]
+    l2 = l2_regions(acc, geometry) if acc["task"].size else \
+        {k: np.zeros(0) for k in ("task", "block", "bytes", "write", "bypass")}
     task_leaf, leaf_functions = _used_leaves(cat([t.leaf for t in calls]), leaves.items)
     call_leaf_tasks = sizes
     bodies = np.asarray(call_bodies, np.int64)
@@ -274,7 +309,7 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, l
         call_dev_task=call_dev, call_in_dev_task=call_pos,
         task_call=task_call, task_leaf=task_leaf, task_op=task_op,
         task_core=cat([t.core for t in calls]), work=work,
-        acc_task=acc["task"], acc_block=block_id.astype(np.int64),
-        acc_bytes=acc["bytes"].astype(float), acc_write=acc["write"].astype(bool),
-        acc_bypass=acc["bypass"].astype(bool), edge_src=edge_src, edge_dst=edge_dst,
+        acc_task=l2["task"].astype(np.int64), acc_block=l2["block"].astype(np.int64),
+        acc_bytes=l2["bytes"].astype(float), acc_write=l2["write"].astype(bool),
+        acc_bypass=l2["bypass"].astype(bool), edge_src=edge_src, edge_dst=edge_dst,
         workspace_bytes=int(np.max(ws)) if len(ws) else 0)

@@ -56,9 +56,9 @@ class Program:
     task_core: np.ndarray          # AIV / AIC
     work: dict[str, np.ndarray]    # vector, cube, mte1, fixp (cycles); mte2_bytes,
     #                                mte2_bursts, mte3_bytes, flops, in_flight
-    # GM accesses, for the L2 model: which block each task reads or writes
+    # GM accesses, for the L2 model: the L2 regions each task reads or writes
     acc_task: np.ndarray
-    acc_block: np.ndarray          # distinct (buffer, box) id
+    acc_block: np.ndarray          # (buffer << 40) + region index of L2_REGION_BYTES
     acc_bytes: np.ndarray
     acc_write: np.ndarray
     acc_bypass: np.ndarray

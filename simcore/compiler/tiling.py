@@ -51,6 +51,7 @@ class TaskBatch:
     in_flight: np.ndarray
     acc_task: np.ndarray      # accesses: task index within the batch
     buf_table: list[str]      # GM buffer names
+    buf_geometry: list[tuple]  # per buffer: (shape, element bytes), for L2 regions
     acc_buf: np.ndarray       # per access: index into buf_table
     acc_lo: np.ndarray
     acc_hi: np.ndarray
@@ -70,12 +71,16 @@ class _Accesses:
     def __init__(self):
         self.parts: list[tuple] = []
         self.table: dict[str, int] = {}
+        self.geometry: dict[str, tuple] = {}
 
     def add(self, tasks, names, index, lo, hi, write, tag, elem, value: GmValue | None,
-            operand, to_l1: bool = False):
+            operand, to_l1: bool = False, shape: tuple[int, ...] = ()):
         if len(tasks) == 0:
             return
         ids = np.asarray([self.table.setdefault(n, len(self.table)) for n in names])
+        for n in names:
+            self.geometry.setdefault(n, (tuple(value.buffer_shape) if value is not None
+                                         else tuple(shape), elem))
         bufs = ids[index]
         n = np.prod(hi - lo, axis=1) * elem
         if value is not None and value.buffer_shape:
@@ -90,12 +95,14 @@ class _Accesses:
 
     def arrays(self):
         table = list(self.table)
+        geometry = [self.geometry[n] for n in table]
         if not self.parts:
             z = np.zeros(0, np.int64)
             zz = np.zeros((0, 4), np.int64)
-            return z, table, z, zz, zz, z.astype(bool), z, z, z, z.astype(bool), z
+            return z, table, geometry, z, zz, zz, z.astype(bool), z, z, z, z.astype(bool), z
         cols = list(zip(*self.parts))
-        return (np.concatenate(cols[0]), table, *(np.concatenate(c) for c in cols[1:]))
+        return (np.concatenate(cols[0]), table, geometry,
+                *(np.concatenate(c) for c in cols[1:]))
 
 
 class RootCallTiler:
@@ -363,7 +370,7 @@ class RootCallTiler:
             elif value.node not in members:
                 buf = f"{self.workspace}.n{value.node}"
                 acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), lo, hi, False, 0, elem,
-                        None, i)
+                        None, i, shape=value.shape)
 
     def _writes(self, acc: _Accesses, node: Node, tasks, work) -> None:
         elem = DTYPE_BYTES[node.out_dtype]
@@ -379,7 +386,7 @@ class RootCallTiler:
         if node.index in self.spilled:
             buf = f"{self.workspace}.n{node.index}"
             acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), node.out_lo, node.out_hi, True,
-                    tags, elem, None, -1)
+                    tags, elem, None, -1, shape=node.out_shape)
             written += 1
         if node.kind == "vector" and written:
             np.add.at(work["mte3"], tasks, out_bytes * written)

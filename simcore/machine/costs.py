@@ -62,6 +62,10 @@ class Mte2Model:
             + l2_bytes / l2
 
 
+    def write_us(self, nbytes: float, loaders: int) -> float:
+        return nbytes / (self.hbm_rate / max(loaders, 1)) if nbytes else 0.0
+
+
 class L2Cache:
     """Capacity-limited, tracked by tensor region (one entry per block), LRU eviction.
 

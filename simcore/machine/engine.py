@@ -55,6 +55,9 @@ class Machine:
         self.static_pipes = pipes
         self.static_sum = stack.sum(axis=0).tolist() if p.leaf_tasks else []
         self.static_max = stack.max(axis=0).tolist() if p.leaf_tasks else []
+        # writes leave through FIXP (Cube) or MTE3 (Vector) and share HBM with the loads
+        self.write_bytes = p.task_write_bytes.tolist()
+        self.write_pipe = np.maximum(pipes["fixp"], pipes["mte3"]).tolist()
         w = p.work
         self.loads = w["mte2_loads"].tolist()
         self.bursts = w["mte2_bursts"].tolist()
@@ -116,11 +119,13 @@ class Machine:
                     self.l2.evict()
         mte2 = self.mte2.us(self.loads[t], self.bursts[t], hbm, l2, loaders)
         self.task_mte2[t], self.task_hbm[t], self.task_l2[t] = mte2, hbm, l2
-        total = mte2 + self.static_sum[t]
+        # a write cannot leave faster than the task's share of HBM lets it
+        extra = max(0.0, self.mte2.write_us(self.write_bytes[t], loaders) - self.write_pipe[t])
+        total = mte2 + self.static_sum[t] + extra
         n = self.in_flight[t]
         if n <= 1:
             return self.head + total
-        return self.head + total / n + (n - 1) / n * max(mte2, self.static_max[t])
+        return self.head + total / n + (n - 1) / n * max(mte2, self.static_max[t] + extra)
 
     # -- control thread ----------------------------------------------------------------
     def build_times(self) -> np.ndarray:

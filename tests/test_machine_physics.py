@@ -1,0 +1,154 @@
+"""Physical sanity of the modeled NPU: rooflines, bandwidth, cores, L2, scheduling modes."""
+import numpy as np
+import pytest
+
+from pipeline.calibrate import with_values
+from pipeline.emit.metrics import metrics
+from pipeline.runner import resolve_kernel
+from simcore.compiler import compile_kernel
+from simcore.machine import simulate
+from simcore.spec.hardware import load_hardware
+from simcore.spec.kernel import Kernel
+
+from conftest import KERNELS
+
+HW = load_hardware("dav_2201")
+
+
+def run(kernel, hw=HW, **sets):
+    if not isinstance(kernel, Kernel):
+        kernel = resolve_kernel(KERNELS / f"{kernel}.yaml", sets)
+    program = compile_kernel(kernel, hw)
+    timeline = simulate(hw, program, kernel.options.runtime_options)
+    return program, timeline, metrics(program, timeline, hw)
+
+
+def gemm(m, k, n, dtype="fp32"):
+    return Kernel.model_validate({
+        "name": "gemm",
+        "tensors": {"a": {"shape": [m, k], "dtype": dtype, "role": "input"},
+                    "b": {"shape": [k, n], "dtype": dtype, "role": "input"},
+                    "c": {"shape": [m, n], "dtype": "fp32", "role": "output"}},
+        "body": [{"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [256, 256]}},
+                 {"op": "matmul", "inputs": ["a", "b"], "out": "o"},
+                 {"op": "assemble", "inputs": ["o"], "out": "c", "offsets": [0, 0]}]})
+
+
+def stream(n=1 << 24):
+    """y = x + 1 over 64 MiB of FP32: pure data movement."""
+    return Kernel.model_validate({
+        "name": "stream",
+        "tensors": {"x": {"shape": [n], "role": "input"}, "y": {"shape": [n], "role": "output"}},
+        "body": [{"set_vec_tile_shapes": [16384]},
+                 {"op": "add", "inputs": ["x"], "scalar": 1.0, "out": "s"},
+                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}]})
+
+
+def peak_cube_flops_per_us(hw, dtype):
+    per_fractal = hw.pipes.cube.cycles_per_fractal.get(dtype, hw.pipes.cube.cycles_per_fractal["default"])
+    return hw.cores.aic * hw.cores.clock_mhz * 2 * 16 ** 3 / per_fractal
+
+
+@pytest.mark.parametrize("name", ["multi_stitch_add", "rmsnorm", "sqrt_cast", "tiling_bmm",
+                                  "tiling_add", "blockdiag_matmul", "glm_attention"])
+def test_no_kernel_beats_its_roofline(name):
+    _, tl, m = run(name)
+    hbm_floor = m["hbm_read_bytes"] / (HW.memory.hbm_gbps * 1e3)
+    compute_floor = m["flops"] / peak_cube_flops_per_us(HW, "default")
+    assert m["kernel_us"] >= hbm_floor and m["kernel_us"] >= compute_floor
+
+
+def test_flops_and_bytes_agree_with_the_arithmetic():
+    _, _, m = run(gemm(512, 1024, 1024))
+    assert m["flops"] == 2 * 512 * 1024 * 1024
+    p, tl, s = run(stream(1 << 20))
+    assert s["hbm_read_bytes"] == 4 << 20 and s["hbm_write_bytes"] == 4 << 20
+    assert s["l2_hit_rate"] == 0.0 and s["flops"] == 1 << 20
+    # every byte a task reads comes from HBM or L2, never both, never neither
+    assert np.allclose(tl.task_hbm_bytes + tl.task_l2_bytes, p.work["mte2_bytes"])
+
+
+def test_doubling_hbm_bandwidth_speeds_memory_bound_not_compute_bound():
+    fast = with_values(HW, {"memory.hbm_gbps": 2 * HW.memory.hbm_gbps})
+    slow_stream = run(stream())[2]["kernel_us"]
+    fast_stream = run(stream(), fast)[2]["kernel_us"]
+    assert fast_stream < 0.75 * slow_stream
+    slow_gemm = run(gemm(2048, 4096, 2048))[2]["kernel_us"]
+    fast_gemm = run(gemm(2048, 4096, 2048), fast)[2]["kernel_us"]
+    assert fast_gemm > 0.9 * slow_gemm
+
+
+def test_more_cores_never_slow_a_run():
+    for kernel in ("tiling_add", "softmax", "glm_attention"):
+        base = run(kernel)[2]
+        more = with_values(HW, {"cores.aiv": 2 * HW.cores.aiv, "cores.aic": 2 * HW.cores.aic})
+        doubled = run(kernel, more)[2]
+        assert doubled["kernel_us"] <= base["kernel_us"] * 1.02
+
+
+def test_l2_keeps_written_data_for_consumers_until_evicted():
+    split = run("rmsnorm")[2]                         # partial sums go through GM and L2
+    assert split["l2_hit_rate"] > 0
+    tiny = with_values(HW, {"memory.l2_bytes": 4096})
+    assert run("rmsnorm", tiny)[2]["l2_hit_rate"] < split["l2_hit_rate"]
+
+
+def test_cache_bypass_keeps_streamed_data_out_of_l2():
+    def twice(policy):
+        return Kernel.model_validate({
+            "name": "twice",
+            "tensors": {"x": {"shape": [1 << 20], "cache_policy": policy},
+                        "y": {"shape": [1 << 20]}, "z": {"shape": [1 << 20]}},
+            "body": [{"set_vec_tile_shapes": [8192]},
+                     {"op": "exp", "inputs": ["x"], "out": "e"},
+                     {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0]},
+                     {"set_vec_tile_shapes": [4096]},
+                     {"op": "sqrt", "inputs": ["x"], "out": "s"},
+                     {"op": "assemble", "inputs": ["s"], "out": "z", "offsets": [0]}]})
+    kept, bypassed = run(twice("default"))[2], run(twice("bypass"))[2]
+    assert kept["l2_hit_rate"] > 0 and bypassed["l2_hit_rate"] == 0
+    assert bypassed["hbm_read_bytes"] > kept["hbm_read_bytes"]
+
+
+def _chain(n_tiles=512, tile=65536):
+    """Producer -> consumer over a working set of twice the L2: affinity decides hits."""
+    n = n_tiles * tile
+    return Kernel.model_validate({
+        "name": "chain",
+        "tensors": {"x": {"shape": [n], "role": "input"}, "y": {"shape": [n], "role": "output"}},
+        "body": [{"set_vec_tile_shapes": [tile]},
+                 {"op": "exp", "inputs": ["x"], "out": "e"},
+                 {"set_vec_tile_shapes": [tile // 2]},
+                 {"op": "sqrt", "inputs": ["e"], "out": "s"},
+                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}]})
+
+
+def test_sched_mode_1_keeps_consumers_near_their_producers_in_l2():
+    small_l2 = with_values(HW, {"memory.l2_bytes": 16 << 20})
+    k = _chain(n_tiles=256, tile=16384)
+    fifo = k.model_copy(update={"options": k.options.model_copy(update={
+        "runtime_options": k.options.runtime_options.model_copy(update={"device_sched_mode": 0})})})
+    lifo = k.model_copy(update={"options": k.options.model_copy(update={
+        "runtime_options": k.options.runtime_options.model_copy(update={"device_sched_mode": 1})})})
+    m0, m1 = run(fifo, small_l2)[2], run(lifo, small_l2)[2]
+    assert m1["l2_hit_rate"] > m0["l2_hit_rate"]
+
+
+def test_fair_scheduling_costs_dispatch_time():
+    base = run("tiling_add")[2]
+    fair = run("tiling_add", **{"runtime_options.device_sched_mode": 2})[2]
+    assert fair["kernel_us"] > base["kernel_us"]
+
+
+def test_same_input_same_timeline_on_both_chips():
+    for hw in (HW, load_hardware("dav_3510")):
+        a, b = run("glm_attention", hw)[1], run("glm_attention", hw)[1]
+        assert np.array_equal(a.task_start, b.task_start) and np.array_equal(a.task_core, b.task_core)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in KERNELS.glob("*.yaml") if p.stem != "bench_1m"))
+def test_every_shipped_kernel_runs_on_both_chips(name):
+    for hw in (HW, load_hardware("dav_3510")):
+        p, tl, m = run(name, hw)
+        assert m["leaf_tasks"] == p.leaf_tasks > 0 and m["kernel_us"] > 0
+        assert m["e2e_us"] >= m["kernel_us"]
