@@ -154,9 +154,15 @@ class Machine:
     def run_dev_task(self, tasks: np.ndarray, start: float) -> float:
         n_threads = len(self.sched)
         queues = (deque(), deque())
-        idle = [[[] for _ in range(2)] for _ in range(n_threads)]   # [thread][type] heaps
-        for core in range(self.n_aic + self.n_aiv):
-            idle[core % n_threads][AIC if core < self.n_aic else 0].append(core)
+        fair = self.fair
+        # idle cores: one heap per core type, or per (thread, type) when dispatches
+        # must be balanced across the schedule threads (modes 2 and 3)
+        if fair:
+            idle = [[[] for _ in range(2)] for _ in range(n_threads)]
+            for core in range(self.n_aic + self.n_aiv):
+                idle[core % n_threads][AIC if core < self.n_aic else 0].append(core)
+        else:
+            idle = [list(range(self.n_aic, self.n_aic + self.n_aiv)), list(range(self.n_aic))]
         events: list = []
         seq = 0
         running = 0
@@ -169,22 +175,25 @@ class Machine:
             self.sched[th].rcv.append(start)
         core_type, indegree, succ, succ_ptr = self.core_type, self.indegree, self.succ, \
             self.succ_ptr
+        heappop, heappush = heapq.heappop, heapq.heappush
+        duration, dispatch_us, newest = self._duration, self.dispatch_us, self.newest_first
+        task_core, task_start, task_end = self.task_core, self.task_start, self.task_end
+        dispatches = [0] * n_threads
 
         def pick_core(t: int) -> int | None:
             nonlocal rr
-            if self.fair:
-                for k in range(n_threads):
-                    th = (rr + k) % n_threads
-                    if idle[th][t]:
-                        rr = th + 1
-                        return heapq.heappop(idle[th][t])
-                return None
-            best = None
-            for th in range(n_threads):
-                h = idle[th][t]
-                if h and (best is None or h[0] < idle[best][t][0]):
-                    best = th
-            return heapq.heappop(idle[best][t]) if best is not None else None
+            if not fair:
+                heap = idle[t]
+                return heappop(heap) if heap else None
+            for k in range(n_threads):
+                th = (rr + k) % n_threads
+                if idle[th][t]:
+                    rr = th + 1
+                    return heappop(idle[th][t])
+            return None
+
+        def release_core(core: int, t: int) -> None:
+            heappush(idle[core % n_threads][t] if fair else idle[t], core)
 
         def dispatch(now: float) -> None:
             nonlocal seq, running
@@ -194,20 +203,20 @@ class Machine:
                     core = pick_core(t)
                     if core is None:
                         break
-                    task = q.pop() if self.newest_first else q.popleft()
+                    task = q.pop() if newest else q.popleft()
                     th = core % n_threads
-                    send = max(now, free[th]) + self.dispatch_us
+                    f = free[th]
+                    send = (now if now > f else f) + dispatch_us
                     free[th] = send
-                    self.sched[th].dispatches += 1
+                    dispatches[th] += 1
                     if first_send[th] is None:
                         first_send[th] = send
                     last_send[th] = send
                     running += 1
-                    end = send + self._duration(task, running)
-                    self.task_core[task], self.task_start[task], self.task_end[task] = \
-                        core, send, end
+                    end = send + duration(task, running)
+                    task_core[task], task_start[task], task_end[task] = core, send, end
                     seq += 1
-                    heapq.heappush(events, (end, seq, _DONE, task, core))
+                    heappush(events, (end, seq, _DONE, task, core))
 
         for task in tasks[np.asarray(indegree, dtype=np.int64)[tasks] == 0].tolist() \
                 if tasks.size else []:
@@ -216,24 +225,26 @@ class Machine:
         end_of_dev = start
         a = self.hw.aicpu
         while events:
-            now, _, kind, task, core = heapq.heappop(events)
+            now, _, kind, task, core = heappop(events)
             if kind == _DONE:
                 running -= 1
                 th = core % n_threads
                 lo, hi = succ_ptr[task], succ_ptr[task + 1]
                 noticed = max(now, free[th]) + a.completion_us + a.resolve_edge_us * (hi - lo)
                 free[th] = noticed
-                end_of_dev = max(end_of_dev, noticed)
-                heapq.heappush(idle[th][core_type[task]], core)
+                if noticed > end_of_dev:
+                    end_of_dev = noticed
+                release_core(core, core_type[task])
                 for s in succ[lo:hi]:
                     indegree[s] -= 1
                     if indegree[s] == 0:
                         seq += 1
-                        heapq.heappush(events, (noticed, seq, _READY, s, 0))
+                        heappush(events, (noticed, seq, _READY, s, 0))
             else:
                 queues[core_type[task]].append(task)
             dispatch(now)
         for th, thread in enumerate(self.sched):
+            thread.dispatches += dispatches[th]
             thread.first_send.append(first_send[th] if first_send[th] is not None else start)
             thread.sched_exec.append(last_send[th])
             thread.sync_stop.append(end_of_dev)
