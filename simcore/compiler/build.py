@@ -198,8 +198,9 @@ def _apply_merge(t: _CallTasks, group: np.ndarray, order: np.ndarray) -> _CallTa
         leaf[new_of_group[g]] = lid
     acc = dict(t.acc)
     acc["task"] = order[acc["task"]] if acc["task"].size else acc["task"]
-    if n < t.core.size and acc["task"].size:
-        # merged tasks load a block they share only once (the point of L1Reuse)
+    if acc["task"].size:
+        # a task loads a block once however many of its ops or merged tiles read it
+        # (the point of L1Reuse and of merging ops that share an input)
         rows = np.concatenate([acc["task"][:, None], acc["buf"][:, None], acc["lo"], acc["hi"],
                                acc["write"][:, None].astype(np.int64), acc["tag"][:, None]],
                               axis=1)
@@ -272,8 +273,12 @@ def l2_regions(acc: dict, geometry: dict) -> dict:
     count = np.maximum(last - first + 1, 1)
     row = np.repeat(np.arange(n), count)
     offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    region = (acc["buf"][row].astype(np.int64) << 40) + first[row] + offset
-    return {"task": acc["task"][row], "block": region,
+    index = first[row] + offset
+    total = np.asarray([int(np.prod(geometry[int(b)][0])) * geometry[int(b)][1]
+                        for b in acc["buf"][row]] if row.size else [], np.int64)
+    full = np.minimum(L2_REGION_BYTES, total - index * L2_REGION_BYTES)
+    region = (acc["buf"][row].astype(np.int64) << 40) + index
+    return {"task": acc["task"][row], "block": region, "full": full.astype(float),
             "bytes": acc["bytes"][row] / count[row], "write": acc["write"][row],
             "bypass": acc["bypass"][row]}
 
@@ -295,7 +300,7 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, l
                                       acc["write"].astype(bool), acc["tag"], n) \
         if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     l2 = l2_regions(acc, geometry) if acc["task"].size else \
-        {k: np.zeros(0) for k in ("task", "block", "bytes", "write", "bypass")}
+        {k: np.zeros(0) for k in ("task", "block", "full", "bytes", "write", "bypass")}
     task_leaf, leaf_functions = _used_leaves(cat([t.leaf for t in calls]), leaves.items)
     call_leaf_tasks = sizes
     bodies = np.asarray(call_bodies, np.int64)
@@ -310,6 +315,7 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, l
         task_call=task_call, task_leaf=task_leaf, task_op=task_op,
         task_core=cat([t.core for t in calls]), work=work,
         acc_task=l2["task"].astype(np.int64), acc_block=l2["block"].astype(np.int64),
-        acc_bytes=l2["bytes"].astype(float), acc_write=l2["write"].astype(bool),
+        acc_bytes=l2["bytes"].astype(float), acc_region_bytes=l2["full"].astype(float),
+        acc_write=l2["write"].astype(bool),
         acc_bypass=l2["bypass"].astype(bool), edge_src=edge_src, edge_dst=edge_dst,
         workspace_bytes=int(np.max(ws)) if len(ws) else 0)

@@ -4,7 +4,8 @@ A reader depends on the latest earlier writer of every distinct box it
 overlaps (read after write); a writer likewise on earlier writers (write after
 write).  Aligned producer and consumer tiles therefore give one-to-one edges and
 misaligned ones many-to-many, as on the chip.  Split-K partial sums write one
-box several times under different tags, so a reader waits for all of them.
+box several times under different tags: a reader waits for all of them, while the
+partial writes do not wait for each other.
 Vectorised per buffer: candidates come from a window on the first axis, so the
 cost follows the number of overlapping boxes, not the square of the tasks.
 """
@@ -37,6 +38,7 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int) -> tuple[np.ndarra
     box_id, first = _box_ids(buf[w], lo[w], hi[w], tag[w])
     n_box = first.size
     box_buf, box_lo, box_hi = buf[w][first], lo[w][first], hi[w][first]
+    box_tag = tag[w][first]
     # writes of each box ordered by task, keyed box * n + task for searchsorted
     keys = np.sort(box_id.astype(np.int64) * (n_tasks + 1) + task[w])
     src, dst = [], []
@@ -54,6 +56,9 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int) -> tuple[np.ndarra
         qi, pos = _expand_windows(start, stop)
         cand = order[pos]
         hit = np.all((box_lo[cand] < qhi[qi]) & (qlo[qi] < box_hi[cand]), axis=1)
+        # partial sums accumulate in any order: one chunk's write never waits for another's
+        both_partial = write[queries][qi] & (tag[queries][qi] > 0) & (box_tag[cand] > 0)
+        hit &= ~both_partial
         qi, cand = qi[hit], cand[hit]
         qtask = task[queries][qi]
         k = np.searchsorted(keys, cand * (n_tasks + 1) + qtask, side="left") - 1

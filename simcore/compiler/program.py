@@ -60,6 +60,7 @@ class Program:
     acc_task: np.ndarray
     acc_block: np.ndarray          # (buffer << 40) + region index of L2_REGION_BYTES
     acc_bytes: np.ndarray
+    acc_region_bytes: np.ndarray   # size of the access's region (smaller at a tensor's end)
     acc_write: np.ndarray
     acc_bypass: np.ndarray
     # dependency edges (task index -> task index), sorted by src then dst

@@ -255,7 +255,42 @@ class RootCallTiler:
             gi = self._mergeable(node, i, value)
             if gi is not None:
                 return self._join(gi, node)
+        gi = self._sibling(node)
+        if gi is not None:
+            return self._join(gi, node)
         self._new_group(node, forced=False)
+
+    def _sibling(self, node: Node) -> int | None:
+        """A group whose ops read the same GM tiles as this one: merging loads them once."""
+        if node.kind != "vector":
+            return None
+        for i, value in enumerate(node.inputs):
+            if not isinstance(value, GmValue):
+                continue
+            for gi, group in enumerate(self.groups):
+                if group.forced or group.kind != "vector" or value not in group.resident \
+                        or group.scope[0] != node.op.scope[0]:
+                    continue
+                if not any(self._reads_same_tiles(self.nodes[n], node, value, i)
+                           for n in group.nodes):
+                    continue
+                if group.ub + self._added_ub(node, gi) > self.hw.buffers.ub:
+                    continue
+                if any(self.group_of[v.node] > gi for v in node.inputs
+                       if isinstance(v, LocalValue)):
+                    continue
+                return gi
+        return None
+
+    @staticmethod
+    def _reads_same_tiles(member: Node, node: Node, value: GmValue, i: int) -> bool:
+        if member.tiles != node.tiles:
+            return False
+        for j, v in enumerate(member.inputs):
+            if v == value and np.array_equal(member.in_lo[j], node.in_lo[i]) \
+                    and np.array_equal(member.in_hi[j], node.in_hi[i]):
+                return True
+        return False
 
     def _mergeable(self, node: Node, i: int, value) -> int | None:
         if not isinstance(value, LocalValue) or node.kind != "vector":

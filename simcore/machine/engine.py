@@ -90,33 +90,43 @@ class Machine:
         self.acc_ptr = np.searchsorted(task, np.arange(p.leaf_tasks + 1)).tolist()
         self.acc_block = p.acc_block[order].tolist()
         self.acc_bytes = p.acc_bytes[order].tolist()
+        self.acc_full = p.acc_region_bytes[order].tolist()
         self.acc_write = p.acc_write[order].tolist()
         self.acc_bypass = p.acc_bypass[order].tolist()
         self.l2 = L2Cache(self.hw.memory.l2_bytes)
 
     # -- one leaf task on one core ----------------------------------------------------------
     def _duration(self, t: int, loaders: int) -> float:
-        """Price task ``t`` as it starts: L2 lookups in start order, HBM shared by ``loaders``."""
+        """Price task ``t`` as it starts: L2 lookups in start order, HBM shared by ``loaders``.
+
+        L2 keeps, per region, how many of its bytes have been loaded or written; a read
+        hits only a region that is complete, so tiles that merely share a region with
+        data read earlier still come from HBM.
+        """
         hbm = l2 = 0.0
-        entries, cap = self.l2.entries, self.l2.capacity
-        blocks, sizes, writes, bypass = self.acc_block, self.acc_bytes, self.acc_write, \
-            self.acc_bypass
+        cache = self.l2
+        entries, cap = cache.entries, cache.capacity
+        blocks, sizes, full, writes, bypass = self.acc_block, self.acc_bytes, self.acc_full, \
+            self.acc_write, self.acc_bypass
         for a in range(self.acc_ptr[t], self.acc_ptr[t + 1]):
             block, size = blocks[a], sizes[a]
-            if block in entries:
+            filled = entries.get(block)
+            if filled is not None:
                 entries.move_to_end(block)
-                if not writes[a]:
+                if not writes[a] and filled >= full[a]:
                     l2 += size
-                elif bypass[a]:
-                    self.l2.used -= entries.pop(block)
-                continue
+                    continue
             if not writes[a]:
                 hbm += size
-            if not bypass[a]:
-                entries[block] = size
-                self.l2.used += size
-                if self.l2.used > cap:
-                    self.l2.evict()
+            if bypass[a]:
+                if filled is not None and writes[a]:
+                    cache.used -= entries.pop(block)
+                continue
+            grown = min(full[a], (filled or 0.0) + size)
+            entries[block] = grown
+            cache.used += grown - (filled or 0.0)
+            if cache.used > cap:
+                cache.evict()
         mte2 = self.mte2.us(self.loads[t], self.bursts[t], hbm, l2, loaders)
         self.task_mte2[t], self.task_hbm[t], self.task_l2[t] = mte2, hbm, l2
         # a write cannot leave faster than the task's share of HBM lets it
