@@ -198,7 +198,8 @@ def _apply_merge(t: _CallTasks, group: np.ndarray, order: np.ndarray) -> _CallTa
         leaf[new_of_group[g]] = lid
     acc = dict(t.acc)
     acc["task"] = order[acc["task"]] if acc["task"].size else acc["task"]
-    if acc["task"].size:
+    reads_per_task = np.bincount(acc["task"][~acc["write"]], minlength=n) if n else [0]
+    if acc["task"].size and np.max(reads_per_task) > 1:
         # a task loads a block once however many of its ops or merged tiles read it
         # (the point of L1Reuse and of merging ops that share an input)
         rows = np.concatenate([acc["task"][:, None], acc["buf"][:, None], acc["lo"], acc["hi"],
@@ -274,8 +275,10 @@ def l2_regions(acc: dict, geometry: dict) -> dict:
     row = np.repeat(np.arange(n), count)
     offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
     index = first[row] + offset
-    total = np.asarray([int(np.prod(geometry[int(b)][0])) * geometry[int(b)][1]
-                        for b in acc["buf"][row]] if row.size else [], np.int64)
+    sizes = np.zeros(max(geometry) + 1 if geometry else 1, np.int64)
+    for b, (shape, elem) in geometry.items():
+        sizes[b] = int(np.prod(shape)) * elem
+    total = sizes[acc["buf"][row]]
     full = np.minimum(L2_REGION_BYTES, total - index * L2_REGION_BYTES)
     region = (acc["buf"][row].astype(np.int64) << 40) + index
     return {"task": acc["task"][row], "block": region, "full": full.astype(float),
