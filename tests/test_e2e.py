@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, one_study_copy
 
 pytestmark = pytest.mark.skipif(shutil.which("snakemake") is None or shutil.which("ptolab") is None,
                                 reason="needs the installed ptolab and snakemake commands")
@@ -31,8 +31,8 @@ def planned_jobs(dry_run_output: str) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    work = tmp_path_factory.mktemp("wf")
-    shutil.copytree(REPO / "configs", work / "configs")
+    """multi_stitch alone: these tests edit the copy, so it is not the shared default build."""
+    work = one_study_copy(tmp_path_factory.mktemp("wf"), "multi_stitch")
     proc = snakemake(work, "-c2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return work

@@ -166,21 +166,14 @@ def _big_report_module():
 
 
 @pytest.fixture(scope="module")
-def study_report(tmp_path_factory) -> Path:
-    """The shipped studies through the real workflow, in a scratch copy.
+def study_report(request) -> Path:
+    """The shipped studies through the real workflow (the session's default build).
 
     PTOLAB_TEST_RESULTS=<results dir> reuses reports built elsewhere (debugging).
     """
     if os.environ.get("PTOLAB_TEST_RESULTS"):
         return Path(os.environ["PTOLAB_TEST_RESULTS"])
-    if shutil.which("snakemake") is None:
-        pytest.skip("snakemake is not installed")
-    work = tmp_path_factory.mktemp("wf")
-    shutil.copytree(ROOT / "configs", work / "configs")
-    run = subprocess.run(["snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work), "-c2"],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return work / "results"
+    return request.getfixturevalue("default_build") / "results"
 
 
 # the centre of the first bar of the first lane, in page coordinates

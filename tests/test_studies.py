@@ -25,14 +25,9 @@ STUDIES = REPO / "configs" / "studies"
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    """The default workflow, run once for the whole module."""
-    work = tmp_path_factory.mktemp("studies")
-    shutil.copytree(REPO / "configs", work / "configs")
-    proc = subprocess.run(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work), "-c2"],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return work
+def built(default_build) -> Path:
+    """The default workflow, built once for the whole test run (conftest)."""
+    return default_build
 
 
 def metrics(work: Path, study: str) -> dict[str, dict]:
