@@ -5,6 +5,8 @@ up front, so a bad study file stops the run before any job starts.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import shlex
 from dataclasses import dataclass
@@ -42,12 +44,13 @@ class Plan:
         """Everything a stage's result depends on besides its input files.
 
         Snakemake compares this between runs (the 'params' rerun trigger), so
-        editing one stage's knobs reruns that stage and nothing else upstream.
+        editing one stage's knobs reruns that stage and nothing else upstream, and
+        a change to ptolab's own model code reruns every stage.
         """
         sp = self.studies[study]
         return json.dumps({"kernel": str(sp.kernel_path), "hardware": str(sp.hardware_path),
-                           "set": sp.stage_sets(stage), "rounds": sp.study.rounds},
-                          sort_keys=True)
+                           "set": sp.stage_sets(stage), "rounds": sp.study.rounds,
+                           "code": code_version()}, sort_keys=True)
 
     def set_args(self, study: str, stage: str) -> str:
         sets = self.studies[study].stage_sets(stage)
@@ -59,6 +62,17 @@ class Plan:
     def stage_files(self, study: str, relative: str) -> list[str]:
         return [f"{self.results}/{study}/{stage.name}/{relative}"
                 for stage in self.studies[study].study.stages]
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """A digest of the model and emitter sources: results are stale when these change."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted([*root.glob("simcore/**/*.py"), *root.glob("pipeline/emit/**/*.py")]):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def load_plan(configs: Path, config: dict) -> Plan:
