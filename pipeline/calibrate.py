@@ -172,12 +172,17 @@ def write_back(path: Path, values: dict[str, float], provenance: str) -> None:
         if head:
             section = head.group(1).strip()
             continue
-        m = re.match(r"^(\s*)([A-Za-z0-9_]+)(\s*=\s*)([^#\s]+)(.*)$", line)
+        m = re.match(r"^(\s*)([A-Za-z0-9_]+)(\s*=\s*)([^#\s]+)\s*(#.*)?$", line)
         if not m:
             continue
         key = f"{section}.{m.group(2)}" if section else m.group(2)
         if key in values:
-            lines[i] = f"{m.group(1)}{m.group(2)}{m.group(3)}{values[key]:g}   # fitted: {provenance}"
+            # keep what the value meant and where it came from, minus an older fit note
+            note = re.sub(r"^#\s*(fitted: .*? \| )?", "", m.group(5) or "").strip()
+            old = note if note.startswith("was ") else f"was {m.group(4)}" + (
+                f": {note}" if note else "")
+            lines[i] = (f"{m.group(1)}{m.group(2)}{m.group(3)}{values[key]:g}   "
+                        f"# fitted: {provenance} | {old}")
             done.add(key)
     missing = set(values) - done
     if missing:
