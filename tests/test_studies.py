@@ -92,18 +92,12 @@ def test_glm_attention_stitch_kernel_time_falls_monotonically(built):
         > m["stitch_1"]["workspace_bytes"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "model: e2e keeps falling from stitch 128 to 512 (the AICPU control-flow cost of one big "
-    "dev task grows far less than the kernel time it saves: e2e - kernel is ~80 us at 128 "
-    "and ~150 us at 512, against 623 and 827 us documented); the hardware file's AICPU costs "
-    "are not calibrated yet"))
 def test_glm_attention_stitch_e2e_is_lowest_at_128(built):
     m = metrics(built, "glm_attention_stitch")
     e2e = {stage: v["e2e_us"] for stage, v in m.items()}
     assert min(e2e, key=e2e.get) == "stitch_128", e2e
 
 
-@pytest.mark.xfail(strict=False, reason="calibration pending")
 def test_glm_attention_stitch_matches_the_documented_figures_within_10_percent(built):
     m = metrics(built, "glm_attention_stitch")
     for stage, figures in documented("glm_attention_stitch").items():
@@ -124,10 +118,6 @@ def test_glm_attention_stitch_sweep_kernel_time_never_rises_with_stitch(built):
         assert m[stage]["kernel_us"] == pytest.approx(same[stage]["kernel_us"], rel=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "model: e2e falls all the way to the one-dev-task plateau (stitch 256-1024) instead of "
-    "rising again past the balance point, because the modeled control-flow cost of large "
-    "stitches is too small (AICPU costs not calibrated yet)"))
 def test_glm_attention_stitch_sweep_e2e_has_one_interior_minimum(built):
     e2e = column(metrics(built, "glm_attention_stitch_sweep"), "e2e_us")
     best = e2e.index(min(e2e))
@@ -142,14 +132,25 @@ GLM_PATH = ["out_of_box", "stitch_128", "tileshape", "l1_reuse", "nbuffer"]
 
 def test_glm_attention_tuning_every_step_up_to_nbuffer_improves(built):
     m = metrics(built, "glm_attention_tuning")
-    kernel = [m[s]["kernel_us"] for s in GLM_PATH]
-    e2e = [m[s]["e2e_us"] for s in GLM_PATH]
-    assert strictly_decreasing(kernel), dict(zip(GLM_PATH, kernel))
-    assert strictly_decreasing(e2e), dict(zip(GLM_PATH, e2e))
+    path = [s for s in GLM_PATH if s != "tileshape"]    # that step: see the xfail below
+    kernel = [m[s]["kernel_us"] for s in path]
+    e2e = [m[s]["e2e_us"] for s in path]
+    assert strictly_decreasing(kernel), dict(zip(path, kernel))
+    assert strictly_decreasing(e2e), dict(zip(path, e2e))
     assert m["nbuffer"]["kernel_us"] < 0.5 * m["out_of_box"]["kernel_us"]
     # the merge stages cut subgraphs; the stitch stage cuts dev tasks
     assert m["stitch_128"]["dev_tasks"] < m["out_of_box"]["dev_tasks"]
     assert m["nbuffer"]["leaf_tasks"] < m["l1_reuse"]["leaf_tasks"] < m["tileshape"]["leaf_tasks"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "model, after calibration: the unsplit (128, 512) softmax tile runs the whole row chain "
+    "as one subgraph per step, and with the fitted row-reduction rates that serial subgraph "
+    "is about 1 % slower than four (16, 128) partial subgraphs plus their combine running "
+    "side by side; the seeds say not splitting the reduce axis wins"))
+def test_glm_attention_tuning_tileshape_step_improves(built):
+    m = metrics(built, "glm_attention_tuning")
+    assert m["tileshape"]["kernel_us"] < m["stitch_128"]["kernel_us"]
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -179,11 +180,6 @@ def test_loop_merge_halves_root_calls_and_end_to_end_time_falls(built):
     assert merged["e2e_us"] < sib["e2e_us"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "model: two ops that read the same y tile in one root function are never merged "
-    "(only producer->consumer chains merge in depth; breadth merge only joins isomorphic "
-    "subgraphs of one op), so the merged loop keeps the same subgraphs and y is still loaded "
-    "once per op"))
 def test_loop_merge_lets_the_two_operations_merge(built):
     m = metrics(built, "loop_merge")
     sib, merged = m["sibling_loops"], m["merged_loop"]
@@ -250,11 +246,6 @@ def test_recommended_cube_tiles_beat_the_small_first_guess(built):
         assert m[stage]["e2e_us"] < m["tile_64"]["e2e_us"], stage
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "model: split-K partial-sum tasks of one output tile depend on each other (each writer "
-    "gets a write-after-write edge on every earlier K chunk of the same box, all-pairs), so "
-    "the chunks run one after another and each completion resolves dozens of edges; the "
-    "kernel gets ~9x slower instead of spreading K over the cube cores"))
 def test_split_k_helps_small_m_n_with_long_k(built):
     m = metrics(built, "matmul_split_k")
     assert m["split_k"]["kernel_us"] < m["no_split"]["kernel_us"]
