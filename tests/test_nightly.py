@@ -242,6 +242,7 @@ def test_local_cluster_profile_runs_the_nightly_through_the_executor(built, tmp_
     work = tmp_path / "c"
     (work / "baselines").mkdir(parents=True)
     shutil.copytree(REPO / "configs", work / "configs")
+    (work / "configs" / "nightly.yaml").write_text("studies: [multi_stitch]\n")
     shutil.copy(built / "baselines" / "multi_stitch.yaml", work / "baselines")
     proc = snakemake(work, "--profile", str(REPO / "workflow" / "profiles" / "local-cluster"),
                      "nightly")
