@@ -20,7 +20,6 @@ sys.path.insert(0, str(REPO))
 
 from pipeline.runner import resolve_kernel  # noqa: E402
 from simcore.compiler import compile_kernel  # noqa: E402
-from simcore.machine import simulate  # noqa: E402
 from simcore.machine.engine import Machine  # noqa: E402
 from simcore.spec.hardware import load_hardware  # noqa: E402
 

@@ -1,5 +1,4 @@
 """The compiler: loops become root calls, tiles become leaf tasks, stitch makes dev tasks."""
-import textwrap
 
 import numpy as np
 import pytest

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from simcore.compiler import AIC, AIV, compile_kernel
+from simcore.compiler import AIC, compile_kernel
 from simcore.compiler.stitch import MAX_STITCH_LEAF_TASKS, MAX_STITCH_ROOT_CALLS, stitch
 from simcore.compiler.trace import unroll_chunks
 from simcore.spec.errors import ConfigError, OoOError

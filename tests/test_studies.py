@@ -9,7 +9,6 @@ turns into a failure as soon as the model gets it right, so the mark gets remove
 import json
 import math
 import shutil
-import subprocess
 from pathlib import Path
 
 import polars as pl

@@ -36,7 +36,6 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int) -> tuple[np.ndarra
     if w.size == 0:
         return empty
     box_id, first = _box_ids(buf[w], lo[w], hi[w], tag[w])
-    n_box = first.size
     box_buf, box_lo, box_hi = buf[w][first], lo[w][first], hi[w][first]
     box_tag = tag[w][first]
     # writes of each box ordered by task, keyed box * n + task for searchsorted

@@ -17,10 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from .program import AIC
-
-AUTO = None
-
 
 @dataclass(frozen=True)
 class MergeChoice:
@@ -44,11 +40,6 @@ def choose(setting: dict[str, Any], order: int, func_key: str, labels: set[str],
         return MergeChoice(auto if auto is not None else 1, "auto", source)
     count, side = value if isinstance(value, (list, tuple)) else (value, "auto")
     return MergeChoice(max(int(count), 1), str(side).lower(), source)
-
-
-def chunks(members: np.ndarray, size: int) -> np.ndarray:
-    """Chunk number of each member when cut into consecutive runs of ``size``."""
-    return np.arange(members.size) // max(size, 1)
 
 
 def merged_index(group_keys: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..spec.errors import ConfigError
+from ..spec.expr import ExprError, evaluate
 from ..spec.hardware import Hardware
 from ..spec.kernel import DTYPE_BYTES, Kernel
 from . import ops
@@ -124,7 +125,6 @@ class RootCallTiler:
         if spec is None:
             raise ConfigError(f"field '{op.where}.inputs': '{name}' is neither a tensor in "
                               f"'tensors' nor the output of an earlier op.")
-        from ..spec.expr import ExprError, evaluate
         try:
             shape = tuple(evaluate(d, self.kernel.params) for d in spec.shape)
         except ExprError as exc:

@@ -14,9 +14,6 @@ import numpy as np
 from ..compiler.program import Program
 from ..spec.hardware import Hardware
 
-PIPES = ("mte2", "mte1", "cube", "vector", "fixp", "mte3", "scalar")
-
-
 def static_pipe_us(hw: Hardware, program: Program) -> dict[str, np.ndarray]:
     """Per task, microseconds on every pipe except MTE2."""
     clock = hw.cores.clock_mhz
@@ -26,15 +23,6 @@ def static_pipe_us(hw: Hardware, program: Program) -> dict[str, np.ndarray]:
                     0.0)
     return {"mte1": w["mte1"] / clock, "cube": w["cube"] / clock,
             "vector": w["vector"] / clock, "fixp": w["fixp"] / clock, "mte3": mte3 / clock}
-
-
-def combine_pipes(head_us: float, pipes_us: np.ndarray, in_flight: float) -> float:
-    """Duration of a task from its pipe totals: serial for one tile, pipelined for several."""
-    total = float(pipes_us.sum())
-    if in_flight <= 1:
-        return head_us + total
-    n = float(in_flight)
-    return head_us + total / n + (n - 1) / n * float(pipes_us.max())
 
 
 class Mte2Model:
@@ -67,10 +55,12 @@ class Mte2Model:
 
 
 class L2Cache:
-    """Capacity-limited, tracked by tensor region (one entry per block), LRU eviction.
+    """Capacity-limited L2, tracked by tensor region, LRU eviction.
 
-    Written data stays for its consumers until evicted; a bypassed block
-    (set_cache_policy) is read from HBM and not kept.
+    ``entries`` maps a region to the bytes of it loaded or written so far; the
+    engine looks regions up as each task starts (Machine._duration).  Written data
+    stays for its consumers until evicted; a bypassed region (set_cache_policy) is
+    read from HBM and not kept.
     """
 
     def __init__(self, capacity: float):
@@ -78,29 +68,6 @@ class L2Cache:
         self.capacity = capacity
         self.entries: "OrderedDict[int, float]" = OrderedDict()
         self.used = 0.0
-
-    def read(self, block: int, nbytes: float, bypass: bool) -> bool:
-        if block in self.entries:
-            self.entries.move_to_end(block)
-            return True
-        if not bypass:
-            self._insert(block, nbytes)
-        return False
-
-    def write(self, block: int, nbytes: float, bypass: bool) -> None:
-        if bypass:
-            self.entries.pop(block, None)
-            return
-        if block in self.entries:
-            self.entries.move_to_end(block)
-        else:
-            self._insert(block, nbytes)
-
-    def _insert(self, block: int, nbytes: float) -> None:
-        self.entries[block] = nbytes
-        self.used += nbytes
-        if self.used > self.capacity:
-            self.evict()
 
     def evict(self) -> None:
         """Drop least recently used blocks until the cache fits again."""

@@ -42,12 +42,6 @@ def parse(text: str) -> ast.expr:
     return tree
 
 
-def names(text: int | str) -> set[str]:
-    if isinstance(text, int):
-        return set()
-    return {n.id for n in ast.walk(parse(text)) if isinstance(n, ast.Name)} - set(_FUNCS)
-
-
 def evaluate(text: int | str, env: Mapping[str, int]) -> int:
     if isinstance(text, (int, bool)):
         return int(text)
