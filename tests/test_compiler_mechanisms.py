@@ -125,15 +125,40 @@ def test_sg_set_scope_forces_and_limits_merging():
                 {"sg_set_scope": scope_b}, {"set_vec_tile_shapes": tile_b},
                 {"op": "cast", "inputs": ["s"], "dtype": "fp16", "out": "c"},
                 {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}]
-    # misaligned tiles in one scope: forced into one leaf task, no GM round trip
-    forced = compile_kernel(kernel(body(1, 1, [48, 256]), t), HW)
+    def build_body(*args):
+        return compile_kernel(kernel(body(*args), t), HW)
+    # one scope that merges parallel branches: misaligned tiles forced into one leaf task
+    forced = build_body([1, True, False], [1, True, False], [48, 256])
     assert forced.leaf_tasks == 1 and forced.workspace_bytes == 0
-    # aligned tiles in different scopes: kept apart (one leaf task per scope)
-    apart = compile_kernel(kernel(body(1, 2, [32, 256]), t), HW)
-    assert apart.leaf_tasks == 2 and apart.workspace_bytes > 0
-    # ... unless both allow cross-scope merging
-    cross = compile_kernel(kernel(body([-1, False, False], [-1, False, False], [32, 256]), t), HW)
-    assert cross.leaf_tasks == 3
+    # the int form (no parallel merge) joins producer and consumer tile by tile only, so
+    # misaligned tiles stay apart (3 Sqrt + 2 Cast through GM) while aligned ones fuse
+    misaligned = build_body(1, 1, [48, 256])
+    assert misaligned.leaf_tasks == 5 and misaligned.workspace_bytes > 0
+    aligned = build_body(1, 1, [32, 256])
+    assert aligned.leaf_tasks == 3 and aligned.workspace_bytes == 0
+    # aligned tiles in different scopes: kept apart, each tile of each scope its own task
+    apart = build_body(1, 2, [32, 256])
+    assert apart.leaf_tasks == 6 and apart.workspace_bytes > 0
+    # scope -1 is no scope: the automatic merge fuses the aligned tiles
+    auto = build_body([-1, False, False], [-1, False, False], [32, 256])
+    assert auto.leaf_tasks == 3 and auto.workspace_bytes == 0
+
+
+def test_a_scope_without_parallel_merge_keeps_a_split_reduce_in_pieces():
+    """The seeds' RMSNorm case inside one scope: cutting the reduce axis leaves partial
+    subgraphs and a combine meeting through GM unless the scope merges parallel tiles."""
+    t = {"x": {"shape": [16, 1024], "role": "input"}, "y": {"shape": [16, 1], "dtype": "fp32"}}
+    def body(scope, tile):
+        return [{"sg_set_scope": scope}, {"set_vec_tile_shapes": tile},
+                {"op": "exp", "inputs": ["x"], "out": "e"},
+                {"op": "sum", "inputs": ["e"], "axis": -1, "out": "s"},
+                {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}]
+    whole = compile_kernel(kernel(body(1, [16, 1024]), t), HW)
+    split = compile_kernel(kernel(body(1, [16, 256]), t), HW)
+    merged = compile_kernel(kernel(body([1, True, False], [16, 256]), t), HW)
+    assert whole.leaf_tasks == 1 and whole.workspace_bytes == 0
+    assert split.leaf_tasks == 5 and split.workspace_bytes > 0 and split.edge_src.size == 4
+    assert merged.leaf_tasks == 1 and merged.workspace_bytes == 0
 
 
 def test_sg_set_scope_is_validated_like_upstream():

@@ -4,8 +4,9 @@ Every op becomes a ``Node`` (ops.py) with one row per tile.  Vector nodes whose
 tiles line up one-to-one with their producer's join its group while the group's
 live tiles fit UB, so the chain runs as one leaf function with intermediates
 on chip; anything else meets through a GM workspace (a round trip).  Cube and
-Vector never share a group.  ``sg_set_scope`` forces every op of one scope into
-one leaf task and keeps different scopes apart.  ``view``, ``reshape``,
+Vector never share a group.  ``sg_set_scope`` forces the ops of one scope
+together (tile by tile, or all tiles in one leaf task with allow_parallel_merge)
+and keeps different scopes apart.  ``view``, ``reshape``,
 ``gather`` and ``assemble`` cost nothing on their own: they decide which GM
 regions the leaf tasks around them read and write.
 """
@@ -246,11 +247,8 @@ class RootCallTiler:
         self.nodes.append(node)
         scope = node.op.scope
         if scope[0] >= 0:
-            for gi, g in enumerate(self.groups):
-                if g.forced and (g.scope[0], g.scope[3]) == (scope[0], scope[3]) \
-                        and g.kind == node.kind:
-                    return self._join(gi, node)
-            return self._new_group(node, forced=True)
+            gi = self._scope_group(node)
+            return self._join(gi, node) if gi is not None else self._new_group(node, True)
         for i, value in enumerate(node.inputs):
             gi = self._mergeable(node, i, value)
             if gi is not None:
@@ -259,6 +257,40 @@ class RootCallTiler:
         if gi is not None:
             return self._join(gi, node)
         self._new_group(node, forced=False)
+
+    def _scope_group(self, node: Node) -> int | None:
+        """The subgraph of this op's scope it is forced into, if any.
+
+        With ``allow_parallel_merge`` every op of the scope (in one loop body) joins one
+        subgraph, all tiles included.  Without it (the int form, upstream's default) the
+        scope only forces producer -> consumer chains together, past the UB and scope
+        limits of the automatic merge: each tile stays its own subgraph, and an op whose
+        tiles do not line up one-to-one with its producer's (a misaligned TileShape, the
+        combine of a split reduce) starts another subgraph of the scope and meets it
+        through GM.
+        """
+        scope = node.op.scope
+        for gi, g in enumerate(self.groups):
+            if not (g.forced and (g.scope[0], g.scope[3]) == (scope[0], scope[3])
+                    and g.kind == node.kind):
+                continue
+            if scope[1]:
+                return gi
+            for i, value in enumerate(node.inputs):
+                if isinstance(value, LocalValue) and self.group_of[value.node] == gi \
+                        and self._one_to_one(node, i, value) and not self._reads_later(node, gi):
+                    return gi
+        return None
+
+    def _one_to_one(self, node: Node, i: int, value: LocalValue) -> bool:
+        producer = self.nodes[value.node]
+        return producer.tiles == node.tiles and np.array_equal(node.in_lo[i], producer.out_lo) \
+            and np.array_equal(node.in_hi[i], producer.out_hi)
+
+    def _reads_later(self, node: Node, gi: int) -> bool:
+        """Joining group ``gi`` would make it read a later group: a cycle."""
+        return any(self.group_of[v.node] > gi for v in node.inputs
+                   if isinstance(v, LocalValue) and self.group_of[v.node] != gi)
 
     def _sibling(self, node: Node) -> int | None:
         """A group whose ops read the same GM tiles as this one: merging loads them once."""
@@ -301,14 +333,12 @@ class RootCallTiler:
             return None
         if group.scope[0] != node.op.scope[0] and not (group.scope[2] and node.op.scope[2]):
             return None
-        if not (np.array_equal(node.in_lo[i], producer.out_lo)
-                and np.array_equal(node.in_hi[i], producer.out_hi)):
+        if not self._one_to_one(node, i, value):
             return None   # misaligned tiles meet through GM
         if group.ub + self._added_ub(node, gi) > self.hw.buffers.ub:
             return None   # the merged chain would not fit UB: split here
-        if any(self.group_of[v.node] > gi for v in node.inputs
-               if isinstance(v, LocalValue) and self.group_of[v.node] != gi):
-            return None   # joining would make the group read a later group: a cycle
+        if self._reads_later(node, gi):
+            return None
         return gi
 
     def _added_ub(self, node: Node, gi: int | None) -> int:
@@ -351,7 +381,8 @@ class RootCallTiler:
         nodes = [self.nodes[i] for i in group.nodes]
         tiles = nodes[0].tiles
         members = set(group.nodes)
-        if group.forced:
+        one_task = group.forced and group.scope[1]   # a scope that merges parallel tiles
+        if one_task:
             task_of = [np.zeros(n.tiles, np.int64) for n in nodes]
             n_tasks = 1
         else:
@@ -369,15 +400,15 @@ class RootCallTiler:
             np.maximum.at(work["in_flight"], tasks, node.in_flight)
             self._reads(acc, node, tasks, members)
             self._writes(acc, node, tasks, work)
-        if group.forced:
+        if one_task:
             work["in_flight"][:] = max(sum(n.tiles for n in nodes), 1)
         # isomorphic = same ops on the same tile sizes (outputs and every input)
         sizes = np.concatenate([n.out_hi - n.out_lo for n in nodes]
                                + [h - l for n in nodes for l, h in zip(n.in_lo, n.in_hi)],
-                               axis=1) if not group.forced else np.zeros((1, 1), np.int64)
+                               axis=1) if not one_task else np.zeros((1, 1), np.int64)
         structure = tuple((n.op.op, n.out_dtype, n.kind) for n in nodes)
         inverse, first = row_ids(sizes)
-        sig_table = [(structure, group.forced, tuple(map(int, sizes[i]))) for i in first]
+        sig_table = [(structure, one_task, tuple(map(int, sizes[i]))) for i in first]
         label = next((n.op.label for n in nodes if n.op.label), "")
         return TaskBatch(nodes[0].core, sig_table, inverse, label, work["vector"], work["cube"],
                          work["mte1"], work["fixp"], work["mte3"], work["flops"],

@@ -8,9 +8,11 @@ leaf tasks to idle cores of the right type (each thread owns a slice of the
 cores and pays per dispatch), notice completions and resolve successor edges
 (paying per edge); a successor becomes ready when that work is done.
 
-``device_sched_mode``: 0 takes the oldest ready task (FIFO); 1 the newest, so a
-consumer runs while its producer's data is still in L2; 2 balances dispatches
-across the schedule threads at an extra cost per dispatch; 3 is 1 and 2.
+``device_sched_mode``: 0 takes the oldest ready task (FIFO); 1 sends the most
+recently readied task first (upstream's TrySendTaskDirectly), so a consumer runs
+while its producer's data is still in L2, while the tasks ready at submission
+keep their submission order; 2 balances dispatches across the schedule threads at
+an extra cost per dispatch; 3 is 1 and 2.
 
 Events sit on a heap ordered by (time, sequence number), so ties break by
 arrival order and the same input always gives the same timeline.
@@ -205,35 +207,55 @@ class Machine:
         def release_core(core: int, t: int) -> None:
             heappush(idle[core % n_threads][t] if fair else idle[t], core)
 
-        def dispatch(now: float) -> None:
+        def send(task: int, core: int, now: float) -> None:
             nonlocal seq, running
+            th = core % n_threads
+            f = free[th]
+            at = (now if now > f else f) + dispatch_us
+            free[th] = at
+            dispatches[th] += 1
+            if first_send[th] is None:
+                first_send[th] = at
+            last_send[th] = at
+            running += 1
+            end = at + duration(task, running)
+            task_core[task], task_start[task], task_end[task] = core, at, end
+            seq += 1
+            heappush(events, (end, seq, _DONE, task, core))
+
+        def dispatch(now: float) -> None:
             for t in (1, 0):   # AIC first, as the runtime walks its cores
                 q = queues[t]
                 while q:
                     core = pick_core(t)
                     if core is None:
                         break
-                    task = q.pop() if newest else q.popleft()
-                    th = core % n_threads
-                    f = free[th]
-                    send = (now if now > f else f) + dispatch_us
-                    free[th] = send
-                    dispatches[th] += 1
-                    if first_send[th] is None:
-                        first_send[th] = send
-                    last_send[th] = send
-                    running += 1
-                    end = send + duration(task, running)
-                    task_core[task], task_start[task], task_end[task] = core, send, end
-                    seq += 1
-                    heappush(events, (end, seq, _DONE, task, core))
+                    send(q.pop() if newest else q.popleft(), core, now)
 
+        def own_idle_core(th: int, t: int) -> int | None:
+            """An idle core of type ``t`` that thread ``th`` drives, for a direct send."""
+            heap = idle[th][t] if fair else idle[t]
+            for i, core in enumerate(heap):
+                if core % n_threads == th:
+                    heap[i] = heap[-1]
+                    heap.pop()
+                    heapq.heapify(heap)
+                    return core
+            return None
+
+        # tasks ready at submission queue in submission order; in modes 1 and 3 the
+        # dispatcher takes from the right, so they go in from the left and every task a
+        # completion readies later (appended on the right) is sent before them
         for task in tasks[np.asarray(indegree, dtype=np.int64)[tasks] == 0].tolist() \
                 if tasks.size else []:
-            queues[core_type[task]].append(task)
+            if newest:
+                queues[core_type[task]].appendleft(task)
+            else:
+                queues[core_type[task]].append(task)
         dispatch(start)
         end_of_dev = start
         a = self.hw.aicpu
+        handoff = a.ready_handoff_us
         while events:
             now, _, kind, task, core = heappop(events)
             if kind == _DONE:
@@ -247,9 +269,14 @@ class Machine:
                 release_core(core, core_type[task])
                 for s in succ[lo:hi]:
                     indegree[s] -= 1
-                    if indegree[s] == 0:
+                    if indegree[s] != 0:
+                        continue
+                    direct = own_idle_core(th, core_type[s]) if newest else None
+                    if direct is not None:
+                        send(s, direct, noticed)
+                    else:
                         seq += 1
-                        heappush(events, (noticed, seq, _READY, s, 0))
+                        heappush(events, (noticed + handoff, seq, _READY, s, 0))
             else:
                 queues[core_type[task]].append(task)
             dispatch(now)

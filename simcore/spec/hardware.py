@@ -89,6 +89,7 @@ class Aicpu(Strict):
     dispatch_us: float = Field(ge=0)           # per leaf task sent to a core
     resolve_edge_us: float = Field(ge=0)       # per successor edge decremented
     completion_us: float = Field(ge=0)         # noticing one finished leaf task
+    ready_handoff_us: float = Field(ge=0)      # a readied task through the shared ready queue
     fairness_us: float = Field(ge=0)           # device_sched_mode 2/3: balancing across threads, per dispatch
     dev_task_sync_us: float = Field(ge=0)      # hand-over between two dev tasks
     release_per_leaf_task_us: float = Field(ge=0)  # control thread retires a finished dev task
