@@ -32,6 +32,7 @@ class Mte2Model:
         m = hw.pipes.mte2
         clock = hw.cores.clock_mhz
         self.fixed_us = m.fixed_cycles / clock
+        self.l2_fixed_us = m.l2_hit_fixed_cycles / clock
         self.burst_us = m.burst_setup_cycles / clock
         self.core_rate = m.bytes_per_cycle * clock          # bytes per us, one core
         self.hbm_rate = hw.memory.hbm_gbps * 1e3            # bytes per us, whole chip
@@ -40,14 +41,15 @@ class Mte2Model:
     def us(self, loads: float, bursts: float, hbm_bytes: float, l2_bytes: float,
            loaders: int) -> float:
         """The GM latency is paid once per task: its copy-ins queue back to back and the
-        tiles of a pipelined task hide each other's latency."""
+        tiles of a pipelined task hide each other's latency.  A task whose every byte
+        hits L2 (a consumer of data just written) waits only the L2 round trip."""
         if loads == 0:
             return 0.0
         share = max(loaders, 1)
         hbm = min(self.core_rate, self.hbm_rate / share)
         l2 = min(self.core_rate, self.l2_rate / share)
-        return self.fixed_us + bursts * self.burst_us + hbm_bytes / hbm \
-            + l2_bytes / l2
+        fixed = self.fixed_us if hbm_bytes > 0 else self.l2_fixed_us
+        return fixed + bursts * self.burst_us + hbm_bytes / hbm + l2_bytes / l2
 
 
     def write_us(self, nbytes: float, loaders: int) -> float:

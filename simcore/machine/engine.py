@@ -6,13 +6,16 @@ its leaf tasks start once it is built and the previous dev task has finished
 and been handed over.  Inside a dev task the schedule threads dispatch ready
 leaf tasks to idle cores of the right type (each thread owns a slice of the
 cores and pays per dispatch), notice completions and resolve successor edges
-(paying per edge); a successor becomes ready when that work is done.
+(paying per edge); a successor becomes ready when that work is done and reaches
+the shared ready queue ``ready_handoff_us`` later (the runtime collects ready ids
+in a batch before pushing them).
 
-``device_sched_mode``: 0 takes the oldest ready task (FIFO); 1 sends the most
-recently readied task first (upstream's TrySendTaskDirectly), so a consumer runs
-while its producer's data is still in L2, while the tasks ready at submission
-keep their submission order; 2 balances dispatches across the schedule threads at
-an extra cost per dispatch; 3 is 1 and 2.
+``device_sched_mode``: 0 dispatches from the shared queue in FIFO order; 1 lets
+the thread that readied a task send it straight to the core its producer just
+left (upstream's TrySendTaskDirectly), skipping the queue, so the consumer runs
+while the producer's output is still in L2; a task that finds that core taken or
+of the other type takes the queue.  2 balances dispatches across the schedule
+threads at an extra cost per dispatch; 3 is 1 and 2.
 
 Events sit on a heap ordered by (time, sequence number), so ties break by
 arrival order and the same input always gives the same timeline.
@@ -42,7 +45,7 @@ class Machine:
         self.sched = [SchedThread(index=i, begin=0.0, alloc=0.01, init=a.init_us,
                                   handshake=a.init_us + a.handshake_us) for i in range(n_sched)]
         self.thread_free = [s.handshake for s in self.sched]
-        self.newest_first = options.device_sched_mode in (1, 3)
+        self.direct_send = options.device_sched_mode in (1, 3)
         self.fair = options.device_sched_mode in (2, 3)
         self.dispatch_us = a.dispatch_us + (a.fairness_us if self.fair else 0.0)
         self._prepare_tasks()
@@ -188,7 +191,7 @@ class Machine:
         core_type, indegree, succ, succ_ptr = self.core_type, self.indegree, self.succ, \
             self.succ_ptr
         heappop, heappush = heapq.heappop, heapq.heappush
-        duration, dispatch_us, newest = self._duration, self.dispatch_us, self.newest_first
+        duration, dispatch_us, direct_send = self._duration, self.dispatch_us, self.direct_send
         task_core, task_start, task_end = self.task_core, self.task_start, self.task_end
         dispatches = [0] * n_threads
 
@@ -230,28 +233,21 @@ class Machine:
                     core = pick_core(t)
                     if core is None:
                         break
-                    send(q.pop() if newest else q.popleft(), core, now)
+                    send(q.popleft(), core, now)
 
-        def own_idle_core(th: int, t: int) -> int | None:
-            """An idle core of type ``t`` that thread ``th`` drives, for a direct send."""
-            heap = idle[th][t] if fair else idle[t]
-            for i, core in enumerate(heap):
-                if core % n_threads == th:
-                    heap[i] = heap[-1]
-                    heap.pop()
-                    heapq.heapify(heap)
-                    return core
-            return None
+        def reclaim(core: int, t: int) -> int | None:
+            """The core a task just left, if it is idle and runs type ``t``: mode 1 sends
+            the readied consumer straight there."""
+            heap = idle[core % n_threads][t] if fair else idle[t]
+            if core not in heap:
+                return None
+            heap.remove(core)
+            heapq.heapify(heap)
+            return core
 
-        # tasks ready at submission queue in submission order; in modes 1 and 3 the
-        # dispatcher takes from the right, so they go in from the left and every task a
-        # completion readies later (appended on the right) is sent before them
         for task in tasks[np.asarray(indegree, dtype=np.int64)[tasks] == 0].tolist() \
                 if tasks.size else []:
-            if newest:
-                queues[core_type[task]].appendleft(task)
-            else:
-                queues[core_type[task]].append(task)
+            queues[core_type[task]].append(task)
         dispatch(start)
         end_of_dev = start
         a = self.hw.aicpu
@@ -271,10 +267,10 @@ class Machine:
                     indegree[s] -= 1
                     if indegree[s] != 0:
                         continue
-                    direct = own_idle_core(th, core_type[s]) if newest else None
+                    direct = reclaim(core, core_type[s]) if direct_send else None
                     if direct is not None:
                         send(s, direct, noticed)
-                    else:
+                    else:   # through the shared ready queue
                         seq += 1
                         heappush(events, (noticed + handoff, seq, _READY, s, 0))
             else:

@@ -45,6 +45,8 @@ class Mte2Rate(PipeRate):
     """GM -> UB/L1.  Every contiguous run (burst) costs setup cycles, so short tail
     axes and ND layouts of wide matrices load slower than the same bytes in NZ."""
     burst_setup_cycles: float = Field(ge=0)
+    # latency of a copy-in served entirely from L2 (fixed_cycles is the HBM round trip)
+    l2_hit_fixed_cycles: float = Field(ge=0)
 
 
 class CubeRate(Strict):
