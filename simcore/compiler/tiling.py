@@ -400,8 +400,8 @@ class RootCallTiler:
             np.maximum.at(work["in_flight"], tasks, node.in_flight)
             self._reads(acc, node, tasks, members)
             self._writes(acc, node, tasks, work)
-        if one_task:
-            work["in_flight"][:] = max(sum(n.tiles for n in nodes), 1)
+        if one_task:   # an op's tiles are parallel branches; a chain of ops is not
+            work["in_flight"][:] = max(max(n.tiles for n in nodes), 1)
         # isomorphic = same ops on the same tile sizes (outputs and every input)
         sizes = np.concatenate([n.out_hi - n.out_lo for n in nodes]
                                + [h - l for n in nodes for l, h in zip(n.in_lo, n.in_hi)],
