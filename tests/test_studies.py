@@ -200,6 +200,21 @@ def test_rmsnorm_unsplit_reduce_axis_is_faster_and_skips_gm(built):
     assert whole["workspace_bytes"] == 0 < split["workspace_bytes"]
 
 
+def test_the_advisor_sees_a_split_reduce_axis_in_our_own_files(built):
+    """program.json carries each reduce's axis, tile and full shape, so the advisor flags
+    the split stages from the simulated files alone and stays quiet once the tile spans
+    the axis."""
+    from pipeline.report.advisor import advise
+
+    def flagged(study, stage):
+        found = advise(built / "results" / study / stage)
+        return "reduce_axis_split" in {f["rule"] for f in found}
+    assert flagged("rmsnorm_tile", "split_reduce_axis")
+    assert not flagged("rmsnorm_tile", "tile_1024")
+    assert flagged("glm_attention_tuning", "stitch_128")
+    assert not flagged("glm_attention_tuning", "tileshape")
+
+
 def test_softmax_16_to_64_kb_tiles_beat_1_kb_tiles(built):
     m = metrics(built, "softmax_tile")
     assert non_increasing(column(m, "kernel_us")) and non_increasing(column(m, "e2e_us"))

@@ -49,13 +49,23 @@ def program_json(program: Program) -> dict:
         functions.append({"hash": root.hash, "func_magicname": root.name, "graphtype": 1,
                           "tensors": [], "rawtensors": [], "operations": []})
     for leaf in program.leaf_functions:
-        ops = [{"opmagic": i, "opcode": op.upper(), "ioperands": [], "ooperands": [],
-                **({"semantic_label": {"label": leaf.label}} if leaf.label else {})}
-               for i, op in enumerate(leaf.ops)]
+        tensors, raws, ops = [], [], []
+        for i, op in enumerate(leaf.ops):
+            axis, tile, full = leaf.op_shapes[i] if i < len(leaf.op_shapes) else (None,) * 3
+            entry = {"opmagic": i, "opcode": op.upper(), "ioperands": [], "ooperands": [],
+                     **({"semantic_label": {"label": leaf.label}} if leaf.label else {})}
+            if tile is not None:   # the first input's tile, viewed on its full tensor
+                entry["ioperands"] = [len(tensors)]
+                tensors.append({"magic": len(tensors), "shape": list(tile),
+                                "rawtensor": len(raws)})
+                raws.append({"rawmagic": len(raws), "rawshape": list(full)})
+            if axis is not None:
+                entry["op_attr"] = {"axis": int(axis)}
+            ops.append(entry)
         if ops and leaf.merge_info:
-            ops[0]["op_attr"] = merge_attrs(leaf)
+            ops[0]["op_attr"] = {**ops[0].get("op_attr", {}), **merge_attrs(leaf)}
         functions.append({"hash": leaf.hash, "func_magicname": leaf.name, "graphtype": 2,
-                          "coreType": leaf.core_type, "tensors": [], "rawtensors": [],
+                          "coreType": leaf.core_type, "tensors": tensors, "rawtensors": raws,
                           "operations": ops})
     return {"kernel": program.kernel, "functions": functions}
 

@@ -34,7 +34,7 @@ class _Leaves:
     orders: dict = field(default_factory=dict)
 
     def get(self, root: int, signature, core: int, label: str, info=(), order=None,
-            ops=()) -> int:
+            ops=(), op_shapes=()) -> int:
         key = (root, signature)
         if key not in self.by_key:
             if order is None:
@@ -44,7 +44,8 @@ class _Leaves:
             self.items.append(LeafFunction(
                 index=len(self.items), hash=stable_hash(self.kernel, root, signature),
                 name=f"{self.kernel}_leaf{len(self.items)}", core_type=core, label=label,
-                root=root, order=order, merge_info=tuple(info), ops=tuple(ops)))
+                root=root, order=order, merge_info=tuple(info), ops=tuple(ops),
+                op_shapes=tuple(op_shapes)))
         return self.by_key[key]
 
 
@@ -63,7 +64,7 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int, buffers: dict
     parts = []
     for b in batches:
         ids = np.asarray([leaves.get(root, sig, b.core, b.label,
-                                     ops=tuple(op for op, _, _ in sig[0]))
+                                     ops=tuple(op for op, _, _ in sig[0]), op_shapes=sig[3])
                           for sig in b.sig_table], np.int64)
         leaf_ids.append(ids[b.sig_index] if b.size else np.zeros(0, np.int64))
         cores.append(np.full(b.size, b.core, np.int64))
@@ -179,7 +180,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
         meta = leaves.items[leaf_id]
         lid = leaf_id if size == 1 and not info else leaves.get(
             root, ("merged", leaf_id, size), meta.core_type, meta.label, info, order=meta.order,
-            ops=meta.ops)
+            ops=meta.ops, op_shapes=meta.op_shapes)
         t.merged_leaf[g] = lid
     return group, order
 

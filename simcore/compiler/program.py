@@ -26,6 +26,8 @@ class LeafFunction:
     order: int                     # hashOrder: isomorphic group index in the root function
     merge_info: tuple[str, ...] = ()   # "l1ReuseInfo hashOrder: func8_0, subGraphCount: 24"
     ops: tuple[str, ...] = ()          # the PyPTO ops merged into this leaf function
+    # per op: (reduce axis or None, first input's tile shape, that input's full shape)
+    op_shapes: tuple = ()
 
     @property
     def hash_order(self) -> str:

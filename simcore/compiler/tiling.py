@@ -408,7 +408,8 @@ class RootCallTiler:
                                axis=1) if not one_task else np.zeros((1, 1), np.int64)
         structure = tuple((n.op.op, n.out_dtype, n.kind) for n in nodes)
         inverse, first = row_ids(sizes)
-        sig_table = [(structure, one_task, tuple(map(int, sizes[i]))) for i in first]
+        sig_table = [(structure, one_task, tuple(map(int, sizes[i])), _op_details(nodes, i))
+                     for i in first]
         label = next((n.op.label for n in nodes if n.op.label), "")
         return TaskBatch(nodes[0].core, sig_table, inverse, label, work["vector"], work["cube"],
                          work["mte1"], work["fixp"], work["mte3"], work["flops"],
@@ -467,6 +468,21 @@ class RootCallTiler:
     def workspace_bytes(self) -> int:
         return sum(int(np.prod(self.nodes[i].out_shape)) * DTYPE_BYTES[self.nodes[i].out_dtype]
                    for i in self.spilled)
+
+
+def _op_details(nodes: list[Node], task: int) -> tuple:
+    """Per op of a leaf signature: (reduce axis or None, first input's tile, its full
+    shape), what program.json tells the advisor about tiles that cut a reduce axis."""
+    details = []
+    for n in nodes:
+        axis = n.extra.get("axis") if n.combine_of is None else None
+        if not n.inputs:
+            details.append((axis, None, None))
+            continue
+        row = min(task, n.tiles - 1)
+        tile = tuple(int(v) for v in n.in_hi[0][row] - n.in_lo[0][row])
+        details.append((axis, tile, tuple(int(v) for v in n.inputs[0].shape)))
+    return tuple(details)
 
 
 def _tile_bytes(lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:
