@@ -244,7 +244,10 @@ def test_many_to_many_fires_on_misaligned_tiles_only(tmp_path):
     one = topo_df([(0, i, 1, 0, [10 + i]) for i in range(6)] +
                   [(0, 10 + i, 2, 0, []) for i in range(6)])
     fan_in = topo_df([(0, i, 1, 0, [10]) for i in range(6)] + [(0, 10, 2, 0, [])])
-    for name, topo in (("one", one), ("fan_in", fan_in)):
+    # a running state: step i's producer feeds consumer i, and producer 0 also consumer 1
+    state = topo_df([(0, 0, 1, 0, [10, 11])] + [(0, i, 1, 0, [10 + i]) for i in range(1, 8)]
+                    + [(0, 10 + i, 2, 0, []) for i in range(8)])
+    for name, topo in (("one", one), ("fan_in", fan_in), ("state", state)):
         assert "many_to_many" not in rules(advisor.advise(write_stage(tmp_path / name,
                                                                       topo=topo)))
 

@@ -34,6 +34,10 @@ VECTOR_CORE_SHARE = 0.5
 # consumers wait on more than one producer on average (the Sqrt->Cast 3-to-2 case);
 # one-to-one and pure fan-in (a reduction's combine) stay silent.
 FAN = 1.0
+# ... and the two fans multiply to at least this: a 3-to-2 TileShape mismatch gives
+# 4/3 x 2, while a running state passed from step to step (online softmax) links each
+# producer to barely more than one consumer (about 1.03 x 1.03) and is not a tiling issue.
+FAN_PRODUCT = 1.5
 # Fewer edges than this between two subgraph groups are too few to blame TileShapes.
 MIN_EDGES = 4
 # One GM block loaded by this many leaf tasks is "冗余L1搬运" that L1Reuse merges away.
@@ -140,15 +144,20 @@ def small_isomorphic(st: Stage) -> list[dict]:
                    pl.col("label").first(), pl.col("name").sort().head(3).alias("names"))
               .filter((pl.col("n") >= MANY_TASKS) & (pl.col("med") < SMALL_TASK_US))
               .sort("n", "leaf_hash", descending=[True, False]))
-    return [_small_finding(g) for g in groups.iter_rows(named=True)]
+    # one finding per core type: the groups it covers are its evidence, largest first
+    return [_small_finding(core, [g for g in groups.iter_rows(named=True)
+                                  if g["core_type"] == core])
+            for core in ("AIC", "AIV") if (groups["core_type"] == core).any()]
 
 
-def _small_finding(g: dict) -> dict:
-    cube = g["core_type"] == "AIC"
+def _small_finding(core: str, found: list[dict]) -> dict:
+    cube = core == "AIC"
     knob = "pass_options.cube_nbuffer_setting" if cube else "pass_options.vec_nbuffer_setting"
-    evidence = (f"isomorphic group '{g['label']}' on {g['core_type']}: {g['n']} leaf tasks, "
-                f"median {g['med']:.2f} us each (below {SMALL_TASK_US:g} us); e.g. "
-                f"{_examples(g['names'])}.")
+    shown = "; ".join(f"'{g['label']}' {g['n']} leaf tasks, median {g['med']:.2f} us "
+                      f"(e.g. {_examples(g['names'])})" for g in found[:3])
+    more = f"; and {len(found) - 3} more group(s)" if len(found) > 3 else ""
+    evidence = (f"{len(found)} isomorphic group(s) on {core} with tasks below "
+                f"{SMALL_TASK_US:g} us: {shown}{more}.")
     name = "CubeNBuffer" if cube else "vecNBuffer"
     return _finding("small_isomorphic_" + ("cube" if cube else "vec"),
                     f"Many sub-{SMALL_TASK_US:g}-us isomorphic subgraphs: merge them ({name})",
@@ -230,7 +239,8 @@ def many_to_many(st: Stage) -> list[dict]:
         (pl.len() / pl.struct("seq_no", "task_id").n_unique()).alias("fan_out"),
         (pl.len() / pl.struct("seq_no", "succ").n_unique()).alias("fan_in"))
         .filter((pl.col("edges") >= MIN_EDGES) & (pl.col("fan_out") > FAN)
-                & (pl.col("fan_in") > FAN))
+                & (pl.col("fan_in") > FAN)
+                & (pl.col("fan_out") * pl.col("fan_in") >= FAN_PRODUCT))
         .sort("edges", "g", "h", descending=[True, False, False]))
     return [_m2m_finding(st, f) for f in fan.iter_rows(named=True)]
 
