@@ -153,9 +153,9 @@ def _serial_chain(steps, mode):
 
 
 def test_sched_mode_1_sends_a_readied_consumer_straight_to_the_freed_core():
-    """Mode 0 puts every readied task through the shared ready queue; mode 1 lets the
-    thread that resolved it send it to an idle core of its own, so each link of a serial
-    chain saves exactly the queue hand-off and nothing else changes."""
+    """Mode 0 puts every readied task through the shared ready queue; mode 1 sends it
+    straight to the core its producer just left, so each link of a serial chain saves
+    exactly the queue hand-off and nothing else changes."""
     steps = 12
     p0, t0, m0 = run(_serial_chain(steps, 0))
     p1, t1, m1 = run(_serial_chain(steps, 1))
