@@ -127,6 +127,15 @@ def test_cli_reports_bad_config_in_one_paragraph_with_exit_2(tmp_path):
     assert not (tmp_path / "o" / "compile.json").exists()
 
 
+def test_ready_on_host_tensors_must_name_kernel_tensors(tmp_path):
+    path = write(tmp_path, "k.yaml", "name: k\ntensors: {x: {shape: [4], control_flow_input: true}}\n"
+                 "body: [{op: exp, inputs: [x], out: y}]\n"
+                 "options: {runtime_options: {ready_on_host_tensors: [x, nope]}}\n")
+    with pytest.raises(ConfigError, match=r"ready_on_host_tensors names nope.*known: x") as err:
+        load_kernel(path)
+    assert str(path) in str(err.value)
+
+
 def test_bad_override_names_the_option(msa_path, tmp_path):
     from pipeline.runner import run_simulate
     with pytest.raises(ConfigError, match="stitch_function_max_num.*1024"):

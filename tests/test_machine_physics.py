@@ -183,6 +183,23 @@ def test_a_copy_in_served_from_l2_waits_only_the_l2_round_trip():
     assert mixed - from_l2 > (HW.pipes.mte2.fixed_cycles - HW.pipes.mte2.l2_hit_fixed_cycles) / clock
 
 
+def test_values_the_control_flow_reads_delay_the_build_unless_ready_on_host():
+    """glm_attention's control flow reads block_table and actual_seqs: the control thread
+    fetches them before building, unless the launch passes them as ready_on_host_tensors.
+    Only the start moves; the kernel itself is untouched."""
+    fetch = HW.aicpu.host_value_fetch_us
+    _, tl0, plain = run("glm_attention")
+    _, tl1, ready = run("glm_attention", **{
+        "runtime_options.ready_on_host_tensors": ["block_table", "actual_seqs"]})
+    _, _, half = run("glm_attention", **{"runtime_options.ready_on_host_tensors": ["block_table"]})
+    assert ready["kernel_us"] == plain["kernel_us"]
+    assert plain["e2e_us"] - ready["e2e_us"] == pytest.approx(fetch, abs=1e-3)
+    assert tl0.dev_build_end[0] - tl1.dev_build_end[0] == pytest.approx(fetch)
+    assert half["e2e_us"] == plain["e2e_us"]     # one value still missing: still fetched
+    # a kernel whose control flow reads no tensor values never waits for them
+    assert run("rmsnorm")[2]["e2e_us"] < fetch
+
+
 def test_fair_scheduling_costs_dispatch_time():
     base = run("tiling_add")[2]
     fair = run("tiling_add", **{"runtime_options.device_sched_mode": 2})[2]

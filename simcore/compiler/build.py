@@ -322,4 +322,5 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, l
         acc_bytes=l2["bytes"].astype(float), acc_region_bytes=l2["full"].astype(float),
         acc_write=l2["write"].astype(bool),
         acc_bypass=l2["bypass"].astype(bool), edge_src=edge_src, edge_dst=edge_dst,
-        workspace_bytes=int(np.max(ws)) if len(ws) else 0)
+        workspace_bytes=int(np.max(ws)) if len(ws) else 0,
+        control_inputs=tuple(n for n, t in kernel.tensors.items() if t.control_flow_input))

@@ -70,6 +70,8 @@ class Program:
     edge_dst: np.ndarray
     workspace_bytes: int
     info: dict = field(default_factory=dict)
+    # input tensors whose values the control flow reads (kernel's control_flow_input)
+    control_inputs: tuple[str, ...] = ()
 
     @property
     def root_calls(self) -> int:

@@ -84,6 +84,9 @@ class Aicpu(Strict):
     threads: int = Field(ge=2, le=6)           # 1 control + (threads-1) schedule
     profile_freq_mhz: PositiveFloat            # device counter tick rate in profiling files
     init_us: float = Field(ge=0)               # ctrl/sched start-up up to the core handshake
+    # the control thread fetching the values its control flow reads (kernel tensors marked
+    # control_flow_input) before it can build; skipped when they are ready on the host
+    host_value_fetch_us: float = Field(ge=0)
     handshake_us: float = Field(ge=0)
     build_dev_task_us: float = Field(ge=0)     # fixed part of building one dev task
     build_per_root_call_us: float = Field(ge=0)

@@ -55,6 +55,10 @@ class TensorSpec(Strict):
     role: Literal["input", "output", "temporary"] = "temporary"
     # pypto.set_cache_policy: "bypass" keeps a streamed tensor from evicting useful L2 data
     cache_policy: Literal["default", "bypass"] = "default"
+    # the kernel's control flow reads this tensor's values (data-dependent trip counts, block
+    # tables): the control AICPU must fetch it before building anything, unless the launch
+    # lists it in runtime_options.ready_on_host_tensors
+    control_flow_input: bool = False
 
     _dims = _dims_validator("shape")
 
@@ -215,6 +219,16 @@ class Kernel(Strict):
                     if not isinstance(self.tiles[ref], want):
                         raise ValueError(f"{attr} names tile '{ref}', which is a "
                                          f"{'cube' if want is list else 'vector'} tile")
+        return self
+
+    @model_validator(mode="after")
+    def _ready_on_host_tensors_exist(self) -> "Kernel":
+        unknown = [n for n in self.options.runtime_options.ready_on_host_tensors
+                   if n not in self.tensors]
+        if unknown:
+            raise ValueError(f"runtime_options.ready_on_host_tensors names {', '.join(unknown)}, "
+                             f"not a tensor of this kernel (known: "
+                             f"{', '.join(sorted(self.tensors))})")
         return self
 
 
