@@ -48,6 +48,11 @@ class Machine:
         self.direct_send = options.device_sched_mode in (1, 3)
         self.fair = options.device_sched_mode in (2, 3)
         self.dispatch_us = a.dispatch_us + (a.fairness_us if self.fair else 0.0)
+        # the control thread builds once started and, unless the launch already holds them
+        # on the host (ready_on_host_tensors), once it has fetched the values its control
+        # flow reads
+        waiting = set(program.control_inputs) - set(options.ready_on_host_tensors)
+        self.ctrl_ready = a.init_us + (a.host_value_fetch_us if waiting else 0.0)
         self._prepare_tasks()
         self._prepare_edges()
         self._prepare_accesses()
@@ -143,21 +148,13 @@ class Machine:
         return self.head + total / n + (n - 1) / n * max(mte2, self.static_max[t] + extra)
 
     # -- control thread ----------------------------------------------------------------
-    def ctrl_ready(self) -> float:
-        """When the control thread can start building: after its start-up, and after
-        fetching the values its control flow reads unless the launch already holds them
-        on the host (runtime_options.ready_on_host_tensors)."""
-        a = self.hw.aicpu
-        waiting = set(self.program.control_inputs) - set(self.options.ready_on_host_tensors)
-        return a.init_us + (a.host_value_fetch_us if waiting else 0.0)
-
     def build_times(self) -> np.ndarray:
         a, p = self.hw.aicpu, self.program
         calls = np.bincount(p.call_dev_task, minlength=p.dev_tasks)
         tasks = np.bincount(p.task_dev_task, minlength=p.dev_tasks)
         cost = a.build_dev_task_us + a.build_per_root_call_us * calls \
             + a.build_per_leaf_task_us * tasks
-        return self.ctrl_ready() + np.cumsum(cost)
+        return self.ctrl_ready + np.cumsum(cost)
 
     def release_times(self, built: np.ndarray, dev_end: np.ndarray) -> float:
         """When the control thread has retired every finished dev task.
@@ -168,7 +165,7 @@ class Machine:
         """
         a, p = self.hw.aicpu, self.program
         tasks = np.bincount(p.task_dev_task, minlength=p.dev_tasks)
-        free = float(built[-1]) if built.size else self.ctrl_ready()
+        free = float(built[-1]) if built.size else self.ctrl_ready
         for k in range(p.dev_tasks):
             free = max(free, float(dev_end[k])) + a.release_per_leaf_task_us * float(tasks[k])
         return free
@@ -318,7 +315,8 @@ class Machine:
         return Timeline(
             aic_cores=self.n_aic, aiv_cores=self.n_aiv,
             task_core=self.task_core, task_start=self.task_start, task_end=self.task_end,
-            ctrl_begin=0.0, ctrl_init=self.ctrl_ready(), dev_build_end=built, dev_start=dev_start,
+            ctrl_begin=0.0, ctrl_init=self.ctrl_ready, dev_build_end=built,
+            dev_start=dev_start,
             dev_end=dev_end, ctrl_exit=max(last, ctrl_done) + a.exit_us, sched=self.sched,
             core_begin=0.005, core_init=self.sched[0].handshake,
             core_exit=np.full(self.n_aic + self.n_aiv, last + a.exit_us / 2),
