@@ -1,8 +1,8 @@
-"""The study catalogue (issue 6): every study of configs/workflow.yaml, built once by the real
-`snakemake` on a scratch copy of configs/, each checked for the direction the seeds document.
+"""The study catalogue: every study of configs/workflow.yaml, built once by the real
+`snakemake` on a scratch copy of configs/, each checked for the direction the performance guide documents.
 
 Figures come only from results/<study>/<stage>/parsed/metrics.json (what a user's report
-shows) and from the studies' own `documented` fields (the seeds' numbers).  A direction the
+shows) and from the studies' own `documented` fields (the performance guide's numbers).  A direction the
 model does not reproduce yet is an xfail(strict=True) whose reason gives the mechanism; it
 turns into a failure as soon as the model gets it right, so the mark gets removed then.
 """
@@ -86,7 +86,7 @@ def test_glm_attention_stitch_kernel_time_falls_monotonically(built):
     kernel = column(m, "kernel_us")                 # stitch 1 -> 128 -> 512
     assert strictly_decreasing(kernel), kernel
     assert strictly_decreasing(column(m, "dev_tasks"))
-    # the seeds' warning: workspace grows with the stitch
+    # the performance guide's warning: workspace grows with the stitch
     assert m["stitch_512"]["workspace_bytes"] > m["stitch_128"]["workspace_bytes"] \
         > m["stitch_1"]["workspace_bytes"]
 
@@ -142,7 +142,7 @@ def test_glm_attention_tuning_every_step_up_to_nbuffer_improves(built):
 
 
 def test_glm_attention_tuning_l2_affinity_scheduling_is_a_wash(built):
-    """The seeds recommend device_sched_mode 1 when a consumer's L2 hits matter and tell
+    """The performance guide recommends device_sched_mode 1 when a consumer's L2 hits matter and tells
     the user to weigh it against load balance by measuring.  glm streams K/V once and its
     intermediates already hit L2, so mode 1 only skips the queue hand-off on the serial
     softmax chains and moves tasks between schedule threads: the model puts the two within
@@ -206,7 +206,7 @@ def test_loop_unroll_avoids_empty_tasks_and_too_many_iterations(built):
     assert m["large_unroll"]["e2e_us"] < m["large_loop_64"]["e2e_us"]
     # one loop_unroll is never the bad choice: on either shape it lands within a quarter of
     # the way from the better single loop to the worse one (on the small shape its (16, 64)
-    # chunk tile, the seeds' per-gear TileShape, costs a few more dispatches than 64 rows)
+    # chunk tile, the performance guide's per-gear TileShape, costs a few more dispatches than 64 rows)
     for size in ("small", "large"):
         loops = (m[f"{size}_loop_64"]["e2e_us"], m[f"{size}_loop_4096"]["e2e_us"])
         best, worst = min(loops), max(loops)
@@ -257,7 +257,7 @@ def test_vec_nbuffer_cuts_overhead_of_many_short_subgraphs(built):
     m = metrics(built, "vec_nbuffer")
     assert m["nbuffer_1"]["leaf_tasks"] == 2 * m["nbuffer_2"]["leaf_tasks"] \
         == 4 * m["nbuffer_4"]["leaf_tasks"] == 8 * m["nbuffer_8"]["leaf_tasks"]
-    # the seeds' trigger: the unmerged subgraphs each take well under 10 us (swimlane durations)
+    # the performance guide's trigger: the unmerged subgraphs each take well under 10 us (swimlane durations)
     tasks = pl.read_parquet(built / "results" / "vec_nbuffer" / "nbuffer_1" / "parsed"
                             / "tasks.parquet")
     assert tasks.height == m["nbuffer_1"]["leaf_tasks"] and tasks["dur_us"].max() < 10
