@@ -1,10 +1,12 @@
 """Op semantics for tiling: output shape, tile grid, the input region of every tile, and work.
 
 Each op becomes a ``Node`` whose arrays have one row per output tile: the tile's
-box in the output, the box it reads from every input, and the pipe work it costs
-on one core (vector cycles, cube cycles, MTE1 and FIXP cycles; GM bytes are
-counted when the node is placed in a leaf function, because a merged chain keeps
-its intermediates on chip).
+box in the output, the box it reads from every input, and the work it asks of
+one core's pipes in hardware-independent units (bytes per vector op kind,
+fractals, MTE1 and FIXP bytes; the machine prices them).  GM bytes are counted
+when the node is placed in a leaf function, because a merged chain keeps its
+intermediates on chip.  The hardware is consulted only for what constrains the
+mapping: does a tile fit its buffers.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 from ..spec.errors import ConfigError, OoOError
 from ..spec.hardware import Hardware
 from ..spec.kernel import BINARY_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
-from .program import AIC, AIV
+from .program import CoreType
 from .trace import TracedOp
 from .values import GmValue, LocalValue, grid
 
@@ -35,20 +37,23 @@ class Node:
     out_hi: np.ndarray
     in_lo: list[np.ndarray]       # per input: T x R_i boxes read
     in_hi: list[np.ndarray]
-    vector_cycles: np.ndarray     # per tile
-    cube_cycles: np.ndarray
-    mte1_cycles: np.ndarray
-    fixp_cycles: np.ndarray
-    flops: np.ndarray
+    flops: np.ndarray             # per tile
     ub_bytes: np.ndarray          # live on-chip bytes of one tile (inputs + output)
     in_flight: np.ndarray         # k steps a cube tile pipelines
+    vector_kind: str = ""         # key of the hardware's vector rate table
+    vector_bytes: np.ndarray | None = None   # per tile: bytes the vector op works on
+    cube_dtype: str = ""          # A's dtype: it sets the cycles per fractal
+    fractals: np.ndarray | None = None       # per tile: 16x16x16 fractals
+    mte1_bytes: np.ndarray | None = None     # per tile: A and B fed to L0A/L0B
+    k_steps: np.ndarray | None = None        # per tile: L1 k steps
+    fixp_bytes: np.ndarray | None = None     # per tile: the result out of L0C
     accumulate: bool = False      # split-K partial sums accumulate in GM
     combine_of: int | None = None
     extra: dict = field(default_factory=dict)
 
     @property
-    def core(self) -> int:
-        return AIC if self.kind == "cube" else AIV
+    def core(self) -> CoreType:
+        return CoreType.AIC if self.kind == "cube" else CoreType.AIV
 
     @property
     def tiles(self) -> int:
@@ -57,12 +62,6 @@ class Node:
 
 def _elements(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.prod(hi - lo, axis=1)
-
-
-def vector_cycles(hw: Hardware, kind: str, nbytes: np.ndarray) -> np.ndarray:
-    table = hw.pipes.vector
-    rate = table.get(kind, table["default"])
-    return rate.fixed_cycles + nbytes / rate.bytes_per_cycle
 
 
 def _vec_tile(op: TracedOp, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -117,11 +116,11 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> 
     kind = "dup" if op.op == "full" else kind
     ub = (len(inputs) + 1) * n * elem
     _check_ub(hw, op, tile, ub)
-    cycles = vector_cycles(hw, kind, n * elem)
-    zeros = np.zeros(len(n))
-    return Node(index, op, "vector", inputs, out_shape, dtype, lo, hi, in_lo, in_hi,
-                cycles, zeros, zeros, zeros, n.astype(np.float64) if op.op != "full" else zeros,
-                ub, np.ones(len(n)))
+    flops = n.astype(np.float64) if op.op != "full" else np.zeros(len(n))
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi, flops=flops,
+                ub_bytes=ub, in_flight=np.ones(len(n)), vector_kind=kind,
+                vector_bytes=n * elem)
 
 
 def reduce(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
@@ -139,16 +138,16 @@ def reduce(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
     elem = DTYPE_BYTES[src.dtype]
     ub = n * elem + _elements(out_lo, out_hi) * elem
     _check_ub(hw, op, tile, ub)
-    zeros = np.zeros(len(n))
-    node = Node(index, op, "vector", inputs, out_shape, src.dtype, out_lo, out_hi, [lo], [hi],
-                vector_cycles(hw, f"row{op.op}", n * elem), zeros, zeros, zeros,
-                n.astype(np.float64), ub, np.ones(len(n)))
+    node = Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=out_lo, out_hi=out_hi, in_lo=[lo], in_hi=[hi],
+                flops=n.astype(np.float64), ub_bytes=ub, in_flight=np.ones(len(n)),
+                vector_kind=f"row{op.op}", vector_bytes=n * elem)
     node.extra["splits"] = splits
     node.extra["axis"] = axis
     return node
 
 
-def combine(index: int, partial: Node, value: LocalValue, hw: Hardware) -> Node:
+def combine(index: int, partial: Node, value: LocalValue) -> Node:
     """Combine the partial results of a split reduce: reads every split of its rows."""
     op, axis, splits = partial.op, partial.extra["axis"], partial.extra["splits"]
     final = tuple(1 if d == axis else s for d, s in enumerate(partial.out_shape))
@@ -159,11 +158,10 @@ def combine(index: int, partial: Node, value: LocalValue, hw: Hardware) -> Node:
     in_lo[:, axis], in_hi[:, axis] = 0, splits
     n = _elements(in_lo, in_hi)
     elem = DTYPE_BYTES[partial.out_dtype]
-    zeros = np.zeros(len(n))
-    node = Node(index, op, "vector", [value], final, partial.out_dtype, lo, hi, [in_lo], [in_hi],
-                vector_cycles(hw, f"row{op.op}", n * elem), zeros, zeros, zeros,
-                n.astype(np.float64), n * elem * 2, np.ones(len(n)), combine_of=partial.index)
-    return node
+    return Node(index=index, op=op, kind="vector", inputs=[value], out_shape=final,
+                out_dtype=partial.out_dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo], in_hi=[in_hi],
+                flops=n.astype(np.float64), ub_bytes=n * elem * 2, in_flight=np.ones(len(n)),
+                vector_kind=f"row{op.op}", vector_bytes=n * elem, combine_of=partial.index)
 
 
 def _cube_fit(hw: Hardware, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
@@ -216,20 +214,15 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
         b_lo, b_hi = b_lo[:, ::-1], b_hi[:, ::-1]
     out_dtype = op.get("dtype") or "fp32"
     sa, sb, sc = DTYPE_BYTES[a.dtype], DTYPE_BYTES[b.dtype], DTYPE_BYTES[out_dtype]
-    cube = hw.pipes.cube
-    frac = np.ceil(ms / FRACTAL) * np.ceil(ns / FRACTAL) * np.ceil(ks / FRACTAL)
-    per_frac = cube.cycles_per_fractal.get(a.dtype, cube.cycles_per_fractal["default"])
+    fractals = np.ceil(ms / FRACTAL) * np.ceil(ns / FRACTAL) * np.ceil(ks / FRACTAL)
     # A is fed to L0A once per n L0 block, B to L0B once per m L0 block.
-    mte1 = hw.pipes.mte1
     mte1_bytes = ms * ks * sa * np.ceil(ns / t.n[0]) + ks * ns * sb * np.ceil(ms / t.m[0])
     steps = np.ceil(ks / t.k[1])
-    zeros = np.zeros(len(ms))
-    node = Node(index, op, "cube", inputs, (m, n), out_dtype, lo, hi, [a_lo, b_lo], [a_hi, b_hi],
-                zeros, cube.fixed_cycles + frac * per_frac,
-                mte1.fixed_cycles * steps + mte1_bytes / mte1.bytes_per_cycle,
-                hw.pipes.fixp.fixed_cycles + ms * ns * sc / hw.pipes.fixp.bytes_per_cycle,
-                2.0 * ms * ns * ks, zeros, steps, accumulate=split_k)
-    return node
+    return Node(index=index, op=op, kind="cube", inputs=inputs, out_shape=(m, n),
+                out_dtype=out_dtype, out_lo=lo, out_hi=hi, in_lo=[a_lo, b_lo], in_hi=[a_hi, b_hi],
+                flops=2.0 * ms * ns * ks, ub_bytes=np.zeros(len(ms)), in_flight=steps,
+                cube_dtype=a.dtype, fractals=fractals, mte1_bytes=mte1_bytes, k_steps=steps,
+                fixp_bytes=ms * ns * sc, accumulate=split_k)
 
 
 def transpose(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
@@ -246,10 +239,10 @@ def transpose(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> No
     elem = DTYPE_BYTES[src.dtype]
     ub = 2 * n * elem
     _check_ub(hw, op, tile, ub)
-    zeros = np.zeros(len(n))
-    return Node(index, op, "vector", inputs, out_shape, src.dtype, lo, hi, [lo[:, inv]],
-                [hi[:, inv]], vector_cycles(hw, "transpose", n * elem), zeros, zeros, zeros,
-                zeros, ub, np.ones(len(n)))
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[lo[:, inv]],
+                in_hi=[hi[:, inv]], flops=np.zeros(len(n)), ub_bytes=ub,
+                in_flight=np.ones(len(n)), vector_kind="transpose", vector_bytes=n * elem)
 
 
 def concat(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
@@ -276,10 +269,10 @@ def concat(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
         in_hi.append(np.maximum(a, b))
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[inputs[0].dtype]
-    zeros = np.zeros(len(n))
-    return Node(index, op, "vector", inputs, out_shape, inputs[0].dtype, lo, hi, in_lo, in_hi,
-                vector_cycles(hw, "copy", n * elem), zeros, zeros, zeros, zeros, 2 * n * elem,
-                np.ones(len(n)))
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=inputs[0].dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi,
+                flops=np.zeros(len(n)), ub_bytes=2 * n * elem, in_flight=np.ones(len(n)),
+                vector_kind="copy", vector_bytes=n * elem)
 
 
 BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full",)},
