@@ -3,7 +3,9 @@
 The procedure is data, not code: a calibration file names the study (whose
 stages carry ``documented`` figures), the hardware file to update, the metrics
 to match and the parameters to fit with their bounds.  Each stage is compiled
-once; every evaluation re-simulates all stages with trial parameters and scores
+once (a Program holds hardware-independent work, the machine prices it, so any
+parameter can change under it); every evaluation re-simulates all stages with
+trial parameters and scores
 the sum of squared log-ratios between simulated and documented figures.  A
 bounded, deterministic pattern search in log space, started from the file's
 current values, minimises the score; the fitted values are written back into the
@@ -17,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from simcore.compiler import compile_kernel
+from simcore.compiler.limits import Limits
 from simcore.machine import simulate
 from simcore.spec.base import Strict
 from simcore.spec.errors import ConfigError
@@ -29,9 +32,6 @@ from simcore.spec.study import find_config, load_study
 
 from .emit.atomic import write_text
 from .runner import resolve_kernel
-
-
-COMPILE_TIME = ("pipes.vector", "pipes.cube", "pipes.mte1", "pipes.fixp", "buffers")
 
 
 class Parameter(Strict):
@@ -81,6 +81,22 @@ def with_values(hw: Hardware, values: dict[str, float]) -> Hardware:
     return Hardware.model_validate(data)
 
 
+def _check_free(hw: Hardware, p: Parameter) -> None:
+    """A fittable parameter exists and prices the work; it never changes the mapping."""
+    _get(hw, p.path)
+    for bound in (p.low, p.high):
+        try:
+            trial = with_values(hw, {p.path: bound})
+        except ValidationError as exc:
+            raise ConfigError(f"parameter '{p.path}': bound {bound:g} is not a valid value "
+                              f"({exc.errors(include_url=False)[0]['msg']}); narrow its "
+                              f"low/high.") from None
+        if Limits.of(trial) != Limits.of(hw):
+            raise ConfigError(f"parameter '{p.path}' decides how the compiler maps the kernel "
+                              f"(a buffer capacity or core count): it is a fact of the chip, "
+                              f"not a free parameter; remove it from the calibration file.")
+
+
 class Problem:
     def __init__(self, cal: Calibration, configs: Path):
         self.cal = cal
@@ -95,20 +111,14 @@ class Problem:
                               f"{cal.metrics}; add 'documented' figures to its stages.",
                               source=str(study_path))
         for p in cal.parameters:
-            _get(self.hw, p.path)   # fails early on a path the hardware file lacks
-        self.kernels = [(stage, resolve_kernel(kernel_path, stage.set)) for stage in self.stages]
-        # Pipe rates other than MTE2 are priced at compile time: fitting them recompiles.
-        self.recompile = any(p.path.startswith(COMPILE_TIME) for p in cal.parameters)
-        self.runs = self._compiled(self.hw)
-
-    def _compiled(self, hw: Hardware):
-        return [(stage, kernel, compile_kernel(kernel, hw)) for stage, kernel in self.kernels]
+            _check_free(self.hw, p)
+        kernels = [(stage, resolve_kernel(kernel_path, stage.set)) for stage in self.stages]
+        self.runs = [(stage, kernel, compile_kernel(kernel, self.hw)) for stage, kernel in kernels]
 
     def measure(self, values: dict[str, float]) -> list[dict]:
         hw = with_values(self.hw, values)
         rows = []
-        runs = self._compiled(hw) if self.recompile else self.runs
-        for stage, kernel, program in runs:
+        for stage, kernel, program in self.runs:
             tl = simulate(hw, program, kernel.options.runtime_options)
             got = {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
             rows.append({"stage": stage.name, **{f"{m}": got[m] for m in self.cal.metrics},

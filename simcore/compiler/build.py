@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..spec.hardware import Hardware
+from .limits import Limits
 from ..spec.kernel import Kernel
 from .accesses import Accesses
 from .deps import region_edges
@@ -81,7 +82,7 @@ def _side_bytes(t: _CallTasks, idx: np.ndarray, side_op: int) -> float:
 
 
 def _l1_reuse_count(t: _CallTasks, idx: np.ndarray, side: str, sharers: int, wanted,
-                    hw: Hardware) -> int:
+                    limits: Limits) -> int:
     """How many tasks sharing one block merge.
 
     The shared block must stay resident in L1 next to one block of the other operand
@@ -91,13 +92,13 @@ def _l1_reuse_count(t: _CallTasks, idx: np.ndarray, side: str, sharers: int, wan
     """
     side_op = 0 if side == "left" else 1
     shared, other = _side_bytes(t, idx, side_op), _side_bytes(t, idx, 1 - side_op)
-    if shared + other > hw.buffers.l1:
+    if shared + other > limits.buffers.l1:
         return 1
     if wanted is not None:
         return wanted
     if shared < 0.5 * other:
         return 1
-    return int(max(1, min(sharers, idx.size // hw.cores.aic)))
+    return int(max(1, min(sharers, idx.size // limits.aic_cores)))
 
 
 def _shared_block_key(t: _CallTasks, idx: np.ndarray, side: str) -> tuple[np.ndarray, int]:
@@ -114,7 +115,7 @@ def _shared_block_key(t: _CallTasks, idx: np.ndarray, side: str) -> tuple[np.nda
 
 
 def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
-                   hw: Hardware) -> np.ndarray:
+                   limits: Limits) -> np.ndarray:
     """New task index for every task of the call."""
     po = kernel.options.pass_options
     group = np.zeros(t.core.size, np.int64)
@@ -134,7 +135,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels, None)
             side = l1.side if l1.side != "auto" else max(sharers, key=sharers.get)
             count = _l1_reuse_count(t, idx, side, sharers[side],
-                                    l1.count if l1.source != "auto" else None, hw)
+                                    l1.count if l1.source != "auto" else None, limits)
             l1 = replace(l1, count=count)
             key, _ = _shared_block_key(t, idx, side)
             cls = np.unique(key, return_inverse=True)[1].ravel()
@@ -214,6 +215,8 @@ def _used_leaves(task_leaf: np.ndarray, items: list[LeafFunction]):
 
 
 def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
+    """The task graph of ``kernel``; of ``hw`` only its Limits shape the mapping."""
+    limits = Limits.of(hw)
     traced = trace(kernel)
     roots: dict[str, RootFunction] = {}
     leaves = _Leaves(kernel.name)
@@ -221,10 +224,10 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     for c, call in enumerate(traced.calls):
         root = roots.setdefault(call.root_key, RootFunction(
             index=len(roots), hash=stable_hash(kernel.name, call.root_key), name=call.root_key))
-        tiler = RootCallTiler(kernel, hw, call, c)
+        tiler = RootCallTiler(kernel, limits, call, c)
         tasks = _flatten(tiler.run(), leaves, root.index)
         if tasks.core.size:
-            tasks = _apply_merge(tasks, *_breadth_merge(tasks, leaves, root.index, kernel, hw))
+            tasks = _apply_merge(tasks, *_breadth_merge(tasks, leaves, root.index, kernel, limits))
         calls.append(tasks)
         call_root.append(root.index)
         call_bodies.append(call.bodies)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..spec.errors import ConfigError, OoOError
-from ..spec.hardware import Hardware
+from .limits import Limits
 from ..spec.kernel import BINARY_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
 from .program import CoreType
 from .trace import TracedOp
@@ -84,14 +84,14 @@ def _check_tail_alignment(op: TracedOp, tile: tuple[int, ...], dtype: str) -> No
                           f"must be a multiple of 32 bytes ({32 // DTYPE_BYTES[dtype]} elements).")
 
 
-def _check_ub(hw: Hardware, op: TracedOp, tile, ub_bytes: np.ndarray) -> None:
+def _check_ub(limits: Limits, op: TracedOp, tile, ub_bytes: np.ndarray) -> None:
     need = int(ub_bytes.max()) if ub_bytes.size else 0
-    if need > hw.buffers.ub:
+    if need > limits.buffers.ub:
         raise OoOError(op=f"{op.op} ({op.where})", tile=list(tile), buffer="UB", need=need,
-                       capacity=hw.buffers.ub)
+                       capacity=limits.buffers.ub)
 
 
-def elementwise(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     shapes = [v.shape for v in inputs]
     out_shape = tuple(max(dims) for dims in zip(*shapes)) if inputs else op.get("shape")
     for s in shapes:
@@ -115,7 +115,7 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> 
     kind = op.op + "s" if op.get("scalar") is not None else op.op
     kind = "dup" if op.op == "full" else kind
     ub = (len(inputs) + 1) * n * elem
-    _check_ub(hw, op, tile, ub)
+    _check_ub(limits, op, tile, ub)
     flops = n.astype(np.float64) if op.op != "full" else np.zeros(len(n))
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi, flops=flops,
@@ -123,7 +123,7 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> 
                 vector_bytes=n * elem)
 
 
-def reduce(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     """A reduction tiled over its input; a split reduce axis yields partial results."""
     (src,) = inputs
     axis = op.get("axis") % len(src.shape)
@@ -137,7 +137,7 @@ def reduce(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[src.dtype]
     ub = n * elem + _elements(out_lo, out_hi) * elem
-    _check_ub(hw, op, tile, ub)
+    _check_ub(limits, op, tile, ub)
     node = Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=src.dtype, out_lo=out_lo, out_hi=out_hi, in_lo=[lo], in_hi=[hi],
                 flops=n.astype(np.float64), ub_bytes=ub, in_flight=np.ones(len(n)),
@@ -164,7 +164,7 @@ def combine(index: int, partial: Node, value: LocalValue) -> Node:
                 vector_kind=f"row{op.op}", vector_bytes=n * elem, combine_of=partial.index)
 
 
-def _cube_fit(hw: Hardware, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
+def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
     """L0A/L0B/L0C/L1 checks of set_cube_tile_shapes, dims rounded up to fractal alignment."""
     t = op.cube_tile
     align = 32 if "int8" in (a_dtype, b_dtype) else FRACTAL
@@ -172,10 +172,10 @@ def _cube_fit(hw: Hardware, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
     sa, sb = DTYPE_BYTES[a_dtype], DTYPE_BYTES[b_dtype]
     sc = 4
     (m0, m1), (k0, ka1, kb1), (n0, n1) = t.m, t.k, t.n
-    checks = (("L0A", up(m0) * up(k0) * sa, hw.buffers.l0a, [m0, k0]),
-              ("L0B", up(n0) * up(k0) * sb, hw.buffers.l0b, [k0, n0]),
-              ("L0C", up(m0) * up(n0) * sc, hw.buffers.l0c, [m0, n0]),
-              ("L1", up(m1) * up(ka1) * sa + up(n1) * up(kb1) * sb, hw.buffers.l1,
+    checks = (("L0A", up(m0) * up(k0) * sa, limits.buffers.l0a, [m0, k0]),
+              ("L0B", up(n0) * up(k0) * sb, limits.buffers.l0b, [k0, n0]),
+              ("L0C", up(m0) * up(n0) * sc, limits.buffers.l0c, [m0, n0]),
+              ("L1", up(m1) * up(ka1) * sa + up(n1) * up(kb1) * sb, limits.buffers.l1,
                [m1, max(ka1, kb1), n1]))
     for buffer, need, capacity, tile in checks:
         if need > capacity:
@@ -183,7 +183,7 @@ def _cube_fit(hw: Hardware, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
                            capacity=capacity)
 
 
-def matmul(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     a, b = inputs
     if op.cube_tile is None:
         raise ConfigError(f"field '{op.where}': matmul runs before any set_cube_tile_shapes; "
@@ -197,7 +197,7 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
         raise ConfigError(f"field '{op.where}': matmul K mismatch: A {list(a.shape)}"
                           f"{'ᵀ' if op.get('a_trans') else ''} x B {list(b.shape)}"
                           f"{'ᵀ' if op.get('b_trans') else ''} gives K {ka} vs {kb}.")
-    _cube_fit(hw, op, a.dtype, b.dtype)
+    _cube_fit(limits, op, a.dtype, b.dtype)
     t = op.cube_tile
     split_k = t.split_k
     k_tile = t.k[1] if split_k else ka
@@ -225,7 +225,7 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
                 fixp_bytes=ms * ns * sc, accumulate=split_k)
 
 
-def transpose(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def transpose(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     (src,) = inputs
     perm = op.get("perm")
     if sorted(perm) != list(range(len(src.shape))):
@@ -238,14 +238,14 @@ def transpose(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> No
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[src.dtype]
     ub = 2 * n * elem
-    _check_ub(hw, op, tile, ub)
+    _check_ub(limits, op, tile, ub)
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[lo[:, inv]],
                 in_hi=[hi[:, inv]], flops=np.zeros(len(n)), ub_bytes=ub,
                 in_flight=np.ones(len(n)), vector_kind="transpose", vector_bytes=n * elem)
 
 
-def concat(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def concat(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     """concat copies its inputs into a new tensor (assemble writes in place instead)."""
     axis = op.get("axis") % len(inputs[0].shape)
     shape = list(inputs[0].shape)

@@ -3,7 +3,8 @@
 Leaf tasks are stored column-wise in numpy arrays (one row per leaf task) so the
 machine model and the emitters stay linear in the number of tasks.  What a task
 asks of each pipe is in hardware-independent units (work.py: bytes, fractals,
-tiles); the machine prices it for a chip, so one Program runs on any Hardware.
+tiles); the machine prices it for a chip, so one Program runs on any Hardware
+with the same mapping limits (limits.py).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..spec.errors import ConfigError
 from ..spec.expr import ExprError, evaluate
-from ..spec.hardware import Hardware
+from .limits import Limits
 from ..spec.kernel import DTYPE_BYTES, Kernel
 from . import ops
 from .accesses import Accesses, GmBuffer
@@ -93,8 +93,8 @@ class _AccessRows:
 
 
 class RootCallTiler:
-    def __init__(self, kernel: Kernel, hw: Hardware, call: RootCall, call_index: int):
-        self.kernel, self.hw, self.call = kernel, hw, call
+    def __init__(self, kernel: Kernel, limits: Limits, call: RootCall, call_index: int):
+        self.kernel, self.limits, self.call = kernel, limits, call
         self.values: dict[str, GmValue | LocalValue] = {}   # op outputs by name
         self.nodes: list[Node] = []
         self.groups: list[Group] = []
@@ -206,7 +206,7 @@ class RootCallTiler:
     def _compute(self, op: TracedOp) -> None:
         inputs = [self.lookup(name, op) for name in op.inputs]
         builder = ops.BUILDERS[op.op]
-        node = builder(len(self.nodes), op, inputs, self.hw)
+        node = builder(len(self.nodes), op, inputs, self.limits)
         if op.op in ("sum", "amax", "amin") and not op.get("keepdim"):
             raise ConfigError(f"field '{op.where}': reductions are modeled with keepdim=true "
                               f"only; keep the dim and reshape afterwards.")
@@ -290,7 +290,7 @@ class RootCallTiler:
                 if not any(self._reads_same_tiles(self.nodes[n], node, value, i)
                            for n in group.nodes):
                     continue
-                if group.ub + self._added_ub(node, gi) > self.hw.buffers.ub:
+                if group.ub + self._added_ub(node, gi) > self.limits.buffers.ub:
                     continue
                 if any(self.group_of[v.node] > gi for v in node.inputs
                        if isinstance(v, LocalValue)):
@@ -320,7 +320,7 @@ class RootCallTiler:
             return None
         if not self._one_to_one(node, i, value):
             return None   # misaligned tiles meet through GM
-        if group.ub + self._added_ub(node, gi) > self.hw.buffers.ub:
+        if group.ub + self._added_ub(node, gi) > self.limits.buffers.ub:
             return None   # the merged chain would not fit UB: split here
         if self._reads_later(node, gi):
             return None

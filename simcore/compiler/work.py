@@ -1,7 +1,8 @@
 """What a leaf task asks of each pipe, in units no chip defines: bytes, fractals, tiles.
 
 The compiler says what every leaf task does; the machine (simcore/machine/costs.py)
-says what that costs on a given chip, so a compiled Program runs on any Hardware.
+says what that costs on a given chip, so a compiled Program runs on any chip with
+the same mapping limits (limits.py).
 Vector and Cube work is kept per op kind and per input dtype, because their rates
 depend on it; the other pipes need only per-task totals.  An op tile counts by the
 fraction of it that holds valid data (a tile past a view's ``valid_shape`` does
