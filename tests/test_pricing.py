@@ -46,7 +46,8 @@ def test_vector_and_cube_rates_change_a_compiled_program_without_recompiling():
 
 
 def _work(vector: VectorWork, cube: CubeWork, n: int, **columns) -> Work:
-    return Work.zeros(vector, cube, n, **{k: np.asarray(v, float) for k, v in columns.items()})
+    return Work.from_columns(vector, cube, n,
+                             **{k: np.asarray(v, float) for k, v in columns.items()})
 
 
 def test_every_op_kind_and_dtype_is_priced_at_its_rate_scaled_by_valid_tiles():
@@ -67,7 +68,8 @@ def test_every_op_kind_and_dtype_is_priced_at_its_rate_scaled_by_valid_tiles():
     per = p.cube.cycles_per_fractal
     assert got["cube"][1] == pytest.approx(2 * p.cube.fixed_cycles + 8 * per["fp32"]
                                            + 8 * per["int8"])
-    assert got["mte1"][1] == pytest.approx(2 * p.mte1.fixed_cycles + 4096 / p.mte1.bytes_per_cycle)
+    assert got["mte1"][1] == pytest.approx(2 * p.mte1.fixed_cycles
+                                           + 4096 / p.mte1.bytes_per_cycle)
     assert got["fixp"][1] == pytest.approx(2 * p.fixp.fixed_cycles + 512 / p.fixp.bytes_per_cycle)
     # MTE3 pays its latency once per task that writes, nothing for one that does not
     assert got["mte3"].tolist() == pytest.approx([p.mte3.fixed_cycles + 600 / p.mte3.bytes_per_cycle,

@@ -58,7 +58,6 @@ class Accesses:
     @classmethod
     def concat(cls, parts: list["Accesses"], offsets=None) -> "Accesses":
         """Rows of every part, tasks shifted by ``offsets``; buffers numbered by first use."""
-        parts = [p for p in parts]
         if not parts:
             return cls.empty()
         offsets = np.zeros(len(parts), np.int64) if offsets is None else offsets

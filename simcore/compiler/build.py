@@ -7,10 +7,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..spec.hardware import Hardware
-from .limits import Limits
 from ..spec.kernel import Kernel
 from .accesses import Accesses
 from .deps import region_edges
+from .limits import Limits
 from .merge import choose, merged_index
 from .program import CoreType, LeafFunction, Program, RegionAccesses, RootFunction
 from .rows import row_ids

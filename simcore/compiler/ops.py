@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..spec.errors import ConfigError, OoOError
-from .limits import Limits
 from ..spec.kernel import BINARY_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
+from .limits import Limits
 from .program import CoreType
 from .trace import TracedOp
 from .values import GmValue, LocalValue, grid

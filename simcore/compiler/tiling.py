@@ -18,10 +18,10 @@ import numpy as np
 
 from ..spec.errors import ConfigError
 from ..spec.expr import ExprError, evaluate
-from .limits import Limits
 from ..spec.kernel import DTYPE_BYTES, Kernel
 from . import ops
 from .accesses import Accesses, GmBuffer
+from .limits import Limits
 from .ops import Node
 from .program import CoreType
 from .rows import row_ids
@@ -95,7 +95,7 @@ class _AccessRows:
 class RootCallTiler:
     def __init__(self, kernel: Kernel, limits: Limits, call: RootCall, call_index: int):
         self.kernel, self.limits, self.call = kernel, limits, call
-        self.values: dict[str, GmValue | LocalValue] = {}   # op outputs by name
+        self.values: dict[str, GmValue | LocalValue] = {}   # GM views and op results by name
         self.nodes: list[Node] = []
         self.groups: list[Group] = []
         self.group_of: dict[int, int] = {}
@@ -494,11 +494,11 @@ class _TaskSums:
             np.maximum.at(self.in_flight, tasks, node.in_flight)
 
     def work(self) -> Work:
-        return Work.zeros(VectorWork.per_task(self.vector), CubeWork.per_task(self.cube), self.n,
-                          mte1_bytes=self.mte1_bytes, mte1_steps=self.mte1_steps,
-                          fixp_bytes=self.fixp_bytes, fixp_tiles=self.fixp_tiles,
-                          mte3_bytes=self.mte3_bytes, flops=self.flops,
-                          in_flight=self.in_flight)
+        return Work.from_columns(
+            VectorWork.per_task(self.vector), CubeWork.per_task(self.cube), self.n,
+            mte1_bytes=self.mte1_bytes, mte1_steps=self.mte1_steps, fixp_bytes=self.fixp_bytes,
+            fixp_tiles=self.fixp_tiles, mte3_bytes=self.mte3_bytes, flops=self.flops,
+            in_flight=self.in_flight)
 
 
 def _op_details(nodes: list[Node], task: int) -> tuple:

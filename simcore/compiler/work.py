@@ -122,7 +122,7 @@ class Work:
         return int(self.flops.size)
 
     @classmethod
-    def zeros(cls, vector: VectorWork, cube: CubeWork, n: int, **columns) -> "Work":
+    def from_columns(cls, vector: VectorWork, cube: CubeWork, n: int, **columns) -> "Work":
         """Work of ``n`` tasks: the given columns, zeros for the rest."""
         full = {k: columns.get(k, np.zeros(n)) for k in cls.per_task_columns()}
         return cls(vector, cube, **full)
