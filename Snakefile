@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 from simcore.spec.errors import ConfigError
+from simcore.spec.hardware import fit_overlay
 from pipeline.workflow import load_plan
 
 configfile: "configs/workflow.yaml"
@@ -26,6 +27,12 @@ rule all:
     input:
         PLAN.reports(),
         f"{RESULTS}/index.html",
+
+
+def hardware_fit(w):
+    """The study chip's fit overlay, if it has one: a refit reruns the stages."""
+    overlay = fit_overlay(PLAN.study(w.study).hardware_path)
+    return [str(overlay)] if overlay.exists() else []
 
 
 include: "workflow/rules/compile.smk"

@@ -1,37 +1,38 @@
 """Fit a hardware file's free overhead parameters to a study's documented figures.
 
 The procedure is data, not code: a calibration file names the study (whose
-stages carry ``documented`` figures), the hardware file to update, the metrics
-to match and the parameters to fit with their bounds.  Each stage is compiled
-once; every evaluation re-simulates all stages with trial parameters and scores
-the sum of squared log-ratios between simulated and documented figures.  A
-bounded, deterministic pattern search in log space, started from the file's
-current values, minimises the score; the fitted values are written back into the
-hardware file, each with a comment naming the procedure that fitted it.
+stages carry ``documented`` figures), the hardware to fit, the metrics to match
+and the parameters to fit with their bounds.  Each stage is compiled once: a
+Program holds hardware-independent work that the machine prices, so every
+evaluation only re-simulates the stages with trial parameters and scores the
+sum of squared log-ratios between simulated and documented figures.  A bounded,
+deterministic pattern search in log space, started from the current values
+(facts plus the last fit), minimises the score; the fitted values go to the
+hardware's generated overlay (``<name>.fit.toml``, one provenance header),
+never into the facts file people write.
 """
 from __future__ import annotations
 
 import math
-import re
+import os
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from simcore.compiler import compile_kernel
+from simcore.compiler.limits import Limits
 from simcore.machine import simulate
 from simcore.spec.base import Strict
 from simcore.spec.errors import ConfigError
-from simcore.spec.hardware import Hardware, load_hardware
-from simcore.spec.loader import load
+from simcore.spec.hardware import Hardware, dotted_values, fit_overlay, load_hardware
+from simcore.spec.loader import load, read_mapping
 from simcore.spec.study import find_config, load_study
 
 from .emit.atomic import write_text
 from .runner import resolve_kernel
-
-
-COMPILE_TIME = ("pipes.vector", "pipes.cube", "pipes.mte1", "pipes.fixp", "buffers")
 
 
 class Parameter(Strict):
@@ -81,6 +82,22 @@ def with_values(hw: Hardware, values: dict[str, float]) -> Hardware:
     return Hardware.model_validate(data)
 
 
+def _check_free(hw: Hardware, p: Parameter) -> None:
+    """A fittable parameter exists and prices the work; it never changes the mapping."""
+    _get(hw, p.path)
+    for bound in (p.low, p.high):
+        try:
+            trial = with_values(hw, {p.path: bound})
+        except ValidationError as exc:
+            raise ConfigError(f"parameter '{p.path}': bound {bound:g} is not a valid value "
+                              f"({exc.errors(include_url=False)[0]['msg']}); narrow its "
+                              f"low/high.") from None
+        if Limits.of(trial) != Limits.of(hw):
+            raise ConfigError(f"parameter '{p.path}' decides how the compiler maps the kernel "
+                              f"(a buffer capacity or core count): it is a fact of the chip, "
+                              f"not a free parameter; remove it from the calibration file.")
+
+
 class Problem:
     def __init__(self, cal: Calibration, configs: Path):
         self.cal = cal
@@ -95,20 +112,14 @@ class Problem:
                               f"{cal.metrics}; add 'documented' figures to its stages.",
                               source=str(study_path))
         for p in cal.parameters:
-            _get(self.hw, p.path)   # fails early on a path the hardware file lacks
-        self.kernels = [(stage, resolve_kernel(kernel_path, stage.set)) for stage in self.stages]
-        # Pipe rates other than MTE2 are priced at compile time: fitting them recompiles.
-        self.recompile = any(p.path.startswith(COMPILE_TIME) for p in cal.parameters)
-        self.runs = self._compiled(self.hw)
-
-    def _compiled(self, hw: Hardware):
-        return [(stage, kernel, compile_kernel(kernel, hw)) for stage, kernel in self.kernels]
+            _check_free(self.hw, p)
+        kernels = [(stage, resolve_kernel(kernel_path, stage.set)) for stage in self.stages]
+        self.runs = [(stage, kernel, compile_kernel(kernel, self.hw)) for stage, kernel in kernels]
 
     def measure(self, values: dict[str, float]) -> list[dict]:
         hw = with_values(self.hw, values)
         rows = []
-        runs = self._compiled(hw) if self.recompile else self.runs
-        for stage, kernel, program in runs:
+        for stage, kernel, program in self.runs:
             tl = simulate(hw, program, kernel.options.runtime_options)
             got = {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
             rows.append({"stage": stage.name, **{f"{m}": got[m] for m in self.cal.metrics},
@@ -162,33 +173,60 @@ def fit(cal: Calibration, configs: Path) -> tuple[Fit, Problem]:
     return Fit(values, problem.score(values), evals, problem.measure(values)), problem
 
 
-def write_back(path: Path, values: dict[str, float], provenance: str) -> None:
-    """Replace each fitted key's value in the TOML text, keeping the file's layout."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    section = ""
-    done = set()
-    for i, line in enumerate(lines):
-        head = re.match(r"^\s*\[([^\]]+)\]", line)
-        if head:
-            section = head.group(1).strip()
-            continue
-        m = re.match(r"^(\s*)([A-Za-z0-9_]+)(\s*=\s*)([^#\s]+)\s*(#.*)?$", line)
-        if not m:
-            continue
-        key = f"{section}.{m.group(2)}" if section else m.group(2)
-        if key in values:
-            # keep what the value meant and where it came from, minus an older fit note
-            note = re.sub(r"^#\s*(fitted: .*? \| )?", "", m.group(5) or "").strip()
-            old = note if note.startswith("was ") else f"was {m.group(4)}" + (
-                f": {note}" if note else "")
-            lines[i] = (f"{m.group(1)}{m.group(2)}{m.group(3)}{values[key]:g}   "
-                        f"# fitted: {provenance} | {old}")
-            done.add(key)
-    missing = set(values) - done
+def stage_lines(table: list[dict], metrics: list[str]) -> list[str]:
+    """One line per stage: simulated vs documented figure of every metric."""
+    return [f"{row['stage']}: " + "  ".join(
+        f"{m} {row[m]:.1f} (documented {row['documented_' + m]:g}, "
+        f"{100 * (row[m] / row['documented_' + m] - 1):+.1f}%)" for m in metrics)
+        for row in table]
+
+
+def fit_date() -> str:
+    """Today (UTC), or the day of SOURCE_DATE_EPOCH when set, for reproducible output."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    moment = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch else \
+        datetime.now(timezone.utc)
+    return moment.date().isoformat()
+
+
+def render_fit(facts_path: Path, values: dict[str, float], cal_path: str, cal: Calibration,
+               fit: Fit, date: str) -> str:
+    """The overlay's text: a provenance header, then the fitted values in the facts file's
+    order of keys, each as a float written the shortest way that reads back exactly."""
+    facts = read_mapping(facts_path)
+    order = [path for path, _ in dotted_values(facts) if path in values]
+    header = [
+        f"# Fitted values for {facts_path.name}, generated by ptolab calibrate: do not edit.",
+        "# The loader merges them over the facts file, each replacing the value of its key.",
+        f"# procedure: {cal_path} (bounded pattern search in log space, bounds in that file)",
+        f"# command: ptolab calibrate {cal_path}",
+        f"# date: {date}",
+        f"# data: study {cal.study}, documented {' and '.join(cal.metrics)} of "
+        f"{len(fit.table)} stages",
+        f"# score: {fit.score:.4f} (sum of squared log-ratios, simulated vs documented)",
+        *(f"#   {line}" for line in stage_lines(fit.table, cal.metrics)),
+    ]
+    body, section = [], None
+    for path in order:
+        table, key = path.rsplit(".", 1)
+        if table != section:
+            body += ["", f"[{table}]"]
+            section = table
+        body.append(f"{key} = {float(values[path])!r}")
+    return "\n".join(header + body) + "\n"
+
+
+def write_fit(facts_path: Path, values: dict[str, float], cal_path: str, cal: Calibration,
+              fit: Fit, date: str | None = None) -> Path:
+    """Write the overlay beside the facts file (atomically); the facts file is untouched."""
+    facts_path = Path(facts_path)
+    missing = sorted(set(values) - {path for path, _ in dotted_values(read_mapping(facts_path))})
     if missing:
-        raise ConfigError(f"cannot find {', '.join(sorted(missing))} in {path} to write the "
-                          f"fitted values back.")
-    write_text(Path(path), "\n".join(lines) + "\n")
+        raise ConfigError(f"cannot fit {', '.join(missing)}: not a value of the facts file.",
+                          source=str(facts_path))
+    overlay = fit_overlay(facts_path)
+    write_text(overlay, render_fit(facts_path, values, cal_path, cal, fit, date or fit_date()))
+    return overlay
 
 
 def load_calibration(path: Path) -> Calibration:

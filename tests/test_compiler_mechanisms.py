@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from simcore.compiler import AIC, compile_kernel
+from simcore.compiler import CoreType, compile_kernel
 from simcore.compiler.stitch import MAX_STITCH_LEAF_TASKS, MAX_STITCH_ROOT_CALLS, stitch
 from simcore.compiler.trace import unroll_chunks
+from simcore.machine.costs import static_pipe_us
 from simcore.spec.errors import ConfigError, OoOError
 from simcore.spec.hardware import load_hardware
 from simcore.spec.kernel import Kernel
@@ -40,9 +41,13 @@ def test_tails_and_empty_tasks_past_the_valid_region():
     p = compile_kernel(kernel(body, t), HW)
     assert p.leaf_tasks == 4
     # tiles 0 and 1 hold data (64 + 36 valid elements); tiles 2 and 3 are empty tasks
-    vector = p.work["vector"]
+    v = p.work.vector
+    tiles = np.bincount(v.task, weights=v.tiles, minlength=4)
+    assert np.allclose(tiles, [1.0, 36 / 64, 0.0, 0.0])
+    assert np.allclose(np.bincount(v.task, weights=v.bytes, minlength=4), [256, 144, 0, 0])
+    vector = static_pipe_us(HW, p)["vector"]    # a partial tile pays part of the fixed cost
     assert vector[0] > vector[1] > 0 and vector[2] == vector[3] == 0
-    assert p.work["mte2_bytes"][2] == 0
+    assert p.work.mte2_bytes[2] == 0
 
 
 def test_unroll_list_decomposes_greedily():
@@ -107,13 +112,13 @@ def test_reduce_over_a_split_axis_needs_partials_and_a_combine():
     assert unsplit.workspace_bytes == 0 and unsplit.edge_src.size == 0
     assert split.leaf_tasks > unsplit.leaf_tasks
     assert split.workspace_bytes > 0 and split.edge_src.size > 0
-    assert split.work["mte2_bytes"].sum() > unsplit.work["mte2_bytes"].sum()
+    assert split.work.mte2_bytes.sum() > unsplit.work.mte2_bytes.sum()
 
 
 def test_cube_and_vector_never_share_a_leaf_function():
     p = build("glm_attention")
     for leaf in p.leaf_functions:
-        assert ("matmul" in leaf.ops) == (leaf.core_type == AIC)
+        assert ("matmul" in leaf.ops) == (leaf.core_type == CoreType.AIC)
         assert leaf.ops == ("matmul",) or "matmul" not in leaf.ops
 
 
@@ -188,7 +193,7 @@ def test_l1_reuse_merges_tasks_that_load_the_same_block():
         p = _gemm({"cube_l1_reuse_setting": {"DEFAULT": count}})
         assert p.leaf_tasks == 64 // count
         # the shared block is loaded once per merged task
-        assert p.work["mte2_bytes"].sum() < off.work["mte2_bytes"].sum()
+        assert p.work.mte2_bytes.sum() < off.work.mte2_bytes.sum()
         hint = p.leaf_functions[p.task_leaf[0]].merge_info
         assert hint and hint[0].startswith("l1ReuseInfo hashOrder: func0_0, subGraphCount: 64")
 
@@ -202,7 +207,7 @@ def test_l1_reuse_keys_side_and_priority():
     right = _gemm({"cube_l1_reuse_setting": {"DEFAULT": [4, "right"]}})
     assert left.leaf_tasks == right.leaf_tasks == 16
     # left keeps the FP32 A block resident (the bigger one), right the FP16 B block
-    assert left.work["mte2_bytes"].sum() < right.work["mte2_bytes"].sum()
+    assert left.work.mte2_bytes.sum() < right.work.mte2_bytes.sum()
     with pytest.raises(Exception):
         _gemm({"cube_l1_reuse_setting": {"DEFAULT": [4, "up"]}})
 
@@ -212,8 +217,8 @@ def test_nbuffer_merges_isomorphic_tasks_so_tiles_pipeline():
     merged = build("tiling_add", **{"tiles.vec": [2, 4, 8, 256],
                                     "pass_options.vec_nbuffer_setting": {"DEFAULT": 4}})
     assert merged.leaf_tasks == plain.leaf_tasks // 4
-    assert merged.work["in_flight"].max() == 4
-    assert merged.work["mte2_bytes"].sum() == plain.work["mte2_bytes"].sum()
+    assert merged.work.in_flight.max() == 4
+    assert merged.work.mte2_bytes.sum() == plain.work.mte2_bytes.sum()
     assert "vecMergeInfo" in merged.leaf_functions[0].merge_info[0]
     cube = _gemm({"cube_l1_reuse_setting": {"DEFAULT": 1}, "cube_nbuffer_setting": {"DEFAULT": 2}})
     assert cube.leaf_tasks == 32 and "cubeMergeInfo" in cube.leaf_functions[0].merge_info[0]
@@ -229,7 +234,7 @@ def test_ops_reading_the_same_tiles_merge_and_load_once():
             {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0, 0]},
             {"op": "assemble", "inputs": ["s"], "out": "z", "offsets": [0, 0]}]
     p = compile_kernel(kernel(body, t), HW)
-    assert p.leaf_tasks == 4 and p.work["mte2_bytes"].sum() == 64 * 256 * 4
+    assert p.leaf_tasks == 4 and p.work.mte2_bytes.sum() == 64 * 256 * 4
 
 
 def test_merging_sibling_loops_removes_the_duplicate_load():
@@ -252,7 +257,7 @@ def test_merging_sibling_loops_removes_the_duplicate_load():
     two = compile_kernel(kernel(siblings, t), HW)
     one = compile_kernel(kernel(merged, t), HW)
     assert two.root_calls == 16 and one.root_calls == 8
-    assert one.work["mte2_bytes"].sum() < two.work["mte2_bytes"].sum()
+    assert one.work.mte2_bytes.sum() < two.work.mte2_bytes.sum()
     assert one.leaf_tasks < two.leaf_tasks
 
 
@@ -281,9 +286,9 @@ def _load(fmt="ND", b_trans=False, bypass=False):
 
 def test_nz_layout_and_bypass_change_the_loads():
     nd, nz = _load("ND"), _load("NZ")
-    assert nz.work["mte2_bursts"].sum() < nd.work["mte2_bursts"].sum()
-    assert nz.work["mte2_bytes"].sum() == nd.work["mte2_bytes"].sum()
-    assert _load(bypass=True).acc_bypass.any() and not nd.acc_bypass.any()
+    assert nz.work.mte2_bursts.sum() < nd.work.mte2_bursts.sum()
+    assert nz.work.mte2_bytes.sum() == nd.work.mte2_bytes.sum()
+    assert _load(bypass=True).regions.bypass.any() and not nd.regions.bypass.any()
 
 
 def test_concat_copies_where_assemble_writes_in_place():
@@ -300,7 +305,8 @@ def test_concat_copies_where_assemble_writes_in_place():
     a = compile_kernel(kernel(via_assemble, t), HW)
     c = compile_kernel(kernel(via_concat, t), HW)
     # both keep e and s on chip, but concat copies them into a new tile first
-    assert c.work["vector"].sum() > a.work["vector"].sum()
+    assert "copy" in c.work.vector.kinds and "copy" not in a.work.vector.kinds
+    assert c.work.vector.bytes.sum() > a.work.vector.bytes.sum()
     assert "concat" in {op for leaf in c.leaf_functions for op in leaf.ops}
 
 

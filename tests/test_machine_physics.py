@@ -65,7 +65,7 @@ def test_flops_and_bytes_agree_with_the_arithmetic():
     assert s["hbm_read_bytes"] == 4 << 20 and s["hbm_write_bytes"] == 4 << 20
     assert s["l2_hit_rate"] == 0.0 and s["flops"] == 1 << 20
     # every byte a task reads comes from HBM or L2, never both, never neither
-    assert np.allclose(tl.task_hbm_bytes + tl.task_l2_bytes, p.work["mte2_bytes"])
+    assert np.allclose(tl.task_hbm_bytes + tl.task_l2_bytes, p.work.mte2_bytes)
 
 
 def test_doubling_hbm_bandwidth_speeds_memory_bound_not_compute_bound():

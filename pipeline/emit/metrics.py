@@ -1,7 +1,7 @@
 """``metrics.json``: one flat object per simulated run (names are a contract, DESIGN §3)."""
 from __future__ import annotations
 
-from simcore.compiler import AIC, Program
+from simcore.compiler import CoreType, Program
 from simcore.machine import Timeline
 from simcore.spec.hardware import Hardware
 
@@ -10,7 +10,7 @@ from .swimlane import aicore_summary
 
 def metrics(program: Program, timeline: Timeline, hw: Hardware) -> dict:
     _, utilization, _ = aicore_summary(timeline)
-    flops = float(program.work["flops"].sum())
+    flops = float(program.work.flops.sum())
     hbm = float(timeline.task_hbm_bytes.sum())
     l2 = float(timeline.task_l2_bytes.sum())
     return {
@@ -20,8 +20,8 @@ def metrics(program: Program, timeline: Timeline, hw: Hardware) -> dict:
         "e2e_us": round(timeline.e2e_us, 4),
         "aicore_utilization": round(utilization, 6),
         **program.counts(),
-        "aic_tasks": int((program.task_core == AIC).sum()),
-        "aiv_tasks": int((program.task_core != AIC).sum()),
+        "aic_tasks": int((program.task_core == CoreType.AIC).sum()),
+        "aiv_tasks": int((program.task_core != CoreType.AIC).sum()),
         "hbm_read_bytes": int(hbm),                      # L2 misses
         "hbm_write_bytes": int(program.task_write_bytes.sum()),   # written back eventually
         "l2_hit_rate": round(l2 / (l2 + hbm), 6) if l2 + hbm else 0.0,

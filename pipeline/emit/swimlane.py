@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simcore.compiler import AIC, Program
+from simcore.compiler import CoreType, Program
 from simcore.machine import Timeline
 
 from .atomic import write_json, write_text
@@ -136,8 +136,8 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
                        "name": "machine-view-last-dep", "ph": "f", "pid": 1,
                        "tid": int(tid_of[b]), "ts": round(float(ts[b]), 4)})
     ready = ready_times(p, tl)
-    for name, mask in (("ReadyCount_AIC", p.task_core == AIC),
-                       ("ReadyCount_AIV", p.task_core != AIC),
+    for name, mask in (("ReadyCount_AIC", p.task_core == CoreType.AIC),
+                       ("ReadyCount_AIV", p.task_core != CoreType.AIC),
                        ("ReadyCount_Total", np.ones(p.leaf_tasks, bool))):
         if mask.any():
             events += _counter_events(name, ready[mask], tl.task_start[mask], base_us)

@@ -8,15 +8,16 @@ import numpy as np
 
 from ..spec.hardware import Hardware
 from ..spec.kernel import Kernel
+from .accesses import Accesses
 from .deps import region_edges
+from .limits import Limits
 from .merge import choose, merged_index
-from .program import AIC, LeafFunction, Program, RootFunction
+from .program import CoreType, LeafFunction, Program, RegionAccesses, RootFunction
 from .rows import row_ids
 from .stitch import stitch
 from .tiling import RootCallTiler, TaskBatch
 from .trace import trace
-
-WORK = ("vector", "cube", "mte1", "fixp", "mte3_bytes", "flops", "in_flight")
+from .work import Work
 
 
 def stable_hash(*parts) -> int:
@@ -51,52 +52,37 @@ class _Leaves:
 
 @dataclass
 class _CallTasks:
+    """The leaf tasks of one root call."""
     core: np.ndarray
     leaf: np.ndarray
-    work: dict
-    acc: dict            # task, buf, lo, hi, write, tag, bytes, burst, bypass, operand
+    work: Work
+    acc: Accesses
 
 
-def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int, buffers: dict,
-             geometry: dict) -> _CallTasks:
-    cores, leaf_ids, work, acc = [], [], {k: [] for k in WORK}, {}
-    offset = 0
-    parts = []
+def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks:
+    leaf_ids = []
     for b in batches:
         ids = np.asarray([leaves.get(root, sig, b.core, b.label,
                                      ops=tuple(op for op, _, _ in sig[0]), op_shapes=sig[3])
                           for sig in b.sig_table], np.int64)
         leaf_ids.append(ids[b.sig_index] if b.size else np.zeros(0, np.int64))
-        cores.append(np.full(b.size, b.core, np.int64))
-        for k, arr in zip(WORK, (b.vector, b.cube, b.mte1, b.fixp, b.mte3_bytes, b.flops,
-                                 b.in_flight)):
-            work[k].append(arr)
-        table = np.asarray([buffers.setdefault(n, len(buffers)) for n in b.buf_table] or [0],
-                           np.int64)
-        for n, geo in zip(b.buf_table, b.buf_geometry):
-            geometry.setdefault(buffers[n], geo)
-        buf_ids = table[b.acc_buf]
-        parts.append((b.acc_task + offset, buf_ids, b.acc_lo, b.acc_hi, b.acc_write, b.acc_tag,
-                      b.acc_bytes, b.acc_burst, b.acc_bypass, b.acc_operand))
-        offset += b.size
-    names = ("task", "buf", "lo", "hi", "write", "tag", "bytes", "burst", "bypass", "operand")
-    for i, name in enumerate(names):
-        acc[name] = np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, np.int64)
-    return _CallTasks(np.concatenate(cores), np.concatenate(leaf_ids),
-                      {k: np.concatenate(v).astype(float) for k, v in work.items()}, acc)
+    offsets = np.cumsum([0] + [b.size for b in batches])[:-1]
+    return _CallTasks(np.concatenate([np.full(b.size, b.core, np.int64) for b in batches]),
+                      np.concatenate(leaf_ids), Work.concat([b.work for b in batches]),
+                      Accesses.concat([b.accesses for b in batches], offsets))
 
 
 def _side_bytes(t: _CallTasks, idx: np.ndarray, side_op: int) -> float:
     """Bytes one task of ``idx`` loads on one operand side (the largest such task)."""
     a = t.acc
-    sel = ~a["write"] & np.isin(a["task"], idx) & (a["operand"] == side_op)
+    sel = ~a.write & np.isin(a.task, idx) & (a.operand == side_op)
     per_task = np.zeros(t.core.size)
-    np.add.at(per_task, a["task"][sel], a["bytes"][sel])
+    np.add.at(per_task, a.task[sel], a.bytes[sel])
     return float(per_task[idx].max()) if idx.size else 0.0
 
 
 def _l1_reuse_count(t: _CallTasks, idx: np.ndarray, side: str, sharers: int, wanted,
-                    hw: Hardware) -> int:
+                    limits: Limits) -> int:
     """How many tasks sharing one block merge.
 
     The shared block must stay resident in L1 next to one block of the other operand
@@ -106,30 +92,30 @@ def _l1_reuse_count(t: _CallTasks, idx: np.ndarray, side: str, sharers: int, wan
     """
     side_op = 0 if side == "left" else 1
     shared, other = _side_bytes(t, idx, side_op), _side_bytes(t, idx, 1 - side_op)
-    if shared + other > hw.buffers.l1:
+    if shared + other > limits.buffers.l1:
         return 1
     if wanted is not None:
         return wanted
     if shared < 0.5 * other:
         return 1
-    return int(max(1, min(sharers, idx.size // hw.cores.aic)))
+    return int(max(1, min(sharers, idx.size // limits.aic_cores)))
 
 
 def _shared_block_key(t: _CallTasks, idx: np.ndarray, side: str) -> tuple[np.ndarray, int]:
     """Per task of ``idx``: a key of the blocks it reads on one operand side."""
     a = t.acc
-    reads = ~a["write"] & np.isin(a["task"], idx)
+    reads = ~a.write & np.isin(a.task, idx)
     side_op = 0 if side == "left" else 1
-    sel = np.flatnonzero(reads & (a["operand"] == side_op))
-    rows = np.concatenate([a["buf"][sel, None], a["lo"][sel], a["hi"][sel]], axis=1)
+    sel = np.flatnonzero(reads & (a.operand == side_op))
+    rows = np.concatenate([a.buffer[sel, None], a.lo[sel], a.hi[sel]], axis=1)
     h = (rows * np.arange(1, rows.shape[1] + 1, dtype=np.int64) * 0x9E3779B1).sum(axis=1)
     key = np.zeros(t.core.size, np.int64)
-    np.add.at(key, a["task"][sel], h)
+    np.add.at(key, a.task[sel], h)
     return key[idx], side_op
 
 
 def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
-                   hw: Hardware) -> np.ndarray:
+                   limits: Limits) -> np.ndarray:
     """New task index for every task of the call."""
     po = kernel.options.pass_options
     group = np.zeros(t.core.size, np.int64)
@@ -142,14 +128,14 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
         labels = {meta.label} if meta.label else set()
         func_key = meta.hash_order
         info = []
-        if meta.core_type == AIC:
+        if meta.core_type == CoreType.AIC:
             sharers = {side: int(np.unique(_shared_block_key(t, idx, side)[0],
                                             return_counts=True)[1].max())
                        for side in ("left", "right")}
             l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels, None)
             side = l1.side if l1.side != "auto" else max(sharers, key=sharers.get)
             count = _l1_reuse_count(t, idx, side, sharers[side],
-                                    l1.count if l1.source != "auto" else None, hw)
+                                    l1.count if l1.source != "auto" else None, limits)
             l1 = replace(l1, count=count)
             key, _ = _shared_block_key(t, idx, side)
             cls = np.unique(key, return_inverse=True)[1].ravel()
@@ -189,34 +175,33 @@ def _apply_merge(t: _CallTasks, group: np.ndarray, order: np.ndarray) -> _CallTa
     n = int(order.max()) + 1 if order.size else 0
     new_of_group = np.zeros(int(group.max()) + 1 if group.size else 0, np.int64)
     new_of_group[group] = order
-    work = {k: np.zeros(n) for k in WORK}
-    for k in WORK:
-        np.add.at(work[k], order, t.work[k])
     core = np.zeros(n, np.int64)
     core[order] = t.core
     leaf = np.zeros(n, np.int64)
     for g, lid in t.merged_leaf.items():
         leaf[new_of_group[g]] = lid
-    acc = dict(t.acc)
-    acc["task"] = order[acc["task"]] if acc["task"].size else acc["task"]
-    reads_per_task = np.bincount(acc["task"][~acc["write"]], minlength=n) if n else [0]
-    if acc["task"].size and np.max(reads_per_task) > 1:
+    acc = t.acc.moved(order)
+    reads_per_task = np.bincount(acc.task[~acc.write], minlength=n) if n else [0]
+    if acc.size and np.max(reads_per_task) > 1:
         # a task loads a block once however many of its ops or merged tiles read it
         # (the point of L1Reuse and of merging ops that share an input)
-        rows = np.concatenate([acc["task"][:, None], acc["buf"][:, None], acc["lo"], acc["hi"],
-                               acc["write"][:, None].astype(np.int64), acc["tag"][:, None]],
-                              axis=1)
-        keep = np.sort(row_ids(rows)[1])
-        acc = {k: v[keep] for k, v in acc.items()}
-    reads = ~acc["write"]
-    work["mte2_bytes"] = np.zeros(n)
-    work["mte2_bursts"] = np.zeros(n)
-    work["mte2_loads"] = np.zeros(n)
-    np.add.at(work["mte2_bytes"], acc["task"][reads], acc["bytes"][reads])
-    np.add.at(work["mte2_loads"], acc["task"][reads], 1.0)
-    np.add.at(work["mte2_bursts"], acc["task"][reads],
-              np.ceil(acc["bytes"][reads] / acc["burst"][reads]))
-    return _CallTasks(core, leaf, work, acc)
+        rows = np.concatenate([acc.task[:, None], acc.buffer[:, None], acc.lo, acc.hi,
+                               acc.write[:, None].astype(np.int64), acc.tag[:, None]], axis=1)
+        acc = acc.take(np.sort(row_ids(rows)[1]))
+    return _CallTasks(core, leaf, _with_loads(t.work.merged(order, n), acc), acc)
+
+
+def _with_loads(work: Work, acc: Accesses) -> Work:
+    """The MTE2 columns of ``work``: what each task reads, once per GM box."""
+    n = work.tasks
+    reads = ~acc.write
+    task = acc.task[reads]
+    nbytes = acc.bytes[reads]
+    mte2_bytes, mte2_bursts, mte2_loads = np.zeros(n), np.zeros(n), np.zeros(n)
+    np.add.at(mte2_bytes, task, nbytes)
+    np.add.at(mte2_loads, task, 1.0)
+    np.add.at(mte2_bursts, task, np.ceil(nbytes / acc.burst[reads]))
+    return replace(work, mte2_bytes=mte2_bytes, mte2_bursts=mte2_bursts, mte2_loads=mte2_loads)
 
 
 def _used_leaves(task_leaf: np.ndarray, items: list[LeafFunction]):
@@ -230,81 +215,76 @@ def _used_leaves(task_leaf: np.ndarray, items: list[LeafFunction]):
 
 
 def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
+    """The task graph of ``kernel``; of ``hw`` only its Limits shape the mapping."""
+    limits = Limits.of(hw)
     traced = trace(kernel)
     roots: dict[str, RootFunction] = {}
     leaves = _Leaves(kernel.name)
-    buffers: dict[str, int] = {}
-    geometry: dict[int, tuple] = {}
     calls, call_root, call_bodies, workspace = [], [], [], []
     for c, call in enumerate(traced.calls):
         root = roots.setdefault(call.root_key, RootFunction(
             index=len(roots), hash=stable_hash(kernel.name, call.root_key), name=call.root_key))
-        tiler = RootCallTiler(kernel, hw, call, c)
-        tasks = _flatten(tiler.run(), leaves, root.index, buffers, geometry)
+        tiler = RootCallTiler(kernel, limits, call, c)
+        tasks = _flatten(tiler.run(), leaves, root.index)
         if tasks.core.size:
-            tasks = _apply_merge(tasks, *_breadth_merge(tasks, leaves, root.index, kernel, hw))
+            tasks = _apply_merge(tasks, *_breadth_merge(tasks, leaves, root.index, kernel, limits))
         calls.append(tasks)
         call_root.append(root.index)
         call_bodies.append(call.bodies)
         workspace.append(tiler.workspace_bytes())
-    return _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves,
-                     geometry)
+    return _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
 
 
 L2_REGION_BYTES = 8192   # L2 tracks data by region of this size, not by byte or cache line
 
 
-def l2_regions(acc: dict, geometry: dict) -> dict:
+def l2_regions(acc: Accesses) -> RegionAccesses:
     """Expand accesses into the L2 regions their flat byte range covers.
 
     A tile of one op and a differently shaped tile of another op that touch the same
     bytes then meet in the same regions, so a consumer with other tiles still hits.
     """
-    n = acc["task"].size
+    if not acc.size:
+        return RegionAccesses.empty()
+    n = acc.size
     start = np.zeros(n, np.int64)
     end = np.zeros(n, np.int64)
-    for b in np.unique(acc["buf"]):
-        sel = np.flatnonzero(acc["buf"] == b)
-        shape, elem = geometry[int(b)]
-        rank = len(shape)
-        strides = np.cumprod((list(shape[1:]) + [1])[::-1])[::-1].astype(np.int64)
-        lo, hi = acc["lo"][sel, :rank], acc["hi"][sel, :rank]
-        start[sel] = (lo @ strides) * elem
-        end[sel] = ((hi - 1) @ strides + 1) * elem
+    for b in np.unique(acc.buffer):
+        sel = np.flatnonzero(acc.buffer == b)
+        buffer = acc.buffers[int(b)]
+        rank = len(buffer.shape)
+        strides = np.cumprod((list(buffer.shape[1:]) + [1])[::-1])[::-1].astype(np.int64)
+        lo, hi = acc.lo[sel, :rank], acc.hi[sel, :rank]
+        start[sel] = (lo @ strides) * buffer.elem
+        end[sel] = ((hi - 1) @ strides + 1) * buffer.elem
     first, last = start // L2_REGION_BYTES, (end - 1) // L2_REGION_BYTES
     count = np.maximum(last - first + 1, 1)
     row = np.repeat(np.arange(n), count)
     offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
     index = first[row] + offset
-    sizes = np.zeros(max(geometry) + 1 if geometry else 1, np.int64)
-    for b, (shape, elem) in geometry.items():
-        sizes[b] = int(np.prod(shape)) * elem
-    total = sizes[acc["buf"][row]]
+    sizes = np.asarray([b.bytes for b in acc.buffers], np.int64)
+    total = sizes[acc.buffer[row]]
     full = np.minimum(L2_REGION_BYTES, total - index * L2_REGION_BYTES)
-    region = (acc["buf"][row].astype(np.int64) << 40) + index
-    return {"task": acc["task"][row], "block": region, "full": full.astype(float),
-            "bytes": acc["bytes"][row] / count[row], "write": acc["write"][row],
-            "bypass": acc["bypass"][row]}
+    return RegionAccesses(
+        task=acc.task[row].astype(np.int64),
+        region=(acc.buffer[row].astype(np.int64) << 40) + index,
+        bytes=(acc.bytes[row] / count[row]).astype(float), region_bytes=full.astype(float),
+        write=acc.write[row].astype(bool), bypass=acc.bypass[row].astype(bool))
 
 
-def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves,
-              geometry) -> Program:
+def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
+              leaves) -> Program:
     sizes = np.asarray([t.core.size for t in calls], np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
     n = int(starts[-1])
     cat = lambda arrs, dt=np.int64: np.concatenate(arrs).astype(dt) if arrs else np.zeros(0, dt)
     task_call = np.repeat(np.arange(len(calls)), sizes)
     task_op = np.arange(n) - starts[task_call] if n else np.zeros(0, np.int64)
-    work = {k: cat([t.work[k] for t in calls], float) for k in WORK + ("mte2_bytes", "mte2_bursts",
-                                                                   "mte2_loads")}
-    acc = {k: (np.concatenate([t.acc[k] for t in calls]) if calls else np.zeros(0))
-           for k in ("buf", "lo", "hi", "write", "tag", "bytes", "bypass")}
-    acc["task"] = cat([t.acc["task"] + starts[i] for i, t in enumerate(calls)])
-    edge_src, edge_dst = region_edges(acc["task"], acc["buf"], acc["lo"], acc["hi"],
-                                      acc["write"].astype(bool), acc["tag"], n) \
+    work = Work.concat([t.work for t in calls])
+    acc = Accesses.concat([t.acc for t in calls], starts[:-1])
+    edge_src, edge_dst = region_edges(acc.task, acc.buffer, acc.lo, acc.hi,
+                                      acc.write.astype(bool), acc.tag, n) \
         if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    l2 = l2_regions(acc, geometry) if acc["task"].size else \
-        {k: np.zeros(0) for k in ("task", "block", "full", "bytes", "write", "bypass")}
     task_leaf, leaf_functions = _used_leaves(cat([t.leaf for t in calls]), leaves.items)
     call_leaf_tasks = sizes
     bodies = np.asarray(call_bodies, np.int64)
@@ -317,10 +297,7 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, l
         call_root=np.asarray(call_root, np.int64), call_bodies=bodies,
         call_dev_task=call_dev, call_in_dev_task=call_pos,
         task_call=task_call, task_leaf=task_leaf, task_op=task_op,
-        task_core=cat([t.core for t in calls]), work=work,
-        acc_task=l2["task"].astype(np.int64), acc_block=l2["block"].astype(np.int64),
-        acc_bytes=l2["bytes"].astype(float), acc_region_bytes=l2["full"].astype(float),
-        acc_write=l2["write"].astype(bool),
-        acc_bypass=l2["bypass"].astype(bool), edge_src=edge_src, edge_dst=edge_dst,
+        task_core=cat([t.core for t in calls]), work=work, regions=l2_regions(acc),
+        edge_src=edge_src, edge_dst=edge_dst,
         workspace_bytes=int(np.max(ws)) if len(ws) else 0,
         control_inputs=tuple(n for n, t in kernel.tensors.items() if t.control_flow_input))

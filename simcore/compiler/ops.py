@@ -1,10 +1,12 @@
 """Op semantics for tiling: output shape, tile grid, the input region of every tile, and work.
 
 Each op becomes a ``Node`` whose arrays have one row per output tile: the tile's
-box in the output, the box it reads from every input, and the pipe work it costs
-on one core (vector cycles, cube cycles, MTE1 and FIXP cycles; GM bytes are
-counted when the node is placed in a leaf function, because a merged chain keeps
-its intermediates on chip).
+box in the output, the box it reads from every input, and the work it asks of
+one core's pipes in hardware-independent units (bytes per vector op kind,
+fractals, MTE1 and FIXP bytes; the machine prices them).  GM bytes are counted
+when the node is placed in a leaf function, because a merged chain keeps its
+intermediates on chip.  The hardware is consulted only for what constrains the
+mapping: does a tile fit its buffers.
 """
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..spec.errors import ConfigError, OoOError
-from ..spec.hardware import Hardware
 from ..spec.kernel import BINARY_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
-from .program import AIC, AIV
+from .limits import Limits
+from .program import CoreType
 from .trace import TracedOp
 from .values import GmValue, LocalValue, grid
 
@@ -35,20 +37,23 @@ class Node:
     out_hi: np.ndarray
     in_lo: list[np.ndarray]       # per input: T x R_i boxes read
     in_hi: list[np.ndarray]
-    vector_cycles: np.ndarray     # per tile
-    cube_cycles: np.ndarray
-    mte1_cycles: np.ndarray
-    fixp_cycles: np.ndarray
-    flops: np.ndarray
+    flops: np.ndarray             # per tile
     ub_bytes: np.ndarray          # live on-chip bytes of one tile (inputs + output)
     in_flight: np.ndarray         # k steps a cube tile pipelines
+    vector_kind: str = ""         # key of the hardware's vector rate table
+    vector_bytes: np.ndarray | None = None   # per tile: bytes the vector op works on
+    cube_dtype: str = ""          # A's dtype: it sets the cycles per fractal
+    fractals: np.ndarray | None = None       # per tile: 16x16x16 fractals
+    mte1_bytes: np.ndarray | None = None     # per tile: A and B fed to L0A/L0B
+    k_steps: np.ndarray | None = None        # per tile: L1 k steps
+    fixp_bytes: np.ndarray | None = None     # per tile: the result out of L0C
     accumulate: bool = False      # split-K partial sums accumulate in GM
     combine_of: int | None = None
     extra: dict = field(default_factory=dict)
 
     @property
-    def core(self) -> int:
-        return AIC if self.kind == "cube" else AIV
+    def core(self) -> CoreType:
+        return CoreType.AIC if self.kind == "cube" else CoreType.AIV
 
     @property
     def tiles(self) -> int:
@@ -57,12 +62,6 @@ class Node:
 
 def _elements(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.prod(hi - lo, axis=1)
-
-
-def vector_cycles(hw: Hardware, kind: str, nbytes: np.ndarray) -> np.ndarray:
-    table = hw.pipes.vector
-    rate = table.get(kind, table["default"])
-    return rate.fixed_cycles + nbytes / rate.bytes_per_cycle
 
 
 def _vec_tile(op: TracedOp, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -85,14 +84,14 @@ def _check_tail_alignment(op: TracedOp, tile: tuple[int, ...], dtype: str) -> No
                           f"must be a multiple of 32 bytes ({32 // DTYPE_BYTES[dtype]} elements).")
 
 
-def _check_ub(hw: Hardware, op: TracedOp, tile, ub_bytes: np.ndarray) -> None:
+def _check_ub(limits: Limits, op: TracedOp, tile, ub_bytes: np.ndarray) -> None:
     need = int(ub_bytes.max()) if ub_bytes.size else 0
-    if need > hw.buffers.ub:
+    if need > limits.buffers.ub:
         raise OoOError(op=f"{op.op} ({op.where})", tile=list(tile), buffer="UB", need=need,
-                       capacity=hw.buffers.ub)
+                       capacity=limits.buffers.ub)
 
 
-def elementwise(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     shapes = [v.shape for v in inputs]
     out_shape = tuple(max(dims) for dims in zip(*shapes)) if inputs else op.get("shape")
     for s in shapes:
@@ -116,15 +115,15 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> 
     kind = op.op + "s" if op.get("scalar") is not None else op.op
     kind = "dup" if op.op == "full" else kind
     ub = (len(inputs) + 1) * n * elem
-    _check_ub(hw, op, tile, ub)
-    cycles = vector_cycles(hw, kind, n * elem)
-    zeros = np.zeros(len(n))
-    return Node(index, op, "vector", inputs, out_shape, dtype, lo, hi, in_lo, in_hi,
-                cycles, zeros, zeros, zeros, n.astype(np.float64) if op.op != "full" else zeros,
-                ub, np.ones(len(n)))
+    _check_ub(limits, op, tile, ub)
+    flops = n.astype(np.float64) if op.op != "full" else np.zeros(len(n))
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi, flops=flops,
+                ub_bytes=ub, in_flight=np.ones(len(n)), vector_kind=kind,
+                vector_bytes=n * elem)
 
 
-def reduce(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     """A reduction tiled over its input; a split reduce axis yields partial results."""
     (src,) = inputs
     axis = op.get("axis") % len(src.shape)
@@ -138,17 +137,17 @@ def reduce(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[src.dtype]
     ub = n * elem + _elements(out_lo, out_hi) * elem
-    _check_ub(hw, op, tile, ub)
-    zeros = np.zeros(len(n))
-    node = Node(index, op, "vector", inputs, out_shape, src.dtype, out_lo, out_hi, [lo], [hi],
-                vector_cycles(hw, f"row{op.op}", n * elem), zeros, zeros, zeros,
-                n.astype(np.float64), ub, np.ones(len(n)))
+    _check_ub(limits, op, tile, ub)
+    node = Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=out_lo, out_hi=out_hi, in_lo=[lo], in_hi=[hi],
+                flops=n.astype(np.float64), ub_bytes=ub, in_flight=np.ones(len(n)),
+                vector_kind=f"row{op.op}", vector_bytes=n * elem)
     node.extra["splits"] = splits
     node.extra["axis"] = axis
     return node
 
 
-def combine(index: int, partial: Node, value: LocalValue, hw: Hardware) -> Node:
+def combine(index: int, partial: Node, value: LocalValue) -> Node:
     """Combine the partial results of a split reduce: reads every split of its rows."""
     op, axis, splits = partial.op, partial.extra["axis"], partial.extra["splits"]
     final = tuple(1 if d == axis else s for d, s in enumerate(partial.out_shape))
@@ -159,14 +158,13 @@ def combine(index: int, partial: Node, value: LocalValue, hw: Hardware) -> Node:
     in_lo[:, axis], in_hi[:, axis] = 0, splits
     n = _elements(in_lo, in_hi)
     elem = DTYPE_BYTES[partial.out_dtype]
-    zeros = np.zeros(len(n))
-    node = Node(index, op, "vector", [value], final, partial.out_dtype, lo, hi, [in_lo], [in_hi],
-                vector_cycles(hw, f"row{op.op}", n * elem), zeros, zeros, zeros,
-                n.astype(np.float64), n * elem * 2, np.ones(len(n)), combine_of=partial.index)
-    return node
+    return Node(index=index, op=op, kind="vector", inputs=[value], out_shape=final,
+                out_dtype=partial.out_dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo], in_hi=[in_hi],
+                flops=n.astype(np.float64), ub_bytes=n * elem * 2, in_flight=np.ones(len(n)),
+                vector_kind=f"row{op.op}", vector_bytes=n * elem, combine_of=partial.index)
 
 
-def _cube_fit(hw: Hardware, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
+def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
     """L0A/L0B/L0C/L1 checks of set_cube_tile_shapes, dims rounded up to fractal alignment."""
     t = op.cube_tile
     align = 32 if "int8" in (a_dtype, b_dtype) else FRACTAL
@@ -174,10 +172,10 @@ def _cube_fit(hw: Hardware, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
     sa, sb = DTYPE_BYTES[a_dtype], DTYPE_BYTES[b_dtype]
     sc = 4
     (m0, m1), (k0, ka1, kb1), (n0, n1) = t.m, t.k, t.n
-    checks = (("L0A", up(m0) * up(k0) * sa, hw.buffers.l0a, [m0, k0]),
-              ("L0B", up(n0) * up(k0) * sb, hw.buffers.l0b, [k0, n0]),
-              ("L0C", up(m0) * up(n0) * sc, hw.buffers.l0c, [m0, n0]),
-              ("L1", up(m1) * up(ka1) * sa + up(n1) * up(kb1) * sb, hw.buffers.l1,
+    checks = (("L0A", up(m0) * up(k0) * sa, limits.buffers.l0a, [m0, k0]),
+              ("L0B", up(n0) * up(k0) * sb, limits.buffers.l0b, [k0, n0]),
+              ("L0C", up(m0) * up(n0) * sc, limits.buffers.l0c, [m0, n0]),
+              ("L1", up(m1) * up(ka1) * sa + up(n1) * up(kb1) * sb, limits.buffers.l1,
                [m1, max(ka1, kb1), n1]))
     for buffer, need, capacity, tile in checks:
         if need > capacity:
@@ -185,7 +183,7 @@ def _cube_fit(hw: Hardware, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
                            capacity=capacity)
 
 
-def matmul(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     a, b = inputs
     if op.cube_tile is None:
         raise ConfigError(f"field '{op.where}': matmul runs before any set_cube_tile_shapes; "
@@ -199,7 +197,7 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
         raise ConfigError(f"field '{op.where}': matmul K mismatch: A {list(a.shape)}"
                           f"{'ᵀ' if op.get('a_trans') else ''} x B {list(b.shape)}"
                           f"{'ᵀ' if op.get('b_trans') else ''} gives K {ka} vs {kb}.")
-    _cube_fit(hw, op, a.dtype, b.dtype)
+    _cube_fit(limits, op, a.dtype, b.dtype)
     t = op.cube_tile
     split_k = t.split_k
     k_tile = t.k[1] if split_k else ka
@@ -216,23 +214,18 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
         b_lo, b_hi = b_lo[:, ::-1], b_hi[:, ::-1]
     out_dtype = op.get("dtype") or "fp32"
     sa, sb, sc = DTYPE_BYTES[a.dtype], DTYPE_BYTES[b.dtype], DTYPE_BYTES[out_dtype]
-    cube = hw.pipes.cube
-    frac = np.ceil(ms / FRACTAL) * np.ceil(ns / FRACTAL) * np.ceil(ks / FRACTAL)
-    per_frac = cube.cycles_per_fractal.get(a.dtype, cube.cycles_per_fractal["default"])
+    fractals = np.ceil(ms / FRACTAL) * np.ceil(ns / FRACTAL) * np.ceil(ks / FRACTAL)
     # A is fed to L0A once per n L0 block, B to L0B once per m L0 block.
-    mte1 = hw.pipes.mte1
     mte1_bytes = ms * ks * sa * np.ceil(ns / t.n[0]) + ks * ns * sb * np.ceil(ms / t.m[0])
     steps = np.ceil(ks / t.k[1])
-    zeros = np.zeros(len(ms))
-    node = Node(index, op, "cube", inputs, (m, n), out_dtype, lo, hi, [a_lo, b_lo], [a_hi, b_hi],
-                zeros, cube.fixed_cycles + frac * per_frac,
-                mte1.fixed_cycles * steps + mte1_bytes / mte1.bytes_per_cycle,
-                hw.pipes.fixp.fixed_cycles + ms * ns * sc / hw.pipes.fixp.bytes_per_cycle,
-                2.0 * ms * ns * ks, zeros, steps, accumulate=split_k)
-    return node
+    return Node(index=index, op=op, kind="cube", inputs=inputs, out_shape=(m, n),
+                out_dtype=out_dtype, out_lo=lo, out_hi=hi, in_lo=[a_lo, b_lo], in_hi=[a_hi, b_hi],
+                flops=2.0 * ms * ns * ks, ub_bytes=np.zeros(len(ms)), in_flight=steps,
+                cube_dtype=a.dtype, fractals=fractals, mte1_bytes=mte1_bytes, k_steps=steps,
+                fixp_bytes=ms * ns * sc, accumulate=split_k)
 
 
-def transpose(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def transpose(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     (src,) = inputs
     perm = op.get("perm")
     if sorted(perm) != list(range(len(src.shape))):
@@ -245,14 +238,14 @@ def transpose(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> No
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[src.dtype]
     ub = 2 * n * elem
-    _check_ub(hw, op, tile, ub)
-    zeros = np.zeros(len(n))
-    return Node(index, op, "vector", inputs, out_shape, src.dtype, lo, hi, [lo[:, inv]],
-                [hi[:, inv]], vector_cycles(hw, "transpose", n * elem), zeros, zeros, zeros,
-                zeros, ub, np.ones(len(n)))
+    _check_ub(limits, op, tile, ub)
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[lo[:, inv]],
+                in_hi=[hi[:, inv]], flops=np.zeros(len(n)), ub_bytes=ub,
+                in_flight=np.ones(len(n)), vector_kind="transpose", vector_bytes=n * elem)
 
 
-def concat(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
+def concat(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     """concat copies its inputs into a new tensor (assemble writes in place instead)."""
     axis = op.get("axis") % len(inputs[0].shape)
     shape = list(inputs[0].shape)
@@ -276,10 +269,10 @@ def concat(index: int, op: TracedOp, inputs: list[Value], hw: Hardware) -> Node:
         in_hi.append(np.maximum(a, b))
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[inputs[0].dtype]
-    zeros = np.zeros(len(n))
-    return Node(index, op, "vector", inputs, out_shape, inputs[0].dtype, lo, hi, in_lo, in_hi,
-                vector_cycles(hw, "copy", n * elem), zeros, zeros, zeros, zeros, 2 * n * elem,
-                np.ones(len(n)))
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=inputs[0].dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi,
+                flops=np.zeros(len(n)), ub_bytes=2 * n * elem, in_flight=np.ones(len(n)),
+                vector_kind="copy", vector_bytes=n * elem)
 
 
 BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full",)},

@@ -1,18 +1,25 @@
 """The compiled task graph: what PyPTO would hand its runtime.
 
 Leaf tasks are stored column-wise in numpy arrays (one row per leaf task) so the
-machine model and the emitters stay linear in the number of tasks.  Pipe work
-that does not depend on the memory system is in core cycles; GM loads are in
-bytes and bursts, because their time depends on L2 hits and on how many cores
-share HBM at that moment.
+machine model and the emitters stay linear in the number of tasks.  What a task
+asks of each pipe is in hardware-independent units (work.py: bytes, fractals,
+tiles); the machine prices it for a chip, so one Program runs on any Hardware
+with the same mapping limits (limits.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
-AIV, AIC = 0, 1   # upstream CoreType numbering
+from .work import Work
+
+
+class CoreType(IntEnum):
+    """Which AI core a leaf task runs on, numbered as upstream's CoreType."""
+    AIV = 0
+    AIC = 1
 
 
 @dataclass(frozen=True)
@@ -20,7 +27,7 @@ class LeafFunction:
     index: int
     hash: int
     name: str
-    core_type: int
+    core_type: CoreType
     label: str
     root: int                      # root function it belongs to
     order: int                     # hashOrder: isomorphic group index in the root function
@@ -41,6 +48,26 @@ class RootFunction:
     name: str
 
 
+@dataclass(frozen=True)
+class RegionAccesses:
+    """The L2 regions each leaf task reads or writes, one row per (access, region).
+
+    A GM access covering several regions is split evenly over them; the L2 model
+    looks them up in the order a task starts.
+    """
+    task: np.ndarray
+    region: np.ndarray          # (buffer << 40) + region index of L2_REGION_BYTES
+    bytes: np.ndarray           # bytes of the access inside the region
+    region_bytes: np.ndarray    # size of the region (smaller at a buffer's end)
+    write: np.ndarray
+    bypass: np.ndarray          # set_cache_policy bypass: read from HBM, not kept
+
+    @classmethod
+    def empty(cls) -> "RegionAccesses":
+        z = np.zeros(0)
+        return cls(z.astype(np.int64), z.astype(np.int64), z, z, z.astype(bool), z.astype(bool))
+
+
 @dataclass
 class Program:
     kernel: str
@@ -55,16 +82,9 @@ class Program:
     task_call: np.ndarray
     task_leaf: np.ndarray          # leaf function index
     task_op: np.ndarray            # opIdx inside the root call
-    task_core: np.ndarray          # AIV / AIC
-    work: dict[str, np.ndarray]    # vector, cube, mte1, fixp (cycles); mte2_bytes,
-    #                                mte2_bursts, mte3_bytes, flops, in_flight
-    # GM accesses, for the L2 model: the L2 regions each task reads or writes
-    acc_task: np.ndarray
-    acc_block: np.ndarray          # (buffer << 40) + region index of L2_REGION_BYTES
-    acc_bytes: np.ndarray
-    acc_region_bytes: np.ndarray   # size of the access's region (smaller at a tensor's end)
-    acc_write: np.ndarray
-    acc_bypass: np.ndarray
+    task_core: np.ndarray          # CoreType value
+    work: Work                     # what each task asks of each pipe
+    regions: RegionAccesses        # for the L2 model
     # dependency edges (task index -> task index), sorted by src then dst
     edge_src: np.ndarray
     edge_dst: np.ndarray
@@ -100,14 +120,13 @@ class Program:
 
     @property
     def task_read_bytes(self) -> np.ndarray:
-        return self.work["mte2_bytes"]
+        return self.work.mte2_bytes
 
     @property
     def task_write_bytes(self) -> np.ndarray:
-        out = np.zeros(self.leaf_tasks)
-        w = self.acc_write
-        np.add.at(out, self.acc_task[w], self.acc_bytes[w])
-        return out
+        w = self.regions.write
+        return np.bincount(self.regions.task[w], weights=self.regions.bytes[w],
+                           minlength=self.leaf_tasks).astype(float)
 
     def counts(self) -> dict[str, int]:
         return {

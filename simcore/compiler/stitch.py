@@ -4,7 +4,7 @@ Before appending a root call the runtime submits the current dev task if it
 already holds ``stitch_function_max_num`` loop bodies (an unrolled call counts
 its unroll factor; 1024 inside a ``parallel`` loop), if the call's leaf tasks
 would push it past the leaf-task cap, or if it holds the hard maximum of root
-calls (reference/upstream-cases.md §6.1).
+calls (upstream runtime limits, mirrored by the constants below).
 """
 from __future__ import annotations
 

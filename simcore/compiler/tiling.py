@@ -12,25 +12,28 @@ regions the leaf tasks around them read and write.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..spec.errors import ConfigError
 from ..spec.expr import ExprError, evaluate
-from ..spec.hardware import Hardware
 from ..spec.kernel import DTYPE_BYTES, Kernel
 from . import ops
+from .accesses import Accesses, GmBuffer
+from .limits import Limits
 from .ops import Node
-from .trace import RootCall, TracedOp
+from .program import CoreType
 from .rows import row_ids
+from .trace import RootCall, Scope, TracedOp
 from .values import GmValue, LocalValue, Piece, contiguous_bytes, pad
+from .work import CubeWork, VectorWork, Work
 
 
 @dataclass
 class Group:
     kind: str
-    scope: tuple[int, bool, bool]
+    scope: Scope
     forced: bool
     nodes: list[int] = field(default_factory=list)
     ub: int = 0
@@ -39,78 +42,60 @@ class Group:
 
 @dataclass
 class TaskBatch:
-    """The leaf tasks of one group, column-wise."""
-    core: int
+    """The leaf tasks of one group."""
+    core: CoreType
     sig_table: list[tuple]      # distinct leaf signatures of the batch
     sig_index: np.ndarray       # per task: index into sig_table
     label: str
-    vector: np.ndarray
-    cube: np.ndarray
-    mte1: np.ndarray
-    fixp: np.ndarray
-    mte3_bytes: np.ndarray
-    flops: np.ndarray
-    in_flight: np.ndarray
-    acc_task: np.ndarray      # accesses: task index within the batch
-    buf_table: list[str]      # GM buffer names
-    buf_geometry: list[tuple]  # per buffer: (shape, element bytes), for L2 regions
-    acc_buf: np.ndarray       # per access: index into buf_table
-    acc_lo: np.ndarray
-    acc_hi: np.ndarray
-    acc_write: np.ndarray
-    acc_tag: np.ndarray
-    acc_bytes: np.ndarray
-    acc_burst: np.ndarray
-    acc_bypass: np.ndarray
-    acc_operand: np.ndarray
+    work: Work
+    accesses: Accesses
 
     @property
     def size(self) -> int:
         return len(self.sig_index)
 
 
-class _Accesses:
+class _AccessRows:
+    """Collects a group's GM accesses, op by op, into one ``Accesses``."""
+
     def __init__(self):
-        self.parts: list[tuple] = []
-        self.table: dict[str, int] = {}
-        self.geometry: dict[str, tuple] = {}
+        self.parts: list[Accesses] = []
+        self.buffers: dict[str, GmBuffer] = {}
 
     def add(self, tasks, names, index, lo, hi, write, tag, elem, value: GmValue | None,
             operand, to_l1: bool = False, shape: tuple[int, ...] = ()):
         if len(tasks) == 0:
             return
-        ids = np.asarray([self.table.setdefault(n, len(self.table)) for n in names])
         for n in names:
-            self.geometry.setdefault(n, (tuple(value.buffer_shape) if value is not None
-                                         else tuple(shape), elem))
-        bufs = ids[index]
+            if n not in self.buffers:
+                whole = tuple(value.buffer_shape) if value is not None else tuple(shape)
+                self.buffers[n] = GmBuffer(n, whole, elem)
+        ids = {n: i for i, n in enumerate(self.buffers)}
+        bufs = np.asarray([ids[n] for n in names])[index]
         n = np.prod(hi - lo, axis=1) * elem
         if value is not None and value.buffer_shape:
             burst = contiguous_bytes(lo, hi, value.buffer_shape, elem, value.format, to_l1)
         else:
             burst = np.maximum(n, 1)
         bypass = bool(value.bypass) if value is not None else False
-        self.parts.append((np.asarray(tasks), bufs, pad(lo, 0), pad(hi, 1),
-                           np.full(len(tasks), write), np.broadcast_to(tag, len(tasks)).copy(),
-                           n, burst, np.full(len(tasks), bypass),
-                           np.full(len(tasks), operand)))
+        count = len(tasks)
+        self.parts.append(Accesses(
+            buffers=(), task=np.asarray(tasks), buffer=bufs, lo=pad(lo, 0), hi=pad(hi, 1),
+            write=np.full(count, write), tag=np.broadcast_to(tag, count).copy(), bytes=n,
+            burst=burst, bypass=np.full(count, bypass), operand=np.full(count, operand)))
 
-    def arrays(self):
-        table = list(self.table)
-        geometry = [self.geometry[n] for n in table]
+    def build(self) -> Accesses:
         if not self.parts:
-            z = np.zeros(0, np.int64)
-            zz = np.zeros((0, 4), np.int64)
-            return z, table, geometry, z, zz, zz, z.astype(bool), z, z, z, z.astype(bool), z
-        cols = list(zip(*self.parts))
-        return (np.concatenate(cols[0]), table, geometry,
-                *(np.concatenate(c) for c in cols[1:]))
+            return replace(Accesses.empty(), buffers=tuple(self.buffers.values()))
+        rows = {k: np.concatenate([getattr(p, k) for p in self.parts])
+                for k in Accesses.columns()}
+        return Accesses(buffers=tuple(self.buffers.values()), **rows)
 
 
 class RootCallTiler:
-    def __init__(self, kernel: Kernel, hw: Hardware, call: RootCall, call_index: int):
-        self.kernel, self.hw, self.call = kernel, hw, call
-        self.scope: dict[str, GmValue | LocalValue] = {}
+    def __init__(self, kernel: Kernel, limits: Limits, call: RootCall, call_index: int):
+        self.kernel, self.limits, self.call = kernel, limits, call
+        self.values: dict[str, GmValue | LocalValue] = {}   # GM views and op results by name
         self.nodes: list[Node] = []
         self.groups: list[Group] = []
         self.group_of: dict[int, int] = {}
@@ -120,8 +105,8 @@ class RootCallTiler:
 
     # -- names -------------------------------------------------------------------
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
-        if name in self.scope:
-            return self.scope[name]
+        if name in self.values:
+            return self.values[name]
         spec = self.kernel.tensors.get(name)
         if spec is None:
             raise ConfigError(f"field '{op.where}.inputs': '{name}' is neither a tensor in "
@@ -164,7 +149,7 @@ class RootCallTiler:
                                                                   zip(valid, shape))):
             raise ConfigError(f"field '{op.where}.valid_shape': {list(valid)} must fit inside "
                               f"the view shape {list(shape)}.")
-        self.scope[op.out] = GmValue((piece,), shape, src.dtype, src.format, src.bypass,
+        self.values[op.out] = GmValue((piece,), shape, src.dtype, src.format, src.bypass,
                                      src.buffer_shape, valid)
 
     def _op_reshape(self, op: TracedOp) -> None:
@@ -182,7 +167,7 @@ class RootCallTiler:
                               f"reshape the whole tensor, then view it.")
         # An inplace reshape renames the buffer's geometry: same bytes, new box coordinates.
         buffer = f"{p.buffer}@{'x'.join(map(str, shape))}"
-        self.scope[op.out] = GmValue((Piece(buffer, (0,) * len(shape), shape),), shape,
+        self.values[op.out] = GmValue((Piece(buffer, (0,) * len(shape), shape),), shape,
                                      src.dtype, src.format, src.bypass, shape)
 
     def _op_gather(self, op: TracedOp) -> None:
@@ -203,7 +188,7 @@ class RootCallTiler:
         tail = src.shape[1:]
         pieces = tuple(Piece(p.buffer, (int(b) * rows,) + (0,) * len(tail), (rows,) + tail)
                        for b in ids)
-        self.scope[op.out] = GmValue(pieces, (rows * count,) + tail, src.dtype, src.format,
+        self.values[op.out] = GmValue(pieces, (rows * count,) + tail, src.dtype, src.format,
                                      src.bypass, src.buffer_shape)
 
     def _op_assemble(self, op: TracedOp) -> None:
@@ -221,18 +206,18 @@ class RootCallTiler:
     def _compute(self, op: TracedOp) -> None:
         inputs = [self.lookup(name, op) for name in op.inputs]
         builder = ops.BUILDERS[op.op]
-        node = builder(len(self.nodes), op, inputs, self.hw)
+        node = builder(len(self.nodes), op, inputs, self.limits)
         if op.op in ("sum", "amax", "amin") and not op.get("keepdim"):
             raise ConfigError(f"field '{op.where}': reductions are modeled with keepdim=true "
                               f"only; keep the dim and reshape afterwards.")
         self._place(node)
         value = LocalValue(node.index, node.out_shape, node.out_dtype)
         if node.extra.get("splits", 1) > 1:
-            final = ops.combine(len(self.nodes), node, value, self.hw)
+            final = ops.combine(len(self.nodes), node, value)
             self._place(final)
             value = LocalValue(final.index, final.out_shape, final.out_dtype)
         self._track_valid(node, inputs)
-        self.scope[op.out] = value
+        self.values[op.out] = value
 
     def _track_valid(self, node: Node, inputs) -> None:
         if node.kind != "vector" or node.op.op in ops.REDUCE_OPS:
@@ -245,8 +230,7 @@ class RootCallTiler:
     # -- depth merge -------------------------------------------------------------------
     def _place(self, node: Node) -> None:
         self.nodes.append(node)
-        scope = node.op.scope
-        if scope[0] >= 0:
+        if node.op.scope.id >= 0:
             gi = self._scope_group(node)
             return self._join(gi, node) if gi is not None else self._new_group(node, True)
         for i, value in enumerate(node.inputs):
@@ -271,10 +255,10 @@ class RootCallTiler:
         """
         scope = node.op.scope
         for gi, g in enumerate(self.groups):
-            if not (g.forced and (g.scope[0], g.scope[3]) == (scope[0], scope[3])
+            if not (g.forced and g.scope.id == scope.id and g.scope.loop_body == scope.loop_body
                     and g.kind == node.kind):
                 continue
-            if scope[1]:
+            if scope.allow_parallel_merge:
                 return gi
             for i, value in enumerate(node.inputs):
                 if isinstance(value, LocalValue) and self.group_of[value.node] == gi \
@@ -301,12 +285,12 @@ class RootCallTiler:
                 continue
             for gi, group in enumerate(self.groups):
                 if group.forced or group.kind != "vector" or value not in group.resident \
-                        or group.scope[0] != node.op.scope[0]:
+                        or group.scope.id != node.op.scope.id:
                     continue
                 if not any(self._reads_same_tiles(self.nodes[n], node, value, i)
                            for n in group.nodes):
                     continue
-                if group.ub + self._added_ub(node, gi) > self.hw.buffers.ub:
+                if group.ub + self._added_ub(node, gi) > self.limits.buffers.ub:
                     continue
                 if any(self.group_of[v.node] > gi for v in node.inputs
                        if isinstance(v, LocalValue)):
@@ -331,11 +315,12 @@ class RootCallTiler:
         group, producer = self.groups[gi], self.nodes[value.node]
         if group.forced or group.kind != "vector" or producer.tiles != node.tiles:
             return None
-        if group.scope[0] != node.op.scope[0] and not (group.scope[2] and node.op.scope[2]):
+        if group.scope.id != node.op.scope.id and not (
+                group.scope.allow_cross_scope_merge and node.op.scope.allow_cross_scope_merge):
             return None
         if not self._one_to_one(node, i, value):
             return None   # misaligned tiles meet through GM
-        if group.ub + self._added_ub(node, gi) > self.hw.buffers.ub:
+        if group.ub + self._added_ub(node, gi) > self.limits.buffers.ub:
             return None   # the merged chain would not fit UB: split here
         if self._reads_later(node, gi):
             return None
@@ -381,27 +366,22 @@ class RootCallTiler:
         nodes = [self.nodes[i] for i in group.nodes]
         tiles = nodes[0].tiles
         members = set(group.nodes)
-        one_task = group.forced and group.scope[1]   # a scope that merges parallel tiles
+        # a scope that merges parallel tiles: all of them in one task
+        one_task = group.forced and group.scope.allow_parallel_merge
         if one_task:
             task_of = [np.zeros(n.tiles, np.int64) for n in nodes]
             n_tasks = 1
         else:
             task_of = [np.arange(tiles) for _ in nodes]
             n_tasks = tiles
-        acc = _Accesses()
-        work = {k: np.zeros(n_tasks) for k in ("vector", "cube", "mte1", "fixp", "mte3",
-                                                "flops", "in_flight")}
+        acc = _AccessRows()
+        sums = _TaskSums(n_tasks, tile_per_task=not one_task)
         for node, tasks in zip(nodes, task_of):
-            frac = self._valid_fraction(node)
-            for key, arr in (("vector", node.vector_cycles), ("cube", node.cube_cycles),
-                             ("mte1", node.mte1_cycles), ("fixp", node.fixp_cycles),
-                             ("flops", node.flops)):
-                np.add.at(work[key], tasks, arr * frac)
-            np.maximum.at(work["in_flight"], tasks, node.in_flight)
+            sums.add(node, tasks, self._valid_fraction(node))
             self._reads(acc, node, tasks, members)
-            self._writes(acc, node, tasks, work)
+            self._writes(acc, node, tasks, sums)
         if one_task:   # an op's tiles are parallel branches; a chain of ops is not
-            work["in_flight"][:] = max(max(n.tiles for n in nodes), 1)
+            sums.in_flight[:] = max(max(n.tiles for n in nodes), 1)
         # isomorphic = same ops on the same tile sizes (outputs and every input)
         sizes = np.concatenate([n.out_hi - n.out_lo for n in nodes]
                                + [h - l for n in nodes for l, h in zip(n.in_lo, n.in_hi)],
@@ -411,9 +391,7 @@ class RootCallTiler:
         sig_table = [(structure, one_task, tuple(map(int, sizes[i])), _op_details(nodes, i))
                      for i in first]
         label = next((n.op.label for n in nodes if n.op.label), "")
-        return TaskBatch(nodes[0].core, sig_table, inverse, label, work["vector"], work["cube"],
-                         work["mte1"], work["fixp"], work["mte3"], work["flops"],
-                         work["in_flight"], *acc.arrays())
+        return TaskBatch(nodes[0].core, sig_table, inverse, label, sums.work(), acc.build())
 
     def _valid_fraction(self, node: Node) -> np.ndarray:
         valid = self.valid.get(node.index)
@@ -424,7 +402,7 @@ class RootCallTiler:
         full = np.maximum(np.prod(node.out_hi - node.out_lo, axis=1), 1)
         return np.prod(inside, axis=1) / full   # 0 for an empty task past the valid region
 
-    def _reads(self, acc: _Accesses, node: Node, tasks, members) -> None:
+    def _reads(self, acc: _AccessRows, node: Node, tasks, members) -> None:
         for i, value in enumerate(node.inputs):
             lo, hi = node.in_lo[i], node.in_hi[i]
             elem = DTYPE_BYTES[value.dtype]
@@ -439,7 +417,7 @@ class RootCallTiler:
                 acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), lo, hi, False, 0, elem,
                         None, i, shape=value.shape)
 
-    def _writes(self, acc: _Accesses, node: Node, tasks, work) -> None:
+    def _writes(self, acc: _AccessRows, node: Node, tasks, sums: "_TaskSums") -> None:
         elem = DTYPE_BYTES[node.out_dtype]
         out_bytes = np.prod(node.out_hi - node.out_lo, axis=1) * elem
         written = 0
@@ -456,7 +434,7 @@ class RootCallTiler:
                     tags, elem, None, -1, shape=node.out_shape)
             written += 1
         if node.kind == "vector" and written:
-            np.add.at(work["mte3"], tasks, out_bytes * written)
+            sums.put(sums.mte3_bytes, tasks, out_bytes * written)
 
     @staticmethod
     def _tags(node: Node):
@@ -468,6 +446,59 @@ class RootCallTiler:
     def workspace_bytes(self) -> int:
         return sum(int(np.prod(self.nodes[i].out_shape)) * DTYPE_BYTES[self.nodes[i].out_dtype]
                    for i in self.spilled)
+
+
+class _TaskSums:
+    """A group's work per leaf task, added up op by op.
+
+    Every op tile counts by its valid fraction: its bytes, fractals and steps and the
+    tile itself (which pays the pipe's fixed cycles) are scaled alike.
+    """
+
+    def __init__(self, n: int, tile_per_task: bool):
+        self.n, self.tile_per_task = n, tile_per_task
+        self.vector: dict[str, tuple[np.ndarray, np.ndarray]] = {}   # kind: bytes, tiles
+        self.cube: dict[str, tuple[np.ndarray, np.ndarray]] = {}     # dtype: fractals, tiles
+        self.mte1_bytes, self.mte1_steps = np.zeros(n), np.zeros(n)
+        self.fixp_bytes, self.fixp_tiles = np.zeros(n), np.zeros(n)
+        self.mte3_bytes, self.flops, self.in_flight = np.zeros(n), np.zeros(n), np.zeros(n)
+
+    def put(self, column: np.ndarray, tasks: np.ndarray, values) -> None:
+        if self.tile_per_task:   # tile i is task i: a plain sum, faster than add.at
+            column += values
+        else:
+            np.add.at(column, tasks, values)
+
+    def _table(self, table: dict, key: str) -> tuple[np.ndarray, np.ndarray]:
+        if key not in table:
+            table[key] = (np.zeros(self.n), np.zeros(self.n))
+        return table[key]
+
+    def add(self, node: Node, tasks: np.ndarray, frac: np.ndarray) -> None:
+        if node.kind == "vector":
+            nbytes, tiles = self._table(self.vector, node.vector_kind)
+            self.put(nbytes, tasks, node.vector_bytes * frac)
+            self.put(tiles, tasks, frac)
+        else:
+            fractals, tiles = self._table(self.cube, node.cube_dtype)
+            self.put(fractals, tasks, node.fractals * frac)
+            self.put(tiles, tasks, frac)
+            self.put(self.mte1_bytes, tasks, node.mte1_bytes * frac)
+            self.put(self.mte1_steps, tasks, node.k_steps * frac)
+            self.put(self.fixp_bytes, tasks, node.fixp_bytes * frac)
+            self.put(self.fixp_tiles, tasks, frac)
+        self.put(self.flops, tasks, node.flops * frac)
+        if self.tile_per_task:
+            np.maximum(self.in_flight, node.in_flight, out=self.in_flight)
+        else:
+            np.maximum.at(self.in_flight, tasks, node.in_flight)
+
+    def work(self) -> Work:
+        return Work.from_columns(
+            VectorWork.per_task(self.vector), CubeWork.per_task(self.cube), self.n,
+            mte1_bytes=self.mte1_bytes, mte1_steps=self.mte1_steps, fixp_bytes=self.fixp_bytes,
+            fixp_tiles=self.fixp_tiles, mte3_bytes=self.mte3_bytes, flops=self.flops,
+            in_flight=self.in_flight)
 
 
 def _op_details(nodes: list[Node], task: int) -> tuple:

@@ -9,7 +9,7 @@ one root call holding several loop bodies.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..spec.errors import ConfigError
 from ..spec.expr import ExprError, evaluate
@@ -24,6 +24,17 @@ class CubeTiles:
     split_k: bool
 
 
+class Scope(NamedTuple):
+    """The ``sg_set_scope`` an op was traced under."""
+    id: int                          # -1: no scope
+    allow_parallel_merge: bool       # every tile of the scope's ops in one leaf task
+    allow_cross_scope_merge: bool
+    loop_body: tuple[tuple[str, int], ...]   # loop indices: unrolled bodies keep their own
+
+
+NO_SCOPE = Scope(-1, False, False, ())
+
+
 @dataclass(frozen=True)
 class TracedOp:
     op: str
@@ -32,7 +43,7 @@ class TracedOp:
     where: str                      # field path in the kernel file, for errors
     vec_tile: tuple[int, ...] | None
     cube_tile: CubeTiles | None
-    scope: tuple[int, bool, bool, int]   # id, allow_parallel, allow_cross, instance
+    scope: Scope
     attrs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     label: str = ""
 
@@ -79,7 +90,7 @@ class _Tracer:
         self.current = RootCall(root_key=f"{kernel.name}_main")
         self.vec_tile: tuple[int, ...] | None = None
         self.cube_tile: CubeTiles | None = None
-        self.scope = (-1, False, False, 0)
+        self.scope = NO_SCOPE
         self.loop_env: dict[str, int] = {}
         self.segment = 0
 
@@ -106,8 +117,7 @@ class _Tracer:
             elif isinstance(stmt, CubeTileStmt):
                 self._set_cube_tile(stmt, env, here)
             elif isinstance(stmt, ScopeStmt):
-                # a scope merges the ops of one loop body: unrolled bodies keep their own
-                self.scope = (*stmt.sg_set_scope, hash(tuple(sorted(self.loop_env.items()))))
+                self.scope = Scope(*stmt.sg_set_scope, tuple(sorted(self.loop_env.items())))
             elif isinstance(stmt, OpStmt):
                 if stmt.cond is None or self._value(stmt.cond, env, f"{here}.cond"):
                     self.current.ops.append(self._op(stmt, env, here))

@@ -27,7 +27,7 @@ from collections import deque
 
 import numpy as np
 
-from ..compiler.program import AIC, Program
+from ..compiler.program import CoreType, Program
 from ..spec.hardware import Hardware
 from ..spec.options import RuntimeOptions
 from .costs import L2Cache, Mte2Model, static_pipe_us
@@ -69,9 +69,9 @@ class Machine:
         self.write_bytes = p.task_write_bytes.tolist()
         self.write_pipe = np.maximum(pipes["fixp"], pipes["mte3"]).tolist()
         w = p.work
-        self.loads = w["mte2_loads"].tolist()
-        self.bursts = w["mte2_bursts"].tolist()
-        self.in_flight = w["in_flight"].tolist()
+        self.loads = w.mte2_loads.tolist()
+        self.bursts = w.mte2_bursts.tolist()
+        self.in_flight = w.in_flight.tolist()
         self.core_type = p.task_core.tolist()
         self.head = hw.core.head_overhead_us
         self.mte2 = Mte2Model(hw)
@@ -95,14 +95,15 @@ class Machine:
 
     def _prepare_accesses(self) -> None:
         p = self.program
-        order = np.lexsort((p.acc_write, p.acc_task))
-        task = p.acc_task[order]
+        r = p.regions
+        order = np.lexsort((r.write, r.task))
+        task = r.task[order]
         self.acc_ptr = np.searchsorted(task, np.arange(p.leaf_tasks + 1)).tolist()
-        self.acc_block = p.acc_block[order].tolist()
-        self.acc_bytes = p.acc_bytes[order].tolist()
-        self.acc_full = p.acc_region_bytes[order].tolist()
-        self.acc_write = p.acc_write[order].tolist()
-        self.acc_bypass = p.acc_bypass[order].tolist()
+        self.acc_block = r.region[order].tolist()
+        self.acc_bytes = r.bytes[order].tolist()
+        self.acc_full = r.region_bytes[order].tolist()
+        self.acc_write = r.write[order].tolist()
+        self.acc_bypass = r.bypass[order].tolist()
         self.l2 = L2Cache(self.hw.memory.l2_bytes)
 
     # -- one leaf task on one core ----------------------------------------------------------
@@ -180,7 +181,7 @@ class Machine:
         if fair:
             idle = [[[] for _ in range(2)] for _ in range(n_threads)]
             for core in range(self.n_aic + self.n_aiv):
-                idle[core % n_threads][AIC if core < self.n_aic else 0].append(core)
+                idle[core % n_threads][CoreType.AIC if core < self.n_aic else 0].append(core)
         else:
             idle = [list(range(self.n_aic, self.n_aic + self.n_aiv)), list(range(self.n_aic))]
         events: list = []

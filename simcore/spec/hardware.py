@@ -1,17 +1,23 @@
 """The modeled chip: counts, clocks, buffers, bandwidths and AICPU costs.
 
-Every number in a hardware file carries a comment naming its source; a fitted
-number names the procedure that fitted it.  This model only says what a number
+A chip is two files: ``<name>.toml`` holds the sourced facts as people write
+them (every number with a comment naming its source, docs/sources.md), and an
+optional generated ``<name>.fit.toml`` holds the values ``ptolab calibrate``
+fitted, with the procedure's provenance in its header.  The loader merges the
+overlay over the facts and validates the result as one Hardware; an overlay may
+only replace a value the facts file states.  This model only says what a number
 means and which values are possible.
 """
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from .base import Strict
-from .loader import load
+from .errors import ConfigError
+from .loader import read_mapping, validate
 
 
 class Cores(Strict):
@@ -122,11 +128,57 @@ class Hardware(Strict):
 
 
 HARDWARE_DIR = Path(__file__).resolve().parents[2] / "configs" / "hardware"
+FIT_SUFFIX = ".fit.toml"
+
+
+def fit_overlay(facts: Path) -> Path:
+    """Where the fitted values for the facts file ``facts`` live (next to it)."""
+    facts = Path(facts)
+    return facts.with_name(facts.name[:-len(facts.suffix)] + FIT_SUFFIX)
+
+
+def dotted_values(table: dict, prefix: str = ""):
+    """(dotted path, value) of every non-table value, in the file's order."""
+    for key, value in table.items():
+        if isinstance(value, dict):
+            yield from dotted_values(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def merge_fit(facts: dict, fitted: dict, facts_path: Path, overlay_path: Path) -> dict:
+    """``facts`` with every value of ``fitted`` put in its place.
+
+    A fit replaces a value the facts file states; a key the facts file lacks (a typo,
+    or a field renamed since the fit) is an error, never a silent addition.
+    """
+    merged = copy.deepcopy(facts)
+    for path, value in dotted_values(fitted):
+        node = merged
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or leaf not in node or isinstance(node[leaf], dict):
+            raise ConfigError(f"fitted key '{path}' is not a value of the facts file "
+                              f"{facts_path}; an overlay may only replace what the facts file "
+                              f"states. Remove the key, or rerun ptolab calibrate.",
+                              source=str(overlay_path))
+        node[leaf] = value
+    return merged
 
 
 def load_hardware(name_or_path: str | Path, search_dir: Path | None = None) -> Hardware:
-    """A hardware file by path, or by name from configs/hardware/."""
+    """A hardware file by path, or by name from configs/hardware/, with its fit overlay."""
     path = Path(name_or_path)
     if not path.suffix:
         path = (search_dir or HARDWARE_DIR) / f"{name_or_path}.toml"
-    return load(Hardware, path, "hardware")
+    if path.name.endswith(FIT_SUFFIX):
+        facts = path.with_name(path.name[:-len(FIT_SUFFIX)] + ".toml")
+        raise ConfigError(f"this is a fit overlay, not a hardware file; load the facts file "
+                          f"{facts} (its overlay is merged over it).", source=str(path))
+    data = read_mapping(path)
+    overlay = fit_overlay(path)
+    if not overlay.exists():
+        return validate(Hardware, data, str(path), "hardware")
+    data = merge_fit(data, read_mapping(overlay), path, overlay)
+    return validate(Hardware, data, f"{path} + {overlay.name}", "hardware")

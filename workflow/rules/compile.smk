@@ -2,6 +2,7 @@ rule compile:
     input:
         kernel=lambda w: PLAN.study(w.study).kernel_path,
         hardware=lambda w: PLAN.study(w.study).hardware_path,
+        hardware_fit=hardware_fit,
     output:
         STAGE + "/compile/compile.json",
         STAGE + "/compile/program.json",

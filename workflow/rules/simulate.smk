@@ -5,6 +5,7 @@ rule simulate:
         compiled=STAGE + "/compile/compile.json",
         kernel=lambda w: PLAN.study(w.study).kernel_path,
         hardware=lambda w: PLAN.study(w.study).hardware_path,
+        hardware_fit=hardware_fit,
     output:
         STAGE + "/run/metrics.json",
         STAGE + "/run/merged_swimlane.json",
