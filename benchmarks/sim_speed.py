@@ -52,7 +52,7 @@ def main() -> None:
             from simpy_reference import simulate_simpy
             durations = timeline.task_end - timeline.task_start
             t3 = time.perf_counter()
-            span = simulate_simpy(program, hw, durations, len(machine.sched))
+            span = simulate_simpy(program, hw, durations, machine.sched_threads)
             t4 = time.perf_counter()
             row += (f" {t4 - t3:>8.2f} {program.leaf_tasks / (t4 - t3):>13.0f} "
                     f"{timeline.kernel_us:>10.1f}/{span:<10.1f}")
