@@ -169,10 +169,9 @@ class IdleCores:
     """Idle cores of each type, lowest index first (modes 0 and 1)."""
 
     def __init__(self, n_aic: int, n_aiv: int, n_threads: int):
-        self.heaps = [None, None]
+        self.heaps: list[list[int]] = [[], []]
         self.heaps[AIV] = list(range(n_aic, n_aic + n_aiv))
         self.heaps[AIC] = list(range(n_aic))
-        self.n_threads = n_threads
 
     def take(self, core_type: int) -> int | None:
         heap = self.heaps[core_type]
@@ -183,23 +182,15 @@ class IdleCores:
 
     def take_this(self, core: int, core_type: int) -> bool:
         """Take ``core`` if it is idle and runs ``core_type``."""
-        return self._remove(self.heaps[core_type], core)
-
-    @staticmethod
-    def _remove(heap: list[int], core: int) -> bool:
-        if core not in heap:
-            return False
-        heap.remove(core)
-        heapq.heapify(heap)
-        return True
+        return _take_from(self.heaps[core_type], core)
 
 
-class FairIdleCores(IdleCores):
+class FairIdleCores:
     """Idle cores per (schedule thread, type); a take goes round the threads (modes 2, 3)."""
 
     def __init__(self, n_aic: int, n_aiv: int, n_threads: int):
         self.n_threads = n_threads
-        self.by_thread = [[[], []] for _ in range(n_threads)]
+        self.by_thread: list[list[list[int]]] = [[[], []] for _ in range(n_threads)]
         for core in range(n_aic + n_aiv):
             self.by_thread[core % n_threads][AIC if core < n_aic else AIV].append(core)
         self.next_thread = 0
@@ -218,7 +209,15 @@ class FairIdleCores(IdleCores):
         heapq.heappush(self.by_thread[core % self.n_threads][core_type], core)
 
     def take_this(self, core: int, core_type: int) -> bool:
-        return self._remove(self.by_thread[core % self.n_threads][core_type], core)
+        return _take_from(self.by_thread[core % self.n_threads][core_type], core)
+
+
+def _take_from(heap: list[int], core: int) -> bool:
+    if core not in heap:
+        return False
+    heap.remove(core)
+    heapq.heapify(heap)
+    return True
 
 
 # -- one launch ------------------------------------------------------------------------
@@ -242,7 +241,17 @@ class Run:
         self.events: list = []
         self.seq = itertools.count()
         self.running = 0                      # tasks on cores: they share HBM
-        # per-task results, lists while the run writes them one element at a time
+        # the dev task under way: ready queues per core type, idle cores, and per schedule
+        # thread its first and last send and its dispatch count (set by run_dev_task)
+        self.queues: tuple[deque, deque] = (deque(), deque())
+        self.idle: IdleCores | FairIdleCores | None = None
+        self.first_send: list[float | None] = []
+        self.last_send: list[float] = []
+        self.dispatches: list[int] = []
+        self.end_of_dev = 0.0
+        # per-task results.  Lists, not numpy arrays, while the run fills them: each is
+        # written once per task in the hot path, and a list store is several times
+        # cheaper than a numpy scalar store; timeline() turns them into arrays
         self.task_core = [-1] * n
         self.task_start = [0.0] * n
         self.task_end = [0.0] * n
@@ -316,7 +325,7 @@ class Run:
         self.queues = (deque(), deque())      # ready tasks per core type, FIFO
         pool = FairIdleCores if plan.fair else IdleCores
         self.idle = pool(plan.n_aic, plan.n_aiv, n_threads)
-        self.first_send: list[float | None] = [None] * n_threads
+        self.first_send = [None] * n_threads
         self.last_send = [start] * n_threads
         self.dispatches = [0] * n_threads
         self.end_of_dev = start
@@ -329,6 +338,7 @@ class Run:
             queues[core_type[task]].append(task)
         self.dispatch(start)
         events, heappop = self.events, heapq.heappop
+        # handlers bound to locals once: the loop runs twice per leaf task
         on_task_done, on_task_ready, dispatch = self.on_task_done, self.on_task_ready, \
             self.dispatch
         while events:
@@ -358,6 +368,8 @@ class Run:
         lo, hi = succ_ptr[task], succ_ptr[task + 1]
         free = self.thread_free
         f = free[th]
+        # (now if now > f else f) is max(now, f) without a builtin call, here and in
+        # start_task: both run once per task
         noticed = (now if now > f else f) + self.completion_us + self.resolve_edge_us * (hi - lo)
         free[th] = noticed
         if noticed > self.end_of_dev:
