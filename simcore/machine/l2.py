@@ -60,14 +60,15 @@ class L2Cache:
             acc.write, acc.bypass
         filled_by_region = self.filled
         hit = miss = 0.0
-        # runs once per access of every task: locals instead of attribute lookups, and
-        # ``used`` kept in a local until the end
+        # runs once per access of every task: columns and dict methods bound to locals
+        # instead of looked up per access, ``used`` kept in a local until the end
+        get, move_to_end = filled_by_region.get, filled_by_region.move_to_end
         used = self.used
         for a in range(acc.ptr[task], acc.ptr[task + 1]):
             region, size, write = regions[a], sizes[a], writes[a]
-            filled = filled_by_region.get(region)
+            filled = get(region)
             if filled is not None:
-                filled_by_region.move_to_end(region)
+                move_to_end(region)
                 if not write and filled >= full[a]:
                     hit += size
                     continue
