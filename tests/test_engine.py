@@ -194,6 +194,16 @@ def test_mode_1_takes_the_queue_when_the_producers_core_runs_the_other_type():
     assert tl.task_start[1] == noticed + A.ready_handoff_us + A.dispatch_us
 
 
+def test_mode_2_takes_cores_round_the_threads_and_pays_for_the_balance():
+    """Thread 0 owns cores 0 and 2, thread 1 owns core 1.  Mode 2 takes the first idle
+    core of thread 0, then of thread 1, where mode 0 takes the lowest index; every
+    dispatch costs fairness_us more."""
+    tl = run(make_program([2000, 2000]), mode=2)
+    assert tl.task_core.tolist() == [CORE_2, CORE_1]
+    start = THREADS_READY + A.dispatch_us + A.fairness_us
+    assert tl.task_start.tolist() == [start, start]
+
+
 def test_a_consumer_reads_what_its_producer_wrote_from_l2():
     """The producer writes a whole region; the consumer reads it back from L2 and pays the
     L2 round trip instead of the HBM one.  A third task reads a region nobody wrote."""
