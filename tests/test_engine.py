@@ -91,7 +91,9 @@ def test_a_chain_of_two_tasks_runs_back_to_back_through_the_ready_queue():
     """Producer 0 -> consumer 1: the consumer starts only after the producer's completion
     was noticed and resolved and the ready id went through the shared queue."""
     tl = run(make_program([2000, 2000], edges=[(0, 1)]))
-    built = A.init_us + A.build_dev_task_us + A.build_per_root_call_us + 2 * A.build_per_leaf_task_us
+    # the control thread, started at init_us, builds one dev task of one call and two tasks
+    built = A.init_us + A.build_dev_task_us + A.build_per_root_call_us \
+        + 2 * A.build_per_leaf_task_us
     assert tl.dev_build_end.tolist() == [built]
     assert built < THREADS_READY                       # so the dev task waits for the threads
     assert tl.dev_start.tolist() == [THREADS_READY]
