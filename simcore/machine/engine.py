@@ -226,7 +226,8 @@ class Run:
 
     Created fresh by every ``Machine.run``: schedule threads idle since their
     handshake, an empty L2, every edge unresolved, no task placed.  Per-task
-    results go into lists owned by this run and become the Timeline's arrays.
+    results go into arrays created by this run, which its Timeline then owns;
+    one Run makes one Timeline.
     """
 
     def __init__(self, plan: Plan):
