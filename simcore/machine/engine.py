@@ -79,14 +79,16 @@ class Plan:
     build_end: np.ndarray        # per dev task: when it is built
     dev_task_tasks: np.ndarray   # per dev task: leaf tasks (for retiring it)
     # per dev task: the tasks with no predecessor inside it, in task order, are
-    # first_ready[first_ready_ptr[k]:first_ready_ptr[k + 1]]
-    first_ready: list[int]
+    # first_ready[first_ready_ptr[k]:first_ready_ptr[k + 1]] (an array: a run turns one
+    # dev task's slice into a list when it starts it, rather than the Plan holding a
+    # Python int per task)
+    first_ready: np.ndarray
     first_ready_ptr: list[int]
     # per leaf task
     core_type: list[int]
     succ_ptr: list[int]          # successors of t: succ[succ_ptr[t]:succ_ptr[t + 1]]
     succ: list[int]
-    indegree: tuple[int, ...]    # predecessors inside the dev task; a run counts down a copy
+    indegree: np.ndarray         # predecessors inside the dev task; a run counts down a copy
     loads: list[float]           # MTE2 copy-ins
     bursts: list[float]
     in_flight: list[float]       # tiles in flight: > 1 overlaps the pipes
@@ -127,6 +129,8 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
     indegree = np.bincount(dst, minlength=n)
     order = np.argsort(dev, kind="stable")
     first_ready = order[indegree[order] == 0]
+    for column in (indegree, first_ready):
+        column.flags.writeable = False       # the Plan is shared by every run
     pipes = static_pipe_us(hw, p)
     stack = np.stack([pipes[k] for k in ("mte1", "cube", "vector", "fixp", "mte3")])
     w = p.work
@@ -139,11 +143,11 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         l2_bytes=hw.memory.l2_bytes, mte2=Mte2Model(hw),
         ctrl_ready=ctrl_ready, build_end=ctrl_ready + np.cumsum(build_cost),
         dev_task_tasks=tasks,
-        first_ready=first_ready.tolist(),
+        first_ready=first_ready,
         first_ready_ptr=np.searchsorted(dev[first_ready], np.arange(p.dev_tasks + 1)).tolist(),
         core_type=p.task_core.tolist(),
         succ_ptr=np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist(),
-        succ=dst.tolist(), indegree=tuple(indegree.tolist()),
+        succ=dst.tolist(), indegree=indegree,
         loads=w["mte2_loads"].tolist(), bursts=w["mte2_bursts"].tolist(),
         in_flight=w["in_flight"].tolist(),
         static_sum=stack.sum(axis=0).tolist() if n else [],
@@ -237,7 +241,7 @@ class Run:
                                   handshake=a.init_us + a.handshake_us)
                       for i in range(plan.n_threads)]
         self.l2 = L2Cache(plan.l2_bytes, plan.accesses)
-        self.indegree = list(plan.indegree)
+        self.indegree = plan.indegree.tolist()
         self.thread_free = [s.handshake for s in self.sched]
         self.events: list = []
         self.seq = itertools.count()
@@ -334,7 +338,7 @@ class Run:
             free[th] = max(free[th], start)
             self.sched[th].rcv.append(start)
         core_type, queues = plan.core_type, self.queues
-        for task in plan.first_ready[plan.first_ready_ptr[k]:plan.first_ready_ptr[k + 1]]:
+        for task in plan.first_ready[plan.first_ready_ptr[k]:plan.first_ready_ptr[k + 1]].tolist():
             queues[core_type[task]].append(task)
         self.dispatch(start)
         events, heappop = self.events, heapq.heappop
