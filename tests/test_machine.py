@@ -2,10 +2,12 @@
 import numpy as np
 
 from simcore.compiler import compile_kernel
-from simcore.machine import simulate
+from simcore.machine import Machine, simulate
 from simcore.spec.hardware import load_hardware
 
 from pipeline.runner import resolve_kernel
+
+from conftest import KERNELS
 
 HW = load_hardware("dav_2201")
 
@@ -50,3 +52,20 @@ def test_dispatch_cost_is_a_mechanism(msa_path):
     _, a = run(msa_path, hw=cheap)
     _, b = run(msa_path, hw=dear)
     assert b.kernel_us > a.kernel_us
+
+
+def test_one_machine_run_twice_gives_the_same_figures():
+    """A second run starts from idle threads, an empty L2 and unresolved edges like the
+    first, on a kernel with edges, L2 reuse and several dev tasks."""
+    kernel = resolve_kernel(KERNELS / "glm_attention.yaml", {})
+    program = compile_kernel(kernel, HW)
+    machine = Machine(HW, program, kernel.options.runtime_options)
+    first = machine.run()
+    kept = (first.task_start.copy(), first.task_l2_bytes.copy(), [th.rcv[:] for th in first.sched])
+    second = machine.run()
+    assert program.dev_tasks > 1 and program.edge_src.size > 0 and kept[1].sum() > 0
+    assert second.kernel_us == first.kernel_us and second.e2e_us == first.e2e_us
+    for tl in (first, second):
+        assert np.array_equal(tl.task_start, kept[0])
+        assert np.array_equal(tl.task_l2_bytes, kept[1])
+        assert [th.rcv for th in tl.sched] == kept[2]

@@ -1,5 +1,9 @@
-"""The modeled NPU: run a compiled Program on a Hardware, get a Timeline."""
-from .engine import simulate
+"""The modeled NPU: run a compiled Program on a Hardware, get a Timeline.
+
+``Machine(hw, program, options)`` prepares the program once; each ``run()``
+simulates one launch from scratch.  ``simulate`` does both.
+"""
+from .engine import Machine, simulate
 from .timeline import SchedThread, Timeline
 
-__all__ = ["simulate", "Timeline", "SchedThread"]
+__all__ = ["Machine", "simulate", "Timeline", "SchedThread"]

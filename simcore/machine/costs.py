@@ -90,25 +90,3 @@ class Mte2Model:
 
     def write_us(self, nbytes: float, loaders: int) -> float:
         return nbytes / (self.hbm_rate / max(loaders, 1)) if nbytes else 0.0
-
-
-class L2Cache:
-    """Capacity-limited L2, tracked by tensor region, LRU eviction.
-
-    ``entries`` maps a region to the bytes of it loaded or written so far; the
-    engine looks regions up as each task starts (Machine._duration).  Written data
-    stays for its consumers until evicted; a bypassed region (set_cache_policy) is
-    read from HBM and not kept.
-    """
-
-    def __init__(self, capacity: float):
-        from collections import OrderedDict
-        self.capacity = capacity
-        self.entries: "OrderedDict[int, float]" = OrderedDict()
-        self.used = 0.0
-
-    def evict(self) -> None:
-        """Drop least recently used blocks until the cache fits again."""
-        while self.used > self.capacity and self.entries:
-            _, size = self.entries.popitem(last=False)
-            self.used -= size

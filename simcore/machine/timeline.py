@@ -2,6 +2,8 @@
 
 All times are microseconds from the launch (the AICPU control thread's BEGIN).
 The emit stage turns a Timeline into PyPTO's files; nothing here knows a format.
+A Timeline owns its arrays and thread records: the run that made it hands them
+over, and no later run of the same Machine shares or changes them.
 """
 from __future__ import annotations
 

@@ -1,0 +1,314 @@
+"""The event engine on hand-built programs of two to five leaf tasks, timed by hand.
+
+Each test builds a Program directly (no kernel file, no compiler) and a small
+chip whose costs are round binary fractions, so every expected time below is
+exact in floating point and is written as the arithmetic that produces it.
+
+The chip: one AIC (core 0) and two AIV cores (1, 2); two schedule threads, a
+core belongs to thread ``core % 2`` (core 1 to thread 1, core 2 to thread 0).
+A leaf task with ``c`` vector cycles and no GM traffic runs ``head + c / clock``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from simcore.compiler.program import (CoreType, LeafFunction, Program, RegionAccesses,
+                                      RootFunction)
+from simcore.compiler.work import CubeWork, VectorWork, Work
+from simcore.machine.engine import Machine
+from simcore.machine.l2 import L2Cache, TaskRegions
+from simcore.spec.hardware import load_hardware
+from simcore.spec.options import RuntimeOptions
+
+_BASE = load_hardware("dav_2201")
+HW = _BASE.model_copy(update={
+    "cores": _BASE.cores.model_copy(update={"aic": 1, "aiv": 2, "clock_mhz": 1000.0}),
+    "core": _BASE.core.model_copy(update={"head_overhead_us": 1.0}),
+    "memory": _BASE.memory.model_copy(update={"hbm_gbps": 4000.0, "l2_gbps": 8000.0}),
+    "pipes": _BASE.pipes.model_copy(update={"mte2": _BASE.pipes.mte2.model_copy(update={
+        "bytes_per_cycle": 1000.0, "fixed_cycles": 1000.0, "l2_hit_fixed_cycles": 500.0,
+        "burst_setup_cycles": 0.0}),
+        # one vector byte per cycle and no start-up: a task's vector bytes are its cycles
+        "vector": {"default": _BASE.pipes.vector["default"].model_copy(update={
+            "bytes_per_cycle": 1.0, "fixed_cycles": 0.0})}}),
+    "aicpu": _BASE.aicpu.model_copy(update={
+        "threads": 3, "init_us": 5.0, "handshake_us": 3.0,
+        "build_dev_task_us": 1.0, "build_per_root_call_us": 0.5, "build_per_leaf_task_us": 0.25,
+        "dispatch_us": 0.5, "completion_us": 0.25, "resolve_edge_us": 0.125,
+        "ready_handoff_us": 1.0, "fairness_us": 0.25, "dev_task_sync_us": 16.0,
+        "release_per_leaf_task_us": 0.125, "exit_us": 2.0})})
+A = HW.aicpu
+AIV, AIC = CoreType.AIV, CoreType.AIC
+HEAD = HW.core.head_overhead_us
+CLOCK = HW.cores.clock_mhz                     # cycles per us
+THREADS_READY = A.init_us + A.handshake_us     # schedule threads can send from here on
+CORE_1, CORE_2 = 1, 2                          # the AIV cores, owned by threads 1 and 0
+
+
+def make_program(cycles, *, edges=(), call_of=None, dev_task_of_call=None, core=None,
+                 accesses=()) -> Program:
+    """A Program of ``len(cycles)`` leaf tasks with that many vector cycles each.
+
+    ``call_of[t]``: the root call of task t (default all in call 0);
+    ``dev_task_of_call[c]``: the dev task of call c (default all in dev task 0);
+    ``core[t]``: AIV or AIC (default AIV); ``edges``: (producer, consumer) pairs;
+    ``accesses``: (task, region, bytes, region_bytes, write, bypass) GM accesses.
+    """
+    n = len(cycles)
+    task_call = np.asarray(call_of if call_of is not None else [0] * n, np.int64)
+    n_calls = int(task_call.max()) + 1
+    call_dev = np.asarray(dev_task_of_call if dev_task_of_call is not None else [0] * n_calls,
+                          np.int64)
+    call_pos = np.array([int(np.sum(call_dev[:c] == call_dev[c])) for c in range(n_calls)])
+    task_op = np.array([int(np.sum(task_call[:t] == task_call[t])) for t in range(n)])
+    acc = np.array(accesses, dtype=float).reshape(-1, 6)
+    reads = acc[:, 4] == 0
+    read_task = acc[reads, 0].astype(np.int64)
+    zeros = np.zeros(n)
+    edges = sorted(edges)
+    return Program(
+        kernel="hand_built", root_functions=[RootFunction(0, 0, "root")],
+        leaf_functions=[LeafFunction(index=0, hash=0, name="leaf", core_type=AIV, label="leaf",
+                                     root=0, order=0)],
+        call_root=np.zeros(n_calls, np.int64), call_bodies=np.ones(n_calls, np.int64),
+        call_dev_task=call_dev, call_in_dev_task=call_pos,
+        task_call=task_call, task_leaf=np.zeros(n, np.int64), task_op=task_op,
+        task_core=np.asarray(core if core is not None else [AIV] * n, np.int64),
+        work=Work.from_columns(
+            # one "default"-kind vector row per task: zero fixed cycles in the test chip,
+            # so ``cycles`` is what the task's bytes cost at the default rate
+            VectorWork.per_task({"default": (np.asarray(cycles, float),
+                                             np.ones(n))}),
+            CubeWork.per_task({}), n, in_flight=np.ones(n),
+            mte2_bytes=np.bincount(read_task, weights=acc[reads, 2], minlength=n),
+            mte2_loads=np.bincount(read_task, minlength=n).astype(float)),
+        regions=RegionAccesses(
+            task=acc[:, 0].astype(np.int64), region=acc[:, 1].astype(np.int64),
+            bytes=acc[:, 2], region_bytes=acc[:, 3], write=acc[:, 4].astype(bool),
+            bypass=acc[:, 5].astype(bool)),
+        edge_src=np.array([s for s, _ in edges], np.int64),
+        edge_dst=np.array([d for _, d in edges], np.int64), workspace_bytes=0)
+
+
+def run(program, mode=0, hw=HW):
+    return Machine(hw, program, RuntimeOptions(device_sched_mode=mode)).run()
+
+
+def test_a_chain_of_two_tasks_runs_back_to_back_through_the_ready_queue():
+    """Producer 0 -> consumer 1: the consumer starts only after the producer's completion
+    was noticed and resolved and the ready id went through the shared queue."""
+    tl = run(make_program([2000, 2000], edges=[(0, 1)]))
+    # the control thread, started at init_us, builds one dev task of one call and two tasks
+    built = A.init_us + A.build_dev_task_us + A.build_per_root_call_us \
+        + 2 * A.build_per_leaf_task_us
+    assert tl.dev_build_end.tolist() == [built]
+    assert built < THREADS_READY                       # so the dev task waits for the threads
+    assert tl.dev_start.tolist() == [THREADS_READY]
+    p_start = THREADS_READY + A.dispatch_us            # first thing core 1's thread does
+    p_end = p_start + HEAD + 2000 / CLOCK
+    noticed = p_end + A.completion_us + A.resolve_edge_us * 1      # one successor edge
+    c_start = noticed + A.ready_handoff_us + A.dispatch_us        # queue, then a dispatch
+    c_end = c_start + HEAD + 2000 / CLOCK
+    assert tl.task_start.tolist() == [p_start, c_start]
+    assert tl.task_end.tolist() == [p_end, c_end]
+    assert tl.task_core.tolist() == [CORE_1, CORE_1]   # the lowest idle AIV core, both times
+    assert tl.dev_end.tolist() == [c_end + A.completion_us]     # its completion noticed
+    assert tl.kernel_us == c_end - p_start
+
+
+def test_two_independent_tasks_run_side_by_side_on_two_cores():
+    """Each core's own thread pays the dispatch, so both start together; with one schedule
+    thread the second waits for the first dispatch."""
+    tl = run(make_program([2000, 2000]))
+    start = THREADS_READY + A.dispatch_us
+    assert tl.task_start.tolist() == [start, start]
+    assert tl.task_core.tolist() == [CORE_1, CORE_2]
+    assert tl.task_end.tolist() == [start + HEAD + 2000 / CLOCK, start + HEAD + 2000 / CLOCK]
+    one_thread = HW.model_copy(update={"aicpu": A.model_copy(update={"threads": 2})})
+    tl = run(make_program([2000, 2000]), hw=one_thread)
+    assert tl.task_start.tolist() == [start, start + A.dispatch_us]
+
+
+def test_a_task_waits_for_a_free_core():
+    """Three AIV tasks, two AIV cores: the third runs on the first core to come free, sent
+    by that core's thread once it has noticed the completion."""
+    tl = run(make_program([1000, 2000, 2000]))
+    start = THREADS_READY + A.dispatch_us
+    first_end = start + HEAD + 1000 / CLOCK                     # task 0 is the shorter one
+    third = first_end + A.completion_us + A.dispatch_us   # thread 1 notices, then sends
+    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_1]
+    assert tl.task_start.tolist() == [start, start, third]
+    assert tl.task_end[2] == third + HEAD + 2000 / CLOCK
+
+
+def test_tasks_ending_together_complete_in_the_order_they_were_sent():
+    """Tasks 0 and 1 end at the same instant; events tie-break by sequence, so task 0 (sent
+    first) completes first and task 2 takes its core."""
+    tl = run(make_program([2000, 2000, 2000]))
+    end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
+    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_1]
+    assert tl.task_start[2] == end + A.completion_us + A.dispatch_us
+
+
+def test_a_dev_task_starts_after_the_previous_one_ends_and_is_handed_over():
+    """Two dev tasks of one task each: the second is built long before, but waits for the
+    first to end and for the hand-over (dev_task_sync)."""
+    tl = run(make_program([2000, 2000], call_of=[0, 1], dev_task_of_call=[0, 1]))
+    one_dev_task = A.build_dev_task_us + A.build_per_root_call_us + A.build_per_leaf_task_us
+    assert tl.dev_build_end.tolist() == [A.init_us + one_dev_task, A.init_us + 2 * one_dev_task]
+    first_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
+    first_dev_end = first_end + A.completion_us
+    second = first_dev_end + A.dev_task_sync_us
+    assert tl.dev_end[0] == first_dev_end
+    assert tl.dev_start.tolist() == [THREADS_READY, second]
+    assert tl.task_start.tolist() == [THREADS_READY + A.dispatch_us, second + A.dispatch_us]
+    # the schedule threads record each dev task's receive time
+    assert all(th.rcv == [THREADS_READY, second] for th in tl.sched)
+    # the schedule threads exit once the last dev task has ended; the control thread first
+    # retires that dev task (one leaf task), then exits
+    assert tl.ctrl_exit == tl.dev_end[1] + A.release_per_leaf_task_us * 1 + A.exit_us
+    assert [th.exit for th in tl.sched] == [tl.dev_end[1] + A.exit_us] * 2
+
+
+def _producer_consumer_and_bystander():
+    """Task 0 (short) and task 1 (long) start together on cores 1 and 2; task 2 consumes
+    task 1.  When task 1 ends, core 1 has long been idle."""
+    return make_program([1000, 2000, 2000], edges=[(1, 2)])
+
+
+def test_mode_0_sends_the_readied_consumer_through_the_queue_to_the_lowest_idle_core():
+    tl = run(_producer_consumer_and_bystander(), mode=0)
+    p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
+    noticed = p_end + A.completion_us + A.resolve_edge_us    # by thread 0, core 2's owner
+    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_1]
+    assert tl.task_start[2] == noticed + A.ready_handoff_us + A.dispatch_us
+
+
+def test_mode_1_sends_the_readied_consumer_straight_to_its_producers_core():
+    """The resolving thread skips the queue and sends the consumer to the core its producer
+    just left, so it runs where the producer's output is and saves the hand-off."""
+    tl = run(_producer_consumer_and_bystander(), mode=1)
+    p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
+    noticed = p_end + A.completion_us + A.resolve_edge_us
+    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_2]
+    assert tl.task_start[2] == noticed + A.dispatch_us
+
+
+def test_mode_1_takes_the_queue_when_the_producers_core_runs_the_other_type():
+    """An AIC producer cannot hand its AIV consumer its own core."""
+    tl = run(make_program([2000, 2000], edges=[(0, 1)], core=[AIC, AIV]), mode=1)
+    p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK       # core 0, thread 0
+    noticed = p_end + A.completion_us + A.resolve_edge_us
+    assert tl.task_core.tolist() == [0, CORE_1]
+    assert tl.task_start[1] == noticed + A.ready_handoff_us + A.dispatch_us
+
+
+def test_mode_2_takes_cores_round_the_threads_and_pays_for_the_balance():
+    """Thread 0 owns cores 0 and 2, thread 1 owns core 1.  Mode 2 takes the first idle
+    core of thread 0, then of thread 1, where mode 0 takes the lowest index; every
+    dispatch costs fairness_us more."""
+    tl = run(make_program([2000, 2000]), mode=2)
+    assert tl.task_core.tolist() == [CORE_2, CORE_1]
+    start = THREADS_READY + A.dispatch_us + A.fairness_us
+    assert tl.task_start.tolist() == [start, start]
+
+
+def test_a_consumer_reads_what_its_producer_wrote_from_l2():
+    """The producer writes a whole region; the consumer reads it back from L2 and pays the
+    L2 round trip instead of the HBM one.  A third task reads a region nobody wrote."""
+    region = 1_000_000.0
+    m = HW.pipes.mte2
+    tl = run(make_program([0, 0, 0], edges=[(0, 1)], accesses=[
+        (0, 7, region, region, 1, 0),        # task 0 writes region 7
+        (1, 7, region, region, 0, 0),        # task 1 reads it
+        (2, 8, region, region, 0, 0)]))      # task 2 reads region 8, never written
+    assert tl.task_l2_bytes.tolist() == [0.0, region, 0.0]
+    assert tl.task_hbm_bytes.tolist() == [0.0, 0.0, region]
+    core_rate = m.bytes_per_cycle * HW.cores.clock_mhz          # bytes per us: one core's MTE2
+    from_l2 = m.l2_hit_fixed_cycles / CLOCK + region / core_rate
+    from_hbm = m.fixed_cycles / CLOCK + region / core_rate
+    assert tl.task_pipe_cycles["mte2"].tolist() == [0.0, from_l2 * CLOCK, from_hbm * CLOCK]
+    assert tl.task_end[1] - tl.task_start[1] == HEAD + from_l2
+
+
+def _snapshot(tl) -> dict:
+    """Every field of a Timeline as plain, copied Python values."""
+    out = {}
+    for f in dataclasses.fields(tl):
+        v = getattr(tl, f.name)
+        if isinstance(v, np.ndarray):
+            v = v.tolist()
+        elif isinstance(v, dict):
+            v = {k: a.tolist() for k, a in v.items()}
+        elif f.name == "sched":
+            v = [dataclasses.asdict(th) for th in v]
+        out[f.name] = v
+    return out
+
+
+def test_running_one_machine_twice_gives_the_same_timeline_and_leaves_the_first_alone():
+    """Every run starts from idle threads, an empty L2 and unresolved edges, and hands its
+    Timeline arrays and thread records over; a second run can neither see nor change them."""
+    region = 8192.0
+    program = make_program(
+        [2000, 1000, 2000, 1000, 2000], edges=[(0, 1), (1, 2), (3, 4)],
+        call_of=[0, 0, 0, 1, 1], dev_task_of_call=[0, 1],
+        accesses=[(0, 5, region, region, 1, 0), (1, 5, region, region, 0, 0),
+                  (2, 6, region, region, 0, 0), (3, 6, region, region, 0, 0),
+                  (4, 5, region, region, 0, 0)])
+    machine = Machine(HW, program, RuntimeOptions(device_sched_mode=1))
+    first = machine.run()
+    before = _snapshot(first)
+    second = machine.run()
+    assert _snapshot(second) == before
+    assert _snapshot(first) == before
+    assert first.task_start is not second.task_start and first.sched[0] is not second.sched[0]
+    assert before["task_l2_bytes"] == [0.0, region, 0.0, region, region]   # exercised L2
+
+
+# -- L2Cache on its own ----------------------------------------------------------------
+def _cache(capacity, per_task):
+    """An L2Cache over ``per_task``: for each task, its (region, bytes, region_bytes, write,
+    bypass) accesses."""
+    rows = [a for accesses in per_task for a in accesses]
+    ptr = np.cumsum([0] + [len(a) for a in per_task]).tolist()
+    cols = list(zip(*rows))
+    return L2Cache(capacity, TaskRegions(
+        ptr=ptr, region=list(cols[0]), nbytes=list(cols[1]), region_bytes=list(cols[2]),
+        write=list(cols[3]), bypass=list(cols[4])))
+
+
+def test_l2_a_read_hits_only_a_region_filled_to_its_size():
+    half, full = 4096.0, 8192.0
+    cache = _cache(1 << 20, [[(1, half, full, False, False)],     # first half: miss
+                             [(1, half, full, False, False)],     # second half: miss, fills
+                             [(1, half, full, False, False)]])    # now complete: hit
+    assert [cache.access(t) for t in range(3)] == [(0.0, half), (0.0, half), (half, 0.0)]
+
+
+def test_l2_writes_fill_and_bypassed_accesses_are_not_kept():
+    r = 8192.0
+    cache = _cache(1 << 20, [
+        [(1, r, r, True, False)],                            # write region 1: no read bytes
+        [(1, r, r, False, False), (2, r, r, False, True)],   # 1 hits; 2 bypassed: miss
+        [(2, r, r, False, False)],                           # 2 was not kept: miss again
+        [(1, r, r, True, True)],                             # bypassed write drops region 1
+        [(1, r, r, False, False)]])
+    assert [cache.access(t) for t in range(5)] == [
+        (0.0, 0.0), (r, r), (0.0, r), (0.0, 0.0), (0.0, r)]
+    assert cache.used == 2 * r                               # regions 2 and 1, read back
+
+
+def test_l2_evicts_the_least_recently_used_region():
+    r = 8192.0
+    cache = _cache(2 * r, [
+        [(1, r, r, False, False)], [(2, r, r, False, False)],
+        [(1, r, r, False, False)],                           # hit: 1 is now the newest
+        [(3, r, r, False, False)],                           # over capacity: 2 goes
+        [(1, r, r, False, False), (2, r, r, False, False)]])
+    assert [cache.access(t) for t in range(5)] == [
+        (0.0, r), (0.0, r), (r, 0.0), (0.0, r), (r, r)]
+    assert cache.used == 2 * r
