@@ -26,14 +26,15 @@ def to_cycles(t_us: np.ndarray | float, freq: float):
 
 def l1_prof_data(program: Program, timeline: Timeline, freq: float) -> list[dict]:
     v = TaskView.of(program)
-    start, end = to_cycles(timeline.task_start, freq), to_cycles(timeline.task_end, freq)
     order = np.lexsort((timeline.task_start, timeline.task_core))
+    cols = zip(timeline.task_core[order].tolist(), v.seq[order].tolist(), v.leaf[order].tolist(),
+               v.task_id[order].tolist(), to_cycles(timeline.task_start, freq)[order].tolist(),
+               to_cycles(timeline.task_end, freq)[order].tolist())
     cores: list[dict] = []
-    for t in order:
-        block = int(timeline.task_core[t])
+    for block, seq, leaf, tid, start, end in cols:
         if not cores or cores[-1]["blockIdx"] != block:
             cores.append(fmt.l1_core(block, kind_of_block(block, timeline.aic_cores)))
-        cores[-1]["tasks"].append(fmt.l1_task(v.seq[t], v.leaf[t], v.task_id[t], start[t], end[t]))
+        cores[-1]["tasks"].append(fmt.l1_task(seq, leaf, tid, start, end))
     return cores
 
 
@@ -83,24 +84,27 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
     events += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
                for b in np.unique(tl.task_core)]
     hints = _execution_hints(v, ts, te)
+    order_hints = ["\n".join(f.merge_info) for f in program.leaf_functions]
     tid_of = fmt.thread_id(tl.task_core)
-    for t in np.lexsort((tl.task_start, tl.task_core)):
-        seq, tid, leaf, root = int(v.seq[t]), int(v.task_id[t]), int(v.leaf[t]), int(v.root[t])
-        order_hint = "\n".join(program.leaf_functions[leaf].merge_info)
-        args = {"event-hint": fmt.event_hint(seq, tid, v.root_hash[root], int(opmagic[t]),
-                                             v.leaf_hash[leaf], order_hint),
+    order = np.lexsort((tl.task_start, tl.task_core))
+    cols = zip(order.tolist(), *(c[order].tolist() for c in (v.seq, v.task_id, v.leaf, v.root,
+                                                             v.op, opmagic, tid_of, ts, te)))
+    for t, seq, tid, leaf, root, op, magic, lane, start, end in cols:
+        args = {"event-hint": fmt.event_hint(seq, tid, v.root_hash[root], magic,
+                                             v.leaf_hash[leaf], order_hints[leaf]),
                 "ioperand-hint": "[]", "ooperand-hint": "[]",
                 "execution-hint": hints[leaf], "color": v.labels[leaf],
                 "taskId": tid, "seqNo": seq, "wrapId": -1}
-        if order_hint:
-            args["hashOrder-hint"] = order_hint
+        if order_hints[leaf]:
+            args["hashOrder-hint"] = order_hints[leaf]
         events.append({
-            "args": args, "cat": "event", "id": int(t),
-            "name": fmt.task_name(seq, tid, root, int(v.op[t]), v.labels[leaf]),
-            "ph": "X", "pid": fmt.MACHINE_PID, "tid": int(tid_of[t]),
-            "ts": round(float(ts[t]), 4), "dur": round(float(te[t] - ts[t]), 4)})
-    for k, (a, b) in enumerate(zip(v.edge_src, v.edge_dst)):
-        events += fmt.flow_events(k, int(tid_of[a]), float(te[a]), int(tid_of[b]), float(ts[b]))
+            "args": args, "cat": "event", "id": t,
+            "name": fmt.task_name(seq, tid, root, op, v.labels[leaf]),
+            "ph": "X", "pid": fmt.MACHINE_PID, "tid": lane,
+            "ts": round(start, 4), "dur": round(end - start, 4)})
+    lanes, ts_l, te_l = tid_of.tolist(), ts.tolist(), te.tolist()
+    for k, (a, b) in enumerate(zip(v.edge_src.tolist(), v.edge_dst.tolist())):
+        events += fmt.flow_events(k, lanes[a], te_l[a], lanes[b], ts_l[b])
     ready = ready_times(program, tl)
     for name, mask in zip(fmt.READY_COUNTERS, (v.is_aic, ~v.is_aic, np.ones(v.size, bool))):
         if mask.any():
@@ -130,14 +134,15 @@ def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
     pred_ready = np.full(v.size, min_start)
     np.maximum.at(pred_ready, v.edge_dst, te[v.edge_src])
     blocks, top_all = [], []
+    seq, task_id = v.seq.tolist(), v.task_id.tolist()
     for block in np.unique(tl.task_core):
         idx = np.flatnonzero(tl.task_core == block)
         idx = idx[np.argsort(ts[idx], kind="stable")]
         prev_end = np.concatenate([[min_start], te[idx][:-1]])
         gaps = ts[idx] - prev_end
         wait_sched = np.maximum(ts[idx] - np.maximum(prev_end, pred_ready[idx]), 0.0)
-        keys = [task_key(int(v.seq[t]), int(v.task_id[t])) for t in idx]
-        names = [formal_name(int(v.seq[t]), int(v.task_id[t])) for t in idx]
+        keys = [task_key(seq[t], task_id[t]) for t in idx.tolist()]
+        names = [formal_name(seq[t], task_id[t]) for t in idx.tolist()]
         top = sorted(zip(wait_sched, keys, names), key=lambda r: -r[0])
         top_all += top[:10]
         blocks.append(fmt.bubble_core_block(

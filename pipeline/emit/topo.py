@@ -46,18 +46,22 @@ def call_ops(view: TaskView) -> tuple[np.ndarray, list[list[tuple[int, int]]]]:
 def dyn_topo_text(program: Program) -> str:
     v = TaskView.of(program)
     opmagic, _ = call_ops(v)
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(v.edge_src, minlength=v.size))])
+    # a dev task's successors only (dev tasks are synchronisation points); per task, those
+    # in the same root call first, each group in edge order
+    src, dst = v.edge_src, v.edge_dst
+    keep = v.seq[src] == v.seq[dst]
+    src, dst = src[keep], dst[keep]
+    same_call = v.call[src] == v.call[dst]
+    order = np.lexsort((np.arange(src.size), ~same_call, src))
+    succ_ids = v.task_id[dst[order]].tolist()
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))]).tolist()
+    static = np.bincount(src[same_call], minlength=v.size).tolist()
+    cols = [c.tolist() for c in (v.seq, v.task_id, v.root, opmagic, v.leaf, v.core_type, v.op)]
     lines = [fmt.HEADER]
-    for t in range(v.size):
-        succ = v.edge_dst[ptr[t]:ptr[t + 1]]
-        succ = succ[v.seq[succ] == v.seq[t]]       # a dev task's successors only: dev tasks
-        same_call = v.call[succ] == v.call[t]      # are synchronisation points
-        ordered = np.concatenate([succ[same_call], succ[~same_call]])
-        leaf, root = int(v.leaf[t]), int(v.root[t])
-        fields = [int(v.seq[t]), int(v.task_id[t]), root, v.root_hash[root], int(opmagic[t]),
-                  leaf, v.leaf_hash[leaf], int(v.core_type[t]), int(v.op[t]), fmt.NO_WRAP,
-                  int(same_call.sum())]
-        lines.append(fmt.row(fields, [int(v.task_id[s]) for s in ordered]))
+    for t, (seq, tid, root, magic, leaf, core, op) in enumerate(zip(*cols)):
+        fields = [seq, tid, root, v.root_hash[root], magic, leaf, v.leaf_hash[leaf], core, op,
+                  fmt.NO_WRAP, static[t]]
+        lines.append(fmt.row(fields, succ_ids[ptr[t]:ptr[t + 1]]))
     return "\n".join(lines) + "\n"
 
 
