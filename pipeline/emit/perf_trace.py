@@ -1,11 +1,11 @@
 """``DUMP_DEVICE_PERF=true`` files: AICPU/AICore phase stamps per round.
 
 ``machine_trace_perf_data_<N>.json`` (layout: pipeline/formats/perf_trace.py):
-lanes of phase-end stamps, up to 50 rounds a file, at most 200 rounds.  Dev-task phases keep at most
-``limit`` instances per AICPU thread and round; the excess is dropped
-with upstream's warning.  The limit is ``PTOLAB_PERF_DEVTASK_MAX`` (default 20, the
-figure of PyPTO's performance tuning guide, docs/zh/tutorials/debug/performance.md;
-upstream code has since raised it to 200).
+lanes of phase-end stamps, up to 50 rounds a file, at most 200 rounds.  Dev-task
+phases keep at most ``limit`` instances per AICPU thread and round; the excess is
+dropped with upstream's warning.  The limit is ``PTOLAB_PERF_DEVTASK_MAX``
+(default 20, the figure of PyPTO's performance tuning guide,
+docs/zh/tutorials/debug/performance.md; upstream code has since raised it to 200).
 
 After each file, as the runtime runs ``machine_perf_trace.py gen_perfetto``, the
 AICPU view ``machine_runtime_operator_trace_<N>.json`` is written and, when a
