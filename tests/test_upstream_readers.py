@@ -176,6 +176,11 @@ def test_every_call_op_carries_the_hash_order_of_its_callee(glm):
 
 
 # -- tools/profiling/tilefwk_prof_data_parser.py -------------------------------------------------
+def _bits(value: int, field: list[int]) -> int:
+    """The bit field [first bit, width] of an integer."""
+    return (value >> field[0]) & ((1 << field[1]) - 1)
+
+
 def _log_entries(data_dir: Path, rules: dict) -> dict[int, list[dict]]:
     """LOG entries per core id, read with the parser's record format."""
     fmt = struct.Struct(rules["record_struct"])
@@ -188,12 +193,12 @@ def _log_entries(data_dir: Path, rules: dict) -> dict[int, list[dict]]:
         for off in range(0, len(raw) // fmt.size * fmt.size, fmt.size):
             fields = fmt.unpack_from(raw, off)
             bits = fields[rules["head_bits_index"]]
-            data_type = (bits >> rules["data_type_bits"][0]) & ((1 << rules["data_type_bits"][1]) - 1)
+            data_type = _bits(bits, rules["data_type_bits"])
             if fields[rules["msprof_type_index"]] != rules["msprof_type"] or \
                     data_type != rules["log_data_type"]:
                 continue
-            core = bits & ((1 << rules["core_id_bits"][1]) - 1)
-            core_type = (bits >> rules["core_type_bits"][0]) & ((1 << rules["core_type_bits"][1]) - 1)
+            core = _bits(bits, rules["core_id_bits"])
+            core_type = _bits(bits, rules["core_type_bits"])
             n = min(rules["max_entries"], fields[rules["count_index"]])
             for i in range(n):
                 first = rules["first_entry_index"] + i * len(rules["entry_fields"])

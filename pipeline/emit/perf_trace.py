@@ -52,8 +52,8 @@ def devtask_limit(env: Mapping[str, str]) -> int:
         raise ConfigError(
             f"environment variable {DEVTASK_LIMIT_ENV}={raw!r} is not a positive integer. It "
             f"caps how many dev-task instances each AICPU thread records per round in "
-            f"machine_trace_perf_data_<N>.json; use 20 (the figure of PyPTO's performance tuning guide, the default) or 200 "
-            f"(current upstream code).")
+            f"machine_trace_perf_data_<N>.json; use 20 (the default, the figure of PyPTO's "
+            f"performance tuning guide) or 200 (current upstream code).")
     return int(raw)
 
 

@@ -66,7 +66,8 @@ def call_op(opmagic: int, callee_hash: int | str, label: str, merge_info: Iterab
 
 
 def hash_order_line(kind: str, order: str, count: int) -> str:
-    """One line of a task's hashOrder-hint, e.g. ``l1ReuseInfo hashOrder: func8_0, subGraphCount: 24``."""
+    """One line of a task's hashOrder-hint,
+    e.g. ``l1ReuseInfo hashOrder: func8_0, subGraphCount: 24``."""
     return f"{kind} hashOrder: {order}, subGraphCount: {count}"
 
 
