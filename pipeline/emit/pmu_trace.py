@@ -30,6 +30,7 @@ from ..formats import pmu as rec
 from ..formats.cores import kind_of_block, lane_name
 from .atomic import write_json
 from .swimlane import BASE_CYCLES
+from .tasks import TaskView
 
 SUPPORTED_ARCH = "dav_3510"
 MAX_CORES = 6
@@ -51,7 +52,7 @@ def main_blocks(program: Program) -> np.ndarray:
     """
     leaves = program.leaf_functions
     moved = np.zeros(len(leaves))
-    np.maximum.at(moved, program.task_leaf,
+    np.maximum.at(moved, TaskView.of(program).leaf,
                   np.asarray(program.task_read_bytes) + np.asarray(program.task_write_bytes))
     biggest: dict[str, float] = {}
     for f, m in zip(leaves, moved):
@@ -139,8 +140,9 @@ def _stamps(pid: int, task_start: float, task_end: float, clock: float, ident: i
 
 
 def pmu_trace(program: Program, tl: Timeline, hw: Hardware) -> dict:
+    v = TaskView.of(program)
     base = BASE_CYCLES / hw.aicpu.profile_freq_mhz
-    ids = pmu_ids(program)[program.task_leaf]
+    ids = pmu_ids(program)[v.leaf]
     names = [f.name for f in program.leaf_functions]
     events: list[dict] = []
     for core in captured_cores(tl):
@@ -148,11 +150,11 @@ def pmu_trace(program: Program, tl: Timeline, hw: Hardware) -> dict:
         tasks = np.flatnonzero(tl.task_core == core)
         tasks = tasks[np.argsort(tl.task_start[tasks], kind="stable")]
         for t, lane, s, e in zip(*pipe_intervals(tl, tasks, hw.core.head_overhead_us)):
-            events.append({"name": names[program.task_leaf[t]], "cat": "pipe", "ph": "X",
+            events.append({"name": names[v.leaf[t]], "cat": "pipe", "ph": "X",
                            "ts": round(base + s, 6), "dur": round(e - s, 6),
                            "pid": int(core) + 1, "tid": int(lane),
-                           "args": {"pmu_id": int(ids[t]), "seqNo": int(program.task_dev_task[t]),
-                                    "taskId": int(program.task_id[t])}})
+                           "args": {"pmu_id": int(ids[t]), "seqNo": int(v.seq[t]),
+                                    "taskId": int(v.task_id[t])}})
         for t in tasks:
             events += _stamps(int(core) + 1, base + float(tl.task_start[t]),
                               base + float(tl.task_end[t]), tl.clock_mhz, int(ids[t]))
