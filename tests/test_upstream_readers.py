@@ -10,9 +10,13 @@ import re
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+
 from pipeline.emit.operator_trace import operator_trace
+from pipeline.emit.swimlane import ready_counters
+from pipeline.emit.tasks import TaskView
 from pipeline.formats import swimlane as swimlane_format
 from pipeline.runner import run_simulate
 
@@ -173,6 +177,45 @@ def test_every_call_op_carries_the_hash_order_of_its_callee(glm):
                     if k in rules["hash_order_attrs"]} == order
             merged += bool(order)
     assert merged, "glm merges leaf functions (L1Reuse), so some call carries a hashOrder"
+
+
+def test_ready_counters_follow_the_mergers_rule():
+    case = reader("draw_swim_lane")["ready_count_case"]
+    tasks = case["tasks_in_l1_order"]
+    index = {(t["seqNo"], t["taskId"]): i for i, t in enumerate(tasks)}
+    edges = [(i, index[(t["seqNo"], s)]) for i, t in enumerate(tasks) for s in t["successors"]]
+    src, dst = np.array([a for a, _ in edges]), np.array([b for _, b in edges])
+    zeros = np.zeros(len(tasks), int)
+
+    def column(key):
+        return np.array([t[key] for t in tasks])
+    view = TaskView(seq=column("seqNo"), task_id=column("taskId"), call=column("seqNo"),
+                    root=zeros, op=column("taskId"), leaf=zeros,
+                    core_type=np.array([1 if t["coreType"] == "AIC" else 0 for t in tasks]),
+                    edge_src=src, edge_dst=dst, root_hash=[0], leaf_hash=[0], labels=[""])
+    events = ready_counters(view, np.arange(len(tasks)), column("execStart"), column("execEnd"),
+                            1.0)
+    assert [(e["name"], e["ts"], e["args"]["size"]) for e in events] == \
+        [tuple(x) for x in case["expected"]]
+
+
+def test_our_swimlane_counts_what_the_merger_would(glm):
+    """The merger changes a ReadyCount only where a task starts or ends; counts never go
+    negative and nothing is left ready at the end."""
+    out, _ = glm
+    events = load(out, "merged_swimlane.json")["traceEvents"]
+    tasks = [e for e in events if e["ph"] == "X" and e["pid"] == 1]
+    stamps = np.unique([e["ts"] for e in tasks] + [e["ts"] + e["dur"] for e in tasks])
+    ready = [e for e in events if e["ph"] == "C" and e["name"].startswith("ReadyCount")]
+    assert ready and all(e["args"]["size"] >= 0 for e in ready)
+    at = np.array([e["ts"] for e in ready])
+    nearest = np.clip(np.searchsorted(stamps, at), 1, stamps.size - 1)
+    gap = np.minimum(abs(stamps[nearest] - at), abs(stamps[nearest - 1] - at))
+    assert gap.max() < 1e-3
+    last = {e["name"]: e["args"]["size"] for e in ready}
+    assert set(last) == {"ReadyCount_AIC", "ReadyCount_AIV", "ReadyCount_Total"}
+    assert set(last.values()) == {0}
+    assert any(e["ph"] == "C" and e["name"] == "Dependence Solving (MHz)" for e in events)
 
 
 # -- tools/profiling/tilefwk_prof_data_parser.py -------------------------------------------------

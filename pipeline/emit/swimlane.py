@@ -38,27 +38,71 @@ def l1_prof_data(program: Program, timeline: Timeline, freq: float) -> list[dict
     return cores
 
 
-def ready_times(program: Program, timeline: Timeline) -> np.ndarray:
-    """When each task's last predecessor in its dev task ended (else the dev task start)."""
-    v = TaskView.of(program)
-    ready = timeline.dev_start[v.seq].copy()
+def _successor_lists(v: TaskView) -> tuple[list[int], list[int]]:
+    """Successors inside each task's dev task (those dyn_topo lists), as CSR lists."""
     same = v.seq[v.edge_src] == v.seq[v.edge_dst]
-    np.maximum.at(ready, v.edge_dst[same], timeline.task_end[v.edge_src[same]])
-    return ready
+    src, dst = v.edge_src[same], v.edge_dst[same]
+    order = np.argsort(src, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))])
+    return ptr.tolist(), dst[order].tolist()
 
 
-def _counter_events(name: str, ready: np.ndarray, start: np.ndarray, base_us: float) -> list:
-    times = np.concatenate([ready, start])
-    delta = np.concatenate([np.ones(ready.size, np.int64), -np.ones(start.size, np.int64)])
-    order = np.lexsort((-delta, times))
-    times, level = times[order], np.cumsum(delta[order])
-    events, last = [], None
-    for i in range(times.size):
-        if i + 1 < times.size and times[i + 1] == times[i]:
-            continue
-        if level[i] != last:
-            events.append(fmt.counter_event(name, base_us + float(times[i]), int(level[i])))
-            last = level[i]
+def ready_counters(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: np.ndarray,
+                   freq: float) -> list[dict]:
+    """ReadyCount_AIC/AIV/Total and Dependence Solving, as the merger counts them.
+
+    Walking the task start and end stamps in time order (at one stamp, tasks in
+    ``order``, a task's start before its end): when the first event of a time point
+    belongs to a new dev task, that dev task's tasks without predecessors become
+    ready; a start takes a task out; an end makes each successor whose last
+    predecessor it was ready.  A counter changes only where its count changes.
+    Dependence Solving is the successor edges resolved per us over windows longer
+    than ``DEP_WINDOW_US``, stamped at the window's start.
+    """
+    ptr, succ = _successor_lists(v)
+    indeg = np.bincount(np.asarray(succ, dtype=np.int64), minlength=v.size)
+    aic = v.is_aic.tolist()
+    initial: dict[int, list[int]] = {}
+    for t in np.flatnonzero(indeg == 0).tolist():
+        initial.setdefault(int(v.seq[t]), [0, 0])[0 if aic[t] else 1] += 1
+    pos = np.arange(order.size)
+    times = np.concatenate([start_c[order], end_c[order]])
+    task = np.concatenate([order, order])
+    is_end = np.concatenate([np.zeros(order.size, bool), np.ones(order.size, bool)])
+    walk = np.lexsort((is_end, np.concatenate([pos, pos]), times))
+    times, task, is_end = times[walk].tolist(), task[walk].tolist(), is_end[walk].tolist()
+    seq, left = v.seq.tolist(), indeg.tolist()
+    events: list[dict] = []
+    ready, cur_seq = [0, 0], None
+    dep_time, dep_count = times[0] / freq if times else 0.0, 0
+    i = 0
+    while i < len(times):
+        now, diff = times[i], [0, 0]
+        if seq[task[i]] != cur_seq:
+            cur_seq = seq[task[i]]
+            diff = list(initial.get(cur_seq, [0, 0]))
+        while i < len(times) and times[i] == now:
+            t = task[i]
+            if not is_end[i]:
+                diff[0 if aic[t] else 1] -= 1
+            else:
+                dep_count += ptr[t + 1] - ptr[t]
+                for s in succ[ptr[t]:ptr[t + 1]]:
+                    left[s] -= 1
+                    if left[s] == 0:
+                        diff[0 if aic[s] else 1] += 1
+            i += 1
+        now_us = now / freq
+        for k, name in ((0, fmt.READY_COUNTERS[0]), (1, fmt.READY_COUNTERS[1])):
+            if diff[k]:
+                ready[k] += diff[k]
+                events.append(fmt.counter_event(name, now_us, ready[k]))
+        if diff[0] + diff[1]:
+            events.append(fmt.counter_event(fmt.READY_COUNTERS[2], now_us, ready[0] + ready[1]))
+        if now_us - dep_time > fmt.DEP_WINDOW_US:
+            events.append(fmt.counter_event(fmt.DEP_SOLVING, dep_time,
+                                            dep_count / (now_us - dep_time)))
+            dep_time, dep_count = now_us, 0
     return events
 
 
@@ -77,7 +121,6 @@ def _execution_hints(v: TaskView, ts: np.ndarray, te: np.ndarray) -> dict[int, s
 
 def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
     v, tl = TaskView.of(program), timeline
-    base_us = BASE_CYCLES / freq
     ts, te = to_cycles(tl.task_start, freq) / freq, to_cycles(tl.task_end, freq) / freq
     opmagic, _ = call_ops(v)
     events: list[dict] = [fmt.process_meta()]
@@ -105,10 +148,8 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
     lanes, ts_l, te_l = tid_of.tolist(), ts.tolist(), te.tolist()
     for k, (a, b) in enumerate(zip(v.edge_src.tolist(), v.edge_dst.tolist())):
         events += fmt.flow_events(k, lanes[a], te_l[a], lanes[b], ts_l[b])
-    ready = ready_times(program, tl)
-    for name, mask in zip(fmt.READY_COUNTERS, (v.is_aic, ~v.is_aic, np.ones(v.size, bool))):
-        if mask.any():
-            events += _counter_events(name, ready[mask], tl.task_start[mask], base_us)
+    events += ready_counters(v, order, to_cycles(tl.task_start, freq),
+                             to_cycles(tl.task_end, freq), freq)
     return {"traceEvents": events}
 
 

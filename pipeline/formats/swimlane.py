@@ -32,6 +32,8 @@ COUNTER_TID = 1
 DEP_CATEGORY = "machine-view-last-dep"
 DEP_LEAD_US = 0.0001            # a flow leaves its source this long before the source ends
 READY_COUNTERS = ("ReadyCount_AIC", "ReadyCount_AIV", "ReadyCount_Total")
+DEP_SOLVING = "Dependence Solving (MHz)"
+DEP_WINDOW_US = 5               # Dependence Solving averages over windows longer than this
 SUMMARY_TITLE = "-------- AICORE Prof Summary --------"
 # tools/scripts/tuner/tuner.py Execution._get_execution_time: one match per core
 CORE_BLOCK = re.compile(
@@ -90,9 +92,9 @@ def flow_events(k: int, src_tid: int, src_end_us: float, dst_tid: int,
              "pid": MACHINE_PID, "tid": dst_tid, "ts": round(dst_start_us, 4)}]
 
 
-def counter_event(name: str, ts_us: float, size: int) -> dict:
+def counter_event(name: str, ts_us: float, size: float) -> dict:
     return {"name": name, "pid": MACHINE_PID, "tid": COUNTER_TID, "ph": "C",
-            "ts": round(ts_us, 4), "args": {"size": int(size)}}
+            "ts": round(ts_us, 4), "args": {"size": size}}
 
 
 def summary_text(e2e_us: float, utilization: float) -> str:
