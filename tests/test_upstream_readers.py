@@ -161,6 +161,30 @@ def test_the_merger_would_draw_our_tasks_as_our_swimlane_does(glm):
     assert "" not in labels and {"MM1", "MM2", "softmax"} <= labels
 
 
+def test_execution_hints_are_the_mergers(glm):
+    out, _ = glm
+    rules = reader("draw_swim_lane")
+    leaf_of = {r["seqNo"] << 32 | r["taskId"]: r["leafHash"] for r in topo_rows(out, rules)}
+    runs: dict[int, list] = {}
+    for core in load(out, "tilefwk_L1_prof_data.json"):
+        for t in core["tasks"]:
+            dur = t["execEnd"] / 50 - t["execStart"] / 50
+            name = f"{t['seqNo']}-{(t['taskId'] >> 16) & 0x3FF}-{t['taskId'] & 0xFFFF}"
+            r = runs.setdefault(leaf_of[t["seqNo"] << 32 | t["taskId"]], [0, 0, None, "", None, ""])
+            r[0], r[1] = r[0] + 1, r[1] + dur
+            if r[2] is None or dur > r[2]:
+                r[2], r[3] = dur, name
+            if r[4] is None or dur < r[4]:
+                r[4], r[5] = dur, name
+    hints = {leaf: f"Average Execution Time: {total / n}\nMax Execution Time: {hi}, Task: [{at_hi}]"
+                   f"\nMin Execution Time: {lo}, Task: [{at_lo}]\n"
+             for leaf, (n, total, hi, at_hi, lo, at_lo) in runs.items()}
+    for e in load(out, "merged_swimlane.json")["traceEvents"]:
+        if e["ph"] == "X" and e["pid"] == 1:
+            leaf = leaf_of[e["args"]["seqNo"] << 32 | e["args"]["taskId"]]
+            assert e["args"]["execution-hint"] == hints[leaf]
+
+
 def test_every_call_op_carries_the_hash_order_of_its_callee(glm):
     out, _ = glm
     rules = reader("draw_swim_lane")["program_json"]

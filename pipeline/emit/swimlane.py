@@ -106,17 +106,25 @@ def ready_counters(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
     return events
 
 
-def _execution_hints(v: TaskView, ts: np.ndarray, te: np.ndarray) -> dict[int, str]:
-    """Per leaf function: mean, longest and shortest run over all its tasks."""
-    dur = te - ts
-    hints = {}
-    for leaf in np.unique(v.leaf):
-        idx = np.flatnonzero(v.leaf == leaf)
-        hi, lo = idx[np.argmax(dur[idx])], idx[np.argmin(dur[idx])]
-        hints[int(leaf)] = fmt.execution_hint(
-            dur[idx].mean(), dur[hi], formal_name(int(v.seq[hi]), int(v.task_id[hi])),
-            dur[lo], formal_name(int(v.seq[lo]), int(v.task_id[lo])))
-    return hints
+def _execution_hints(v: TaskView, order: np.ndarray, ts: np.ndarray,
+                     te: np.ndarray) -> dict[int, str]:
+    """Per leaf function: mean, longest and shortest run over its tasks, summed and
+    compared in ``order`` (the L1 file's) as the merger does: the first longest and the
+    first shortest task win."""
+    runs: dict[int, list] = {}
+    for t, leaf, start, end in zip(order.tolist(), v.leaf[order].tolist(), ts[order].tolist(),
+                                   te[order].tolist()):
+        dur = end - start
+        r = runs.setdefault(leaf, [0, 0.0, dur, t, dur, t])     # count, total, max, at, min, at
+        r[0], r[1] = r[0] + 1, r[1] + dur
+        if dur > r[2]:
+            r[2], r[3] = dur, t
+        if dur < r[4]:
+            r[4], r[5] = dur, t
+    seq, task_id = v.seq.tolist(), v.task_id.tolist()
+    return {leaf: fmt.execution_hint(total / n, longest, formal_name(seq[hi], task_id[hi]),
+                                     shortest, formal_name(seq[lo], task_id[lo]))
+            for leaf, (n, total, longest, hi, shortest, lo) in runs.items()}
 
 
 def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
@@ -126,10 +134,10 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
     events: list[dict] = [fmt.process_meta()]
     events += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
                for b in np.unique(tl.task_core)]
-    hints = _execution_hints(v, ts, te)
+    order = np.lexsort((tl.task_start, tl.task_core))
+    hints = _execution_hints(v, order, ts, te)
     order_hints = ["\n".join(f.merge_info) for f in program.leaf_functions]
     tid_of = fmt.thread_id(tl.task_core)
-    order = np.lexsort((tl.task_start, tl.task_core))
     cols = zip(order.tolist(), *(c[order].tolist() for c in (v.seq, v.task_id, v.leaf, v.root,
                                                              v.op, opmagic, tid_of, ts, te)))
     for t, seq, tid, leaf, root, op, magic, lane, start, end in cols:

@@ -79,9 +79,10 @@ def event_hint(seq_no: int, task_id: int, root_hash: int, opmagic: int, leaf_has
 
 def execution_hint(mean: float, longest: float, longest_task: str, shortest: float,
                    shortest_task: str) -> str:
-    return (f"Average Execution Time: {mean:.4f}\n"
-            f"Max Execution Time: {longest:.4f}, Task: [{longest_task}]\n"
-            f"Min Execution Time: {shortest:.4f}, Task: [{shortest_task}]\n")
+    """Times in us as Python prints a float (the merger does not round them)."""
+    return (f"Average Execution Time: {mean}\n"
+            f"Max Execution Time: {longest}, Task: [{longest_task}]\n"
+            f"Min Execution Time: {shortest}, Task: [{shortest_task}]\n")
 
 
 def flow_events(k: int, src_tid: int, src_end_us: float, dst_tid: int,
