@@ -52,7 +52,7 @@ def _builds(path, round_no=0):
     return [t for t in ctrl["tasks"] if t["name"].startswith(f"DEV_TASK_BUILD_{round_no}(")]
 
 
-def test_dev_task_limit_defaults_to_the_seeds_twenty(tmp_path, capsys):
+def test_dev_task_limit_defaults_to_the_tuning_guides_twenty(tmp_path, capsys):
     run_simulate(KERNEL, _stitch(1), "dav_2201", tmp_path, env=PERF)     # 128 dev tasks
     assert "Dev task num larger than: 20, the excess part will not be recorded" \
         in capsys.readouterr().err

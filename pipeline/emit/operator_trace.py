@@ -1,12 +1,12 @@
 """``machine_runtime_operator_trace_<N>.json``: the AICPU View of a perf file.
 
 What upstream's ``machine_perf_trace.py gen_perfetto`` makes of a
-``machine_trace_perf_data_<N>.json`` lane array (reference/upstream-formats.md §7):
-a Chrome trace with one process, "AICPU View" (pid 0), and one thread per input
-lane (tid = lane position, named ``<coreType>-<blockIdx>``).  Stamps are phase
-ends, so each phase becomes an ``X`` event from the previous stamp to its own;
-a ``BEGIN`` stamp has no predecessor and is drawn one cycle wide.  Equal ends are
-pushed one cycle apart so that no phase has zero width.
+``machine_trace_perf_data_<N>.json`` lane array (hicann/pypto
+tools/scripts/machine_perf_trace.py ``convert_to_perfetto_format``): a Chrome
+trace with one process, "AICPU View" (pid 0), and one thread per input lane
+(tid = lane position, named ``<coreType>-<blockIdx>``).  Stamps are phase ends,
+so each phase becomes an ``X`` event from the previous stamp to its own;
+a ``BEGIN`` stamp has no predecessor and is drawn one cycle wide.
 
 Times are absolute microseconds (cycles / freq), the same base as
 ``merged_swimlane.json``, which is why the events can be prepended there and
@@ -17,35 +17,46 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..formats import perf_trace as fmt
 from .atomic import write_json
 
 
 def _lane_events(lane: dict, tid: int) -> list[dict]:
+    """The phases of one lane, as gen_perfetto draws them.
+
+    A stamp whose end equals the previous (already moved) end moves one cycle on;
+    a phase starts where the previous stamp ended (BEGIN: one cycle before its own
+    end), and a phase that would not be positive is drawn one cycle wide.
+    """
     freq = lane["freq"]
-    prev: int | None = None
-    events = []
+    moved: list[tuple[str, int]] = []
     for task in sorted(lane["tasks"], key=lambda t: t["end"]):
         end = int(task["end"])
-        if prev is not None and end <= prev:
-            end = prev + 1
-        # a lane that does not open with BEGIN has no start either; draw it like BEGIN
-        start = end - 1 if task["name"].startswith("BEGIN") or prev is None else prev
+        if moved and end == moved[-1][1]:
+            end += 1
+        moved.append((task["name"], end))
+    prev: int | None = None
+    events = []
+    for name, end in moved:
+        # a lane that does not open with BEGIN has no start either (upstream then fails on
+        # the whole file); draw it like BEGIN
+        start = end - 1 if name.startswith("BEGIN") or prev is None else prev
         dur = (end - start) / freq
-        events.append({"name": task["name"], "cat": lane["coreType"], "ph": "X",
+        events.append({"name": name, "cat": lane["coreType"], "ph": "X",
                        "ts": start / freq, "dur": dur if dur > 0 else 1 / freq,
-                       "pid": 0, "tid": tid, "freq": freq})
+                       "pid": fmt.AICPU_VIEW_PID, "tid": tid, "freq": freq})
         prev = end
     return events
 
 
 def operator_trace(lanes: list[dict]) -> dict:
-    """The AICPU View trace of one perf file's lanes: metadata first, then phases."""
-    events: list[dict] = [{"args": {"name": "AICPU View", "type": "aicpu"}, "cat": "__metadata",
-                           "name": "process_name", "ph": "M", "pid": 0}]
-    events += [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid,
-                "args": {"name": f"{lane['coreType']}-{lane['blockIdx']}"}}
-               for tid, lane in enumerate(lanes)]
+    """The AICPU View trace of one perf file's lanes: per lane its name, then its phases."""
+    events: list[dict] = [{"args": {"name": fmt.AICPU_VIEW, "type": "aicpu"},
+                           "cat": "__metadata", "name": "process_name", "ph": "M",
+                           "pid": fmt.AICPU_VIEW_PID}]
     for tid, lane in enumerate(lanes):
+        events.append({"name": "thread_name", "ph": "M", "pid": fmt.AICPU_VIEW_PID, "tid": tid,
+                       "args": {"name": fmt.view_thread_name(lane)}})
         events += _lane_events(lane, tid)
     return {"traceEvents": events}
 

@@ -1,12 +1,11 @@
 """``DUMP_DEVICE_PERF=true`` files: AICPU/AICore phase stamps per round.
 
-``machine_trace_perf_data_<N>.json`` (reference/upstream-formats.md §6): an array
-of lanes ``{blockIdx, coreType, freq, tasks: [{name, end}]}``; every stamp marks
-the *end* of a phase.  A file covers up to 50 rounds and is named by its first
-round; at most 200 rounds are recorded.  Dev-task phases keep at most
-``limit`` instances per AICPU thread and round; the excess is dropped
-with upstream's warning.  The limit is ``PTOLAB_PERF_DEVTASK_MAX`` (default 20,
-the seeds' figure; upstream code has since raised it to 200).
+``machine_trace_perf_data_<N>.json`` (layout: pipeline/formats/perf_trace.py):
+lanes of phase-end stamps, up to 50 rounds a file, at most 200 rounds.  Dev-task
+phases keep at most ``limit`` instances per AICPU thread and round; the excess is
+dropped with upstream's warning.  The limit is ``PTOLAB_PERF_DEVTASK_MAX``
+(default 20, the figure of PyPTO's performance tuning guide,
+docs/zh/tutorials/debug/performance.md; upstream code has since raised it to 200).
 
 After each file, as the runtime runs ``machine_perf_trace.py gen_perfetto``, the
 AICPU view ``machine_runtime_operator_trace_<N>.json`` is written and, when a
@@ -28,18 +27,20 @@ import numpy as np
 from simcore.machine import Timeline
 from simcore.spec.errors import ConfigError
 
+from ..formats import perf_trace as fmt
+from ..formats.cores import kind_of_block, sched_core_lane
 from .atomic import write_json
 from .operator_trace import operator_trace, prepend_to_swimlane
 from .swimlane import to_cycles
 
-MAX_ROUNDS = 200
-ROUNDS_PER_FILE = 50
-DEVTASK_LIMIT_DEFAULT = 20     # the seeds' figure; upstream code has since raised it to 200
+MAX_ROUNDS = fmt.MAX_ROUNDS
+ROUNDS_PER_FILE = fmt.ROUNDS_PER_FILE
+DEVTASK_LIMIT_DEFAULT = 20     # the tuning guide's figure; upstream code has since raised it to 200
 DEVTASK_LIMIT_ENV = "PTOLAB_PERF_DEVTASK_MAX"
 AICORE_STAMPS_MAX = 8 * 200    # per core per round; upstream caps these silently
 
-# a lane's stamps for one round, before the round is known: (phase, "(k)" or "", cycles)
-Template = list[tuple[str, str, int]]
+# a lane's stamps for one round, before the round is known: (phase, index or None, cycles)
+Template = list[tuple[str, int | None, int]]
 
 
 def devtask_limit(env: Mapping[str, str]) -> int:
@@ -51,14 +52,9 @@ def devtask_limit(env: Mapping[str, str]) -> int:
         raise ConfigError(
             f"environment variable {DEVTASK_LIMIT_ENV}={raw!r} is not a positive integer. It "
             f"caps how many dev-task instances each AICPU thread records per round in "
-            f"machine_trace_perf_data_<N>.json; use 20 (the seeds' figure, the default) or 200 "
-            f"(current upstream code).")
+            f"machine_trace_perf_data_<N>.json; use 20 (the default, the figure of PyPTO's "
+            f"performance tuning guide) or 200 (current upstream code).")
     return int(raw)
-
-
-def _freq_value(freq: float) -> float | int:
-    """Upstream writes the counter rate as an integer (50, 1000)."""
-    return int(freq) if float(freq).is_integer() else float(freq)
 
 
 class _Lane:
@@ -66,18 +62,18 @@ class _Lane:
 
     def __init__(self, block: int, core_type: str, freq: float):
         self.block, self.core_type, self.freq = block, core_type, freq
-        self.stamps: list[tuple[str, str, float]] = []
+        self.stamps: list[tuple[str, int | None, float]] = []
 
-    def add(self, phase: str, t_us: float, tag: int | None = None) -> None:
-        self.stamps.append((phase, "" if tag is None else f"({tag})", float(t_us)))
+    def add(self, phase: str, t_us: float, idx: int | None = None) -> None:
+        self.stamps.append((phase, idx, float(t_us)))
 
     def template(self) -> Template:
         cycles = to_cycles(np.asarray([s[2] for s in self.stamps]), self.freq)
-        return [(p, tag, int(c)) for (p, tag, _), c in zip(self.stamps, cycles)]
+        return [(p, idx, int(c)) for (p, idx, _), c in zip(self.stamps, cycles)]
 
 
 def _ctrl_lane(tl: Timeline, freq: float, limit: int) -> _Lane:
-    lane = _Lane(0, "AICPU-CTRL", freq)
+    lane = _Lane(0, fmt.CTRL, freq)
     lane.add("BEGIN", tl.ctrl_begin)
     lane.add("INIT", tl.ctrl_init)
     for k, t in enumerate(tl.dev_build_end[:limit]):
@@ -87,7 +83,7 @@ def _ctrl_lane(tl: Timeline, freq: float, limit: int) -> _Lane:
 
 
 def _sched_lane(th, block: int, freq: float, limit: int) -> _Lane:
-    lane = _Lane(block, "AICPU-SCHED", freq)
+    lane = _Lane(block, fmt.SCHED, freq)
     for phase, t in (("BEGIN", th.begin), ("ALLOC_THREAD_ID", th.alloc), ("INIT", th.init),
                      ("CORE_HAND_SHAKE", th.handshake)):
         lane.add(phase, t)
@@ -109,8 +105,8 @@ def _core_lanes(tl: Timeline, freq: float) -> list[_Lane]:
     dev_of_task = np.searchsorted(tl.dev_start, tl.task_start, side="right") - 1
     lanes = []
     for b in range(tl.aic_cores + tl.aiv_cores):
-        kind = "AIC" if b < tl.aic_cores else "AIV"
-        lane = _Lane(b + 1, f"SCHED{tl.core_owner(b) + 1}-{kind}", freq)
+        kind = kind_of_block(b, tl.aic_cores)
+        lane = _Lane(b + 1, sched_core_lane(tl.core_owner(b) + 1, kind), freq)
         lane.add("BEGIN", tl.core_begin)
         lane.add("INIT", tl.core_init)
         mine = np.flatnonzero(tl.task_core == b)
@@ -139,10 +135,9 @@ def perf_lanes(lanes: list[_Lane], rounds: range, span_cycles: int) -> list[dict
     out = []
     for lane in lanes:
         tpl = lane.template()
-        tasks = [{"name": f"{phase}_{r}{tag}", "end": c + r * span_cycles}
-                 for r in rounds for phase, tag, c in tpl]
-        out.append({"blockIdx": lane.block, "coreType": lane.core_type,
-                    "freq": _freq_value(lane.freq), "tasks": tasks})
+        tasks = [{"name": fmt.stamp_name(phase, r, idx), "end": c + r * span_cycles}
+                 for r in rounds for phase, idx, c in tpl]
+        out.append(fmt.lane(lane.block, lane.core_type, lane.freq, tasks))
     return out
 
 
@@ -165,10 +160,10 @@ def write_perf_files(tl: Timeline, freq: float, rounds: int, launch_gap_us: floa
     for first in range(0, recorded, ROUNDS_PER_FILE):
         data = perf_lanes(lanes, range(first, min(first + ROUNDS_PER_FILE, recorded)),
                           span_cycles)
-        path = out / f"machine_trace_perf_data_{first}.json"
+        path = out / fmt.perf_file(first)
         write_json(path, data)
         trace = operator_trace(data)
-        write_json(out / f"machine_runtime_operator_trace_{first}.json", trace, indent=2)
+        write_json(out / fmt.view_file(first), trace, indent=2)
         if merged_swimlane is not None and Path(merged_swimlane).exists():
             prepend_to_swimlane(Path(merged_swimlane), trace["traceEvents"])
         written.append(path)

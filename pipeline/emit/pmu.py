@@ -5,9 +5,10 @@ with ``--task-time=l3``; the AICPU then reports, per leaf task, the PMU total
 cycle counter and 8 (dav_2201) or 10 (dav_3510) programmable counters.  ptolab
 writes them when the variable is set, or when ``PTOLAB_MSPROF_TASK_TIME=l3``
 stands in for the msprof switch (then an unset variable gets upstream's warning
-and group 2).  Layout: reference/upstream-formats.md §9.3, 256-byte records
-under ``PROF_000001/device_0/data/aicpu.data.0.slice_0``, three tasks a record
-(the device flushes every 3 entries), per core in execution order.
+and group 2).  Layout: pipeline/formats/pmu.py; the records go to
+``PROF_000001/device_0/data/aicpu.data.0.slice_0``, three tasks a PMU record, per
+core in execution order, followed by the LOG records (eight tasks a record) that
+the same collection reports.
 
 Counter values come from the simulated run, one quantity per slot:
 
@@ -44,19 +45,19 @@ from simcore.compiler import Program
 from simcore.machine import Timeline
 from simcore.spec.hardware import Hardware
 
+from ..formats import pmu as rec
+from ..formats.cores import type_of_blocks
+from ..formats.task_id import in_file
 from .atomic import write_bytes, write_text
 from .swimlane import to_cycles
+from .tasks import TaskView
 
 GROUP_ENV = "PYPTO_PROF_PMU_EVENT_TYPE"
 MSPROF_ENV = "PTOLAB_MSPROF_TASK_TIME"
 DEFAULT_GROUP = 2
 GROUP_NAMES = {1: "ARITHMETIC_UTILIZATION", 2: "PIPE_UTILIZATION", 4: "MEMORY",
                5: "MEMORY_L0", 6: "RESOURCE_CONFLICT_RATION", 7: "MEMORY_UB", 8: "L2_CACHE"}
-PROF_DIR = "PROF_000001"
-DATA_FILE = "aicpu.data.0.slice_0"
-CONFIG_FILE = "ptolab_pmu.json"     # the group and chip of the records, for parse
 REQ_BYTES = 32
-RECORD_BYTES, ENTRIES_PER_RECORD, COUNTERS = 256, 3, 10
 SLOTS = {"dav_2201": 8, "dav_3510": 10}
 
 # per arch and group: the event code and the simulated quantity of each slot, in slot order
@@ -180,73 +181,67 @@ def task_quantities(program: Program, tl: Timeline) -> dict[str, np.ndarray]:
 def counter_matrix(program: Program, tl: Timeline, arch: str, group: int) -> np.ndarray:
     """(tasks, 10) u32 counters: the group's slots, unused slots 0."""
     q = task_quantities(program, tl)
-    out = np.zeros((program.leaf_tasks, COUNTERS), dtype=np.uint32)
+    out = np.zeros((program.leaf_tasks, rec.COUNTERS), dtype=np.uint32)
     for slot, (code, name) in enumerate(slot_events(arch, group)):
         values = q[name] if code else q["zero"]
         out[:, slot] = np.clip(np.rint(values), 0, 2**32 - 1).astype(np.uint32)
     return out
 
 
-def _record_dtype() -> np.dtype:
-    entry = np.dtype({"names": ["seq", "task", "total", "cnt"],
-                      "formats": ["<u4", "<u4", "<u8", ("<u4", COUNTERS)],
-                      "offsets": [0, 4, 8, 16], "itemsize": 56})
-    return np.dtype({
-        "names": ["magic", "level", "type", "thread", "data_len", "timestamp",
-                  "head_magic", "head_bits", "head_task", "stream", "cnt", "entries"],
-        "formats": ["<u2", "<u2", "<u4", "<u4", "<u4", "<u8",
-                    "<u2", "<u2", "<u4", "<u2", "u1", (entry, ENTRIES_PER_RECORD)],
-        "offsets": [0, 2, 4, 8, 12, 16, 24, 26, 28, 32, 34, 64],
-        "itemsize": RECORD_BYTES})
+def _core_order(tl: Timeline) -> np.ndarray:
+    """Tasks per core in execution order: the order a core's records fill."""
+    return np.lexsort((tl.task_start, tl.task_core))
 
 
-RECORD = _record_dtype()
-
-
-def _record_order(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
-    """Tasks per core in execution order, cut into groups of three (one record each)."""
-    order = np.lexsort((tl.task_start, tl.task_core))
-    cores = tl.task_core[order]
-    pos = np.arange(order.size) - np.searchsorted(cores, cores, side="left")
-    first = pos % ENTRIES_PER_RECORD == 0
-    return order, np.cumsum(first) - 1
-
-
-def _fill_entries(rec: np.ndarray, program: Program, tl: Timeline, order: np.ndarray,
-                  rec_of: np.ndarray, counters: np.ndarray) -> None:
+def _records(dtype: np.dtype, tl: Timeline, order: np.ndarray, per_record: int, data_type: int,
+             freq: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Records of ``order``'s tasks, headers filled: (records, record of each entry,
+    slot of each entry in its record)."""
+    rec_of = rec.records_of(tl.task_core[order], per_record)
+    records = np.zeros(int(rec_of[-1]) + 1 if order.size else 0, dtype=dtype)
     slot = np.arange(order.size) - np.searchsorted(rec_of, rec_of, side="left")
-    entries = rec["entries"]          # a view: filling it fills the records
-    entries["seq"][rec_of, slot] = program.task_dev_task[order]
-    entries["task"][rec_of, slot] = program.task_id[order] & ((1 << 26) - 1)
-    entries["total"][rec_of, slot] = np.rint((tl.task_end - tl.task_start)
-                                             * tl.clock_mhz)[order].astype(np.uint64)
-    entries["cnt"][rec_of, slot] = counters[order]
-
-
-def _fill_headers(rec: np.ndarray, tl: Timeline, order: np.ndarray, rec_of: np.ndarray,
-                  freq: float) -> None:
-    cnt = np.bincount(rec_of, minlength=rec.size)
-    core = tl.task_core[order][np.searchsorted(rec_of, np.arange(rec.size))]  # first task's
-    rec["magic"], rec["level"], rec["type"] = 0x5A5A, 6000, 10
-    rec["thread"] = np.asarray([tl.core_owner(int(c)) + 1 for c in core], dtype=np.uint32)
-    rec["data_len"] = 40 + 56 * cnt
+    cnt = np.bincount(rec_of, minlength=records.size)
+    core = tl.task_core[order][np.searchsorted(rec_of, np.arange(records.size))]  # first task's
+    records["magic"], records["level"], records["type"] = rec.MAGIC, rec.LEVEL, rec.MSPROF_TYPE
+    records["thread"] = np.asarray([tl.core_owner(int(c)) + 1 for c in core], dtype=np.uint32)
+    records["data_len"] = rec.HEAD.size + dtype["entries"].base.itemsize * cnt
     # a record is flushed when its last task ends: stamp it with that AICPU counter value
-    last_end = np.zeros(rec.size)
+    last_end = np.zeros(records.size)
     np.maximum.at(last_end, rec_of, tl.task_end[order])
-    rec["timestamp"] = to_cycles(last_end, freq)
-    rec["head_magic"] = 0x6BD3
-    is_aic = (core < tl.aic_cores).astype(np.int64)
-    rec["head_bits"] = (core & 0x7F) | (is_aic << 7) | (3 << 10)     # coreId, coreType, PMU
-    rec["cnt"] = cnt
+    records["timestamp"] = to_cycles(last_end, freq)
+    records["head_magic"] = rec.HEAD_MAGIC
+    records["head_bits"] = rec.head_bits(core, type_of_blocks(core, tl.aic_cores), data_type)
+    records["cnt"] = cnt
+    return records, rec_of, slot
 
 
 def pmu_records(program: Program, tl: Timeline, freq: float, arch: str, group: int) -> bytes:
-    """The raw ``aicpu.data`` bytes: 256-byte records, three PMU entries each."""
-    order, rec_of = _record_order(tl)
-    rec = np.zeros(int(rec_of[-1]) + 1 if order.size else 0, dtype=RECORD)
-    _fill_entries(rec, program, tl, order, rec_of, counter_matrix(program, tl, arch, group))
-    _fill_headers(rec, tl, order, rec_of, freq)
-    return rec.tobytes()
+    """The PMU records: per task the total cycles and the group's ten counters."""
+    v, order = TaskView.of(program), _core_order(tl)
+    records, rec_of, slot = _records(rec.PMU_RECORD, tl, order, rec.PMU_PER_RECORD,
+                                     rec.PMU_TYPE, freq)
+    entries = records["entries"]          # a view: filling it fills the records
+    entries["seq"][rec_of, slot] = v.seq[order]
+    entries["task"][rec_of, slot] = in_file(v.task_id[order])
+    entries["total"][rec_of, slot] = np.rint((tl.task_end - tl.task_start)
+                                             * tl.clock_mhz)[order].astype(np.uint64)
+    entries["cnt"][rec_of, slot] = counter_matrix(program, tl, arch, group)[order]
+    return records.tobytes()
+
+
+def log_records(program: Program, tl: Timeline, freq: float) -> bytes:
+    """The LOG records: per task its seqNo, leaf function, taskId and the same start
+    and end cycles as tilefwk_L1_prof_data.json."""
+    v, order = TaskView.of(program), _core_order(tl)
+    records, rec_of, slot = _records(rec.LOG_RECORD, tl, order, rec.LOG_PER_RECORD,
+                                     rec.LOG_TYPE, freq)
+    entries = records["entries"]
+    entries["seq"][rec_of, slot] = v.seq[order]
+    entries["leaf"][rec_of, slot] = v.leaf[order]
+    entries["task"][rec_of, slot] = in_file(v.task_id[order])
+    entries["start"][rec_of, slot] = to_cycles(tl.task_start, freq)[order]
+    entries["end"][rec_of, slot] = to_cycles(tl.task_end, freq)[order]
+    return records.tobytes()
 
 
 def write_pmu_files(program: Program, tl: Timeline, hw: Hardware, env: Mapping[str, str],
@@ -256,10 +251,12 @@ def write_pmu_files(program: Program, tl: Timeline, hw: Hardware, env: Mapping[s
     if group is None:
         return None
     arch = arch_of(hw)
-    data_dir = Path(out) / PROF_DIR / "device_0" / "data"
+    data_dir = Path(out) / rec.PROF_DIR / rec.DEVICE_DATA
     freq = hw.aicpu.profile_freq_mhz
-    write_bytes(data_dir / DATA_FILE, pmu_records(program, tl, freq, arch, group))
+    # PMU collection (task-time L3) includes the L2 task log: both kinds share the file
+    write_bytes(data_dir / rec.DATA_FILE, pmu_records(program, tl, freq, arch, group)
+                + log_records(program, tl, freq))
     config = {"group": group, "arch": arch, "slots": SLOTS[arch],
               "event_codes": [code for code, _ in slot_events(arch, group)]}
-    write_text(Path(out) / PROF_DIR / CONFIG_FILE, json.dumps(config, indent=4) + "\n")
+    write_text(Path(out) / rec.PROF_DIR / rec.CONFIG_FILE, json.dumps(config, indent=4) + "\n")
     return data_dir

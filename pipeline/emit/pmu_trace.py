@@ -1,6 +1,7 @@
 """PMU Trace (``codegen_options.enable_pmu_trace``): the pipes inside a core.
 
-Upstream (reference/upstream-formats.md §10, the seeds' tools chapter) inserts
+Upstream (hicann/pypto framework/src/codegen/npu/cloudnpu/codegen_cloudnpu.cpp;
+PyPTO's tools guide, docs/zh/tutorials/debug) inserts
 ``mark_stamp`` pairs at the entry (on PIPE_MTE2, 100 NOPs apart) and exit (on
 PIPE_MTE3, 1000 NOPs apart) of every leaf function, tagged with a PMU ID, and
 msprof's instruction-level collection shows each pipe's activity over time.
@@ -25,14 +26,16 @@ from simcore.compiler import Program
 from simcore.machine import Timeline
 from simcore.spec.hardware import Hardware
 
+from ..formats import pmu as rec
+from ..formats.cores import kind_of_block, lane_name
 from .atomic import write_json
 from .swimlane import BASE_CYCLES
+from .tasks import TaskView
 
 SUPPORTED_ARCH = "dav_3510"
 MAX_CORES = 6
 ENTRY_NOPS, EXIT_NOPS = 100, 1000
 STAMP_LIMIT = 4096               # bisheng's stamp values are below this
-PROF_DIR, OUTPUT_DIR, TRACE_FILE = "PROF_000001", "mindstudio_profiler_output", "msprof_000001.json"
 LANES = (("MTE2", "mte2"), ("MTE1", "mte1"), ("Cube", "cube"), ("Vector", "vector"),
          ("FIXP", "fixp"), ("MTE3", "mte3"), ("Scalar", "scalar"))
 # the order work flows through a core: how pipe busy times are laid out in time
@@ -49,7 +52,7 @@ def main_blocks(program: Program) -> np.ndarray:
     """
     leaves = program.leaf_functions
     moved = np.zeros(len(leaves))
-    np.maximum.at(moved, program.task_leaf,
+    np.maximum.at(moved, TaskView.of(program).leaf,
                   np.asarray(program.task_read_bytes) + np.asarray(program.task_write_bytes))
     biggest: dict[str, float] = {}
     for f, m in zip(leaves, moved):
@@ -115,7 +118,8 @@ def _squeeze(dur: np.ndarray, window: np.ndarray) -> np.ndarray:
 
 def _meta(core: int, kind: str) -> list[dict]:
     pid = core + 1
-    events = [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{kind}_{pid}"}},
+    events = [{"name": "process_name", "ph": "M", "pid": pid,
+               "args": {"name": lane_name(kind, core)}},
               {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}]
     for tid, (name, _) in enumerate(LANES):
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
@@ -136,21 +140,21 @@ def _stamps(pid: int, task_start: float, task_end: float, clock: float, ident: i
 
 
 def pmu_trace(program: Program, tl: Timeline, hw: Hardware) -> dict:
+    v = TaskView.of(program)
     base = BASE_CYCLES / hw.aicpu.profile_freq_mhz
-    ids = pmu_ids(program)[program.task_leaf]
+    ids = pmu_ids(program)[v.leaf]
     names = [f.name for f in program.leaf_functions]
     events: list[dict] = []
     for core in captured_cores(tl):
-        kind = "AIC" if core < tl.aic_cores else "AIV"
-        events += _meta(int(core), kind)
+        events += _meta(int(core), kind_of_block(int(core), tl.aic_cores))
         tasks = np.flatnonzero(tl.task_core == core)
         tasks = tasks[np.argsort(tl.task_start[tasks], kind="stable")]
         for t, lane, s, e in zip(*pipe_intervals(tl, tasks, hw.core.head_overhead_us)):
-            events.append({"name": names[program.task_leaf[t]], "cat": "pipe", "ph": "X",
+            events.append({"name": names[v.leaf[t]], "cat": "pipe", "ph": "X",
                            "ts": round(base + s, 6), "dur": round(e - s, 6),
                            "pid": int(core) + 1, "tid": int(lane),
-                           "args": {"pmu_id": int(ids[t]), "seqNo": int(program.task_dev_task[t]),
-                                    "taskId": int(program.task_id[t])}})
+                           "args": {"pmu_id": int(ids[t]), "seqNo": int(v.seq[t]),
+                                    "taskId": int(v.task_id[t])}})
         for t in tasks:
             events += _stamps(int(core) + 1, base + float(tl.task_start[t]),
                               base + float(tl.task_end[t]), tl.clock_mhz, int(ids[t]))
@@ -165,6 +169,6 @@ def write_pmu_trace(program: Program, tl: Timeline, hw: Hardware, out: Path) -> 
               f"mark_stamp, so no msprof_*.json is written. Simulate with --hardware "
               f"{SUPPORTED_ARCH} to see the pipes inside a core.", file=sys.stderr)
         return None
-    path = Path(out) / PROF_DIR / OUTPUT_DIR / TRACE_FILE
+    path = Path(out) / rec.PROF_DIR / rec.TRACE_DIR / rec.TRACE_FILE
     write_json(path, pmu_trace(program, tl, hw), indent=None)
     return path

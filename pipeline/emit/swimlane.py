@@ -1,24 +1,21 @@
-"""Swimlane files of a ``runtime_debug_mode=1`` run.
-
-- ``tilefwk_L1_prof_data.json``: per core, its leaf tasks with cycle stamps (§2);
-- ``merged_swimlane.json``: Chrome Trace Event format, "Machine View" process,
-  one lane per core, task events named like upstream, dependency arrows and
-  ReadyCount counters (§4);
-- ``bubble_analysis.log``: waiting time per core (§4.6);
-- the ``AICORE Prof Summary`` block (§5).
-Section numbers refer to reference/upstream-formats.md.
-"""
+"""Swimlane files of a ``runtime_debug_mode=1`` run: ``tilefwk_L1_prof_data.json``,
+``merged_swimlane.json``, ``bubble_analysis.log`` and the ``AICORE Prof Summary``
+block (formats: pipeline/formats/swimlane.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
-from simcore.compiler import CoreType, Program
+from simcore.compiler import Program
 from simcore.machine import Timeline
 
+from ..formats import swimlane as fmt
+from ..formats.cores import kind_of_block
+from ..formats.task_id import formal_name, task_key
 from .atomic import write_json, write_text
-from .topo import OPMAGIC_BASE
+from .tasks import TaskView
+from .topo import call_ops
 
 BASE_CYCLES = 1_000_000   # device counters are absolute; start the run at a fixed, nonzero tick
 
@@ -27,125 +24,145 @@ def to_cycles(t_us: np.ndarray | float, freq: float):
     return np.rint(np.asarray(t_us) * freq).astype(np.int64) + BASE_CYCLES
 
 
-def core_type_name(block: int, timeline: Timeline) -> str:
-    return "AIC" if block < timeline.aic_cores else "AIV"
-
-
 def l1_prof_data(program: Program, timeline: Timeline, freq: float) -> list[dict]:
-    start, end = to_cycles(timeline.task_start, freq), to_cycles(timeline.task_end, freq)
-    seq, task_id = program.task_dev_task, program.task_id
+    v = TaskView.of(program)
     order = np.lexsort((timeline.task_start, timeline.task_core))
+    cols = zip(timeline.task_core[order].tolist(), v.seq[order].tolist(), v.leaf[order].tolist(),
+               v.task_id[order].tolist(), to_cycles(timeline.task_start, freq)[order].tolist(),
+               to_cycles(timeline.task_end, freq)[order].tolist())
     cores: list[dict] = []
-    for t in order:
-        block = int(timeline.task_core[t])
+    for block, seq, leaf, tid, start, end in cols:
         if not cores or cores[-1]["blockIdx"] != block:
-            cores.append({"blockIdx": block, "coreType": core_type_name(block, timeline),
-                          "tasks": []})
-        cores[-1]["tasks"].append({
-            "seqNo": int(seq[t]), "leafIndex": int(program.task_leaf[t]),
-            "subGraphId": int(program.task_leaf[t]), "taskId": int(task_id[t]),
-            "execStart": int(start[t]), "execEnd": int(end[t])})
+            cores.append(fmt.l1_core(block, kind_of_block(block, timeline.aic_cores)))
+        cores[-1]["tasks"].append(fmt.l1_task(seq, leaf, tid, start, end))
     return cores
 
 
-def _formal(seq: int, task_id: int) -> str:
-    return f"{seq}-{(task_id >> 16) & 0x3FF}-{task_id & 0xFFFF}"
+def _successor_lists(v: TaskView) -> tuple[list[int], list[int]]:
+    """Successors inside each task's dev task (those dyn_topo lists), as CSR lists."""
+    same = v.seq[v.edge_src] == v.seq[v.edge_dst]
+    src, dst = v.edge_src[same], v.edge_dst[same]
+    order = np.argsort(src, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))])
+    return ptr.tolist(), dst[order].tolist()
 
 
-def ready_times(program: Program, timeline: Timeline) -> np.ndarray:
-    """When each task's last predecessor in its dev task ended (else the dev task start)."""
-    ready = timeline.dev_start[program.task_dev_task].copy()
-    dev = program.task_dev_task
-    same = dev[program.edge_src] == dev[program.edge_dst]
-    np.maximum.at(ready, program.edge_dst[same], timeline.task_end[program.edge_src[same]])
-    return ready
+def ready_counters(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: np.ndarray,
+                   freq: float) -> list[dict]:
+    """ReadyCount_AIC/AIV/Total and Dependence Solving, as the merger counts them.
 
-
-def _counter_events(name: str, ready: np.ndarray, start: np.ndarray, base_us: float) -> list:
-    times = np.concatenate([ready, start])
-    delta = np.concatenate([np.ones(ready.size, np.int64), -np.ones(start.size, np.int64)])
-    order = np.lexsort((-delta, times))
-    times, level = times[order], np.cumsum(delta[order])
-    events, last = [], None
-    for i in range(times.size):
-        if i + 1 < times.size and times[i + 1] == times[i]:
-            continue
-        if level[i] != last:
-            events.append({"name": name, "pid": 1, "tid": 1, "ph": "C",
-                           "ts": round(base_us + float(times[i]), 4),
-                           "args": {"size": int(level[i])}})
-            last = level[i]
+    Walking the task start and end stamps in time order (at one stamp, tasks in
+    ``order``, a task's start before its end): when the first event of a time point
+    belongs to a new dev task, that dev task's tasks without predecessors become
+    ready; a start takes a task out; an end makes each successor whose last
+    predecessor it was ready.  A counter changes only where its count changes.
+    Dependence Solving is the successor edges resolved per us over windows longer
+    than ``DEP_WINDOW_US``, stamped at the window's start.
+    """
+    ptr, succ = _successor_lists(v)
+    indeg = np.bincount(np.asarray(succ, dtype=np.int64), minlength=v.size)
+    aic = v.is_aic.tolist()
+    initial: dict[int, list[int]] = {}
+    for t in np.flatnonzero(indeg == 0).tolist():
+        initial.setdefault(int(v.seq[t]), [0, 0])[0 if aic[t] else 1] += 1
+    pos = np.arange(order.size)
+    times = np.concatenate([start_c[order], end_c[order]])
+    task = np.concatenate([order, order])
+    is_end = np.concatenate([np.zeros(order.size, bool), np.ones(order.size, bool)])
+    walk = np.lexsort((is_end, np.concatenate([pos, pos]), times))
+    times, task, is_end = times[walk].tolist(), task[walk].tolist(), is_end[walk].tolist()
+    seq, left = v.seq.tolist(), indeg.tolist()
+    events: list[dict] = []
+    ready, cur_seq = [0, 0], None
+    dep_time, dep_count = times[0] / freq if times else 0.0, 0
+    i = 0
+    while i < len(times):
+        now, diff = times[i], [0, 0]
+        if seq[task[i]] != cur_seq:
+            cur_seq = seq[task[i]]
+            diff = list(initial.get(cur_seq, [0, 0]))
+        while i < len(times) and times[i] == now:
+            t = task[i]
+            if not is_end[i]:
+                diff[0 if aic[t] else 1] -= 1
+            else:
+                dep_count += ptr[t + 1] - ptr[t]
+                for s in succ[ptr[t]:ptr[t + 1]]:
+                    left[s] -= 1
+                    if left[s] == 0:
+                        diff[0 if aic[s] else 1] += 1
+            i += 1
+        now_us = now / freq
+        for k, name in ((0, fmt.READY_COUNTERS[0]), (1, fmt.READY_COUNTERS[1])):
+            if diff[k]:
+                ready[k] += diff[k]
+                events.append(fmt.counter_event(name, now_us, ready[k]))
+        if diff[0] + diff[1]:
+            events.append(fmt.counter_event(fmt.READY_COUNTERS[2], now_us, ready[0] + ready[1]))
+        if now_us - dep_time > fmt.DEP_WINDOW_US:
+            events.append(fmt.counter_event(fmt.DEP_SOLVING, dep_time,
+                                            dep_count / (now_us - dep_time)))
+            dep_time, dep_count = now_us, 0
     return events
 
 
+def _execution_hints(v: TaskView, order: np.ndarray, ts: np.ndarray,
+                     te: np.ndarray) -> dict[int, str]:
+    """Per leaf function: mean, longest and shortest run over its tasks, summed and
+    compared in ``order`` (the L1 file's) as the merger does: the first longest and the
+    first shortest task win."""
+    runs: dict[int, list] = {}
+    for t, leaf, start, end in zip(order.tolist(), v.leaf[order].tolist(), ts[order].tolist(),
+                                   te[order].tolist()):
+        dur = end - start
+        r = runs.setdefault(leaf, [0, 0.0, dur, t, dur, t])     # count, total, max, at, min, at
+        r[0], r[1] = r[0] + 1, r[1] + dur
+        if dur > r[2]:
+            r[2], r[3] = dur, t
+        if dur < r[4]:
+            r[4], r[5] = dur, t
+    seq, task_id = v.seq.tolist(), v.task_id.tolist()
+    return {leaf: fmt.execution_hint(total / n, longest, formal_name(seq[hi], task_id[hi]),
+                                     shortest, formal_name(seq[lo], task_id[lo]))
+            for leaf, (n, total, longest, hi, shortest, lo) in runs.items()}
+
+
 def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
-    p, tl = program, timeline
-    base_us = BASE_CYCLES / freq
-    start_c, end_c = to_cycles(tl.task_start, freq), to_cycles(tl.task_end, freq)
-    ts, te = start_c / freq, end_c / freq
-    seq, task_id = p.task_dev_task, p.task_id
-    root_index = p.call_root[p.task_call]
-    leaf_hash = np.asarray([f.hash for f in p.leaf_functions], dtype=np.uint64)
-    root_hash = [f.hash for f in p.root_functions]
-    labels = [f.label for f in p.leaf_functions]
-    events: list[dict] = [{"args": {"name": "Machine View"}, "cat": "__metadata",
-                           "name": "process_name", "ph": "M", "pid": 1}]
-    blocks = np.unique(tl.task_core)
-    for block in blocks:
-        core_idx = int(block) + 1
-        events.append({"args": {"name": f"{core_type_name(int(block), tl)}_{core_idx}"},
-                       "cat": "__metadata", "name": "thread_name", "ph": "M", "pid": 1,
-                       "tid": core_idx * 2 + 1000})
-    # execution-hint: statistics per leaf function over all its tasks
-    dur = te - ts
-    hints = {}
-    for leaf in np.unique(p.task_leaf):
-        idx = np.flatnonzero(p.task_leaf == leaf)
-        hi, lo = idx[np.argmax(dur[idx])], idx[np.argmin(dur[idx])]
-        hints[int(leaf)] = (
-            f"Average Execution Time: {dur[idx].mean():.4f}\n"
-            f"Max Execution Time: {dur[hi]:.4f}, Task: [{_formal(int(seq[hi]), int(task_id[hi]))}]\n"
-            f"Min Execution Time: {dur[lo]:.4f}, Task: [{_formal(int(seq[lo]), int(task_id[lo]))}]\n")
-    tid_of = (tl.task_core + 1) * 2 + 1000
-    for t in np.lexsort((tl.task_start, tl.task_core)):
-        s, tid, leaf = int(seq[t]), int(task_id[t]), int(p.task_leaf[t])
-        formal = _formal(s, tid)
-        label = labels[leaf]
-        order_hint = "\n".join(p.leaf_functions[leaf].merge_info)
-        args = {
-            "event-hint": f"Task:[{formal}], rootHash:{root_hash[root_index[t]]}, "
-                          f"callOpMagic:{OPMAGIC_BASE + int(p.task_op[t])}, "
-                          f"leafHash:{int(leaf_hash[leaf])}, TaskId:{tid}"
-                          + (f"\n{order_hint}" if order_hint else ""),
-            "ioperand-hint": "[]", "ooperand-hint": "[]",
-            "execution-hint": hints[leaf], "color": label,
-            "taskId": tid, "seqNo": s, "wrapId": -1}
-        if order_hint:
-            args["hashOrder-hint"] = order_hint
+    v, tl = TaskView.of(program), timeline
+    ts, te = to_cycles(tl.task_start, freq) / freq, to_cycles(tl.task_end, freq) / freq
+    opmagic, _ = call_ops(v)
+    events: list[dict] = [fmt.process_meta()]
+    events += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
+               for b in np.unique(tl.task_core)]
+    order = np.lexsort((tl.task_start, tl.task_core))
+    hints = _execution_hints(v, order, ts, te)
+    order_hints = ["\n".join(f.merge_info) for f in program.leaf_functions]
+    tid_of = fmt.thread_id(tl.task_core)
+    cols = zip(order.tolist(), *(c[order].tolist() for c in (v.seq, v.task_id, v.leaf, v.root,
+                                                             v.op, opmagic, tid_of, ts, te)))
+    for t, seq, tid, leaf, root, op, magic, lane, start, end in cols:
+        args = {"event-hint": fmt.event_hint(seq, tid, v.root_hash[root], magic,
+                                             v.leaf_hash[leaf], order_hints[leaf]),
+                "ioperand-hint": "[]", "ooperand-hint": "[]",
+                "execution-hint": hints[leaf], "color": v.labels[leaf],
+                "taskId": tid, "seqNo": seq, "wrapId": -1}
+        if order_hints[leaf]:
+            args["hashOrder-hint"] = order_hints[leaf]
         events.append({
-            "args": args,
-            "cat": "event", "id": int(t),
-            "name": f"{formal}-{int(root_index[t])}-{int(p.task_op[t])}({label})",
-            "ph": "X", "pid": 1, "tid": int(tid_of[t]),
-            "ts": round(float(ts[t]), 4), "dur": round(float(te[t] - ts[t]), 4)})
-    for k, (a, b) in enumerate(zip(p.edge_src, p.edge_dst)):
-        events.append({"cat": "machine-view-last-dep", "id": k, "name": "machine-view-last-dep",
-                       "ph": "s", "pid": 1, "tid": int(tid_of[a]),
-                       "ts": round(float(te[a]) - 0.0001, 4)})
-        events.append({"bp": "e", "cat": "machine-view-last-dep", "id": k,
-                       "name": "machine-view-last-dep", "ph": "f", "pid": 1,
-                       "tid": int(tid_of[b]), "ts": round(float(ts[b]), 4)})
-    ready = ready_times(p, tl)
-    for name, mask in (("ReadyCount_AIC", p.task_core == CoreType.AIC),
-                       ("ReadyCount_AIV", p.task_core != CoreType.AIC),
-                       ("ReadyCount_Total", np.ones(p.leaf_tasks, bool))):
-        if mask.any():
-            events += _counter_events(name, ready[mask], tl.task_start[mask], base_us)
+            "args": args, "cat": "event", "id": t,
+            "name": fmt.task_name(seq, tid, root, op, v.labels[leaf]),
+            "ph": "X", "pid": fmt.MACHINE_PID, "tid": lane,
+            "ts": round(start, 4), "dur": round(end - start, 4)})
+    lanes, ts_l, te_l = tid_of.tolist(), ts.tolist(), te.tolist()
+    for k, (a, b) in enumerate(zip(v.edge_src.tolist(), v.edge_dst.tolist())):
+        events += fmt.flow_events(k, lanes[a], te_l[a], lanes[b], ts_l[b])
+    events += ready_counters(v, order, to_cycles(tl.task_start, freq),
+                             to_cycles(tl.task_end, freq), freq)
     return {"traceEvents": events}
 
 
 def aicore_summary(timeline: Timeline) -> tuple[float, float, str]:
-    """AICore end-to-end time, utilization and the block PyPTO prints (§5)."""
+    """AICore end-to-end time, utilization and the block PyPTO prints."""
     tl = timeline
     if tl.task_start.size == 0:
         e2e, util = 0.0, 0.0
@@ -154,49 +171,40 @@ def aicore_summary(timeline: Timeline) -> tuple[float, float, str]:
         lanes = np.unique(tl.task_core).size
         busy = float((tl.task_end - tl.task_start).sum())
         util = busy / (lanes * e2e) if e2e > 0 else 0.0
-    title = "-------- AICORE Prof Summary --------"
-    text = (f"{title}\nAICore End-to-End Time: {e2e:.2f}\n"
-            f"AICore Utilization:     {util * 100:.2f}%\n{'-' * len(title)}\n")
-    return e2e, util, text
+    return e2e, util, fmt.summary_text(e2e, util)
 
 
 def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
     """Per core: work span, total wait, wait for the scheduler vs for predecessors."""
-    p, tl = program, timeline
+    v, tl = TaskView.of(program), timeline
     ts = to_cycles(tl.task_start, freq) / freq
     te = to_cycles(tl.task_end, freq) / freq
     min_start = float(ts.min()) if ts.size else 0.0
-    pred_ready = np.full(p.leaf_tasks, min_start)
-    np.maximum.at(pred_ready, p.edge_dst, te[p.edge_src])
-    seq, task_id = p.task_dev_task, p.task_id
-    rows, top_all = [], []
+    pred_ready = np.full(v.size, min_start)
+    np.maximum.at(pred_ready, v.edge_dst, te[v.edge_src])
+    blocks, top_all = [], []
+    seq, task_id = v.seq.tolist(), v.task_id.tolist()
     for block in np.unique(tl.task_core):
         idx = np.flatnonzero(tl.task_core == block)
         idx = idx[np.argsort(ts[idx], kind="stable")]
         prev_end = np.concatenate([[min_start], te[idx][:-1]])
         gaps = ts[idx] - prev_end
         wait_sched = np.maximum(ts[idx] - np.maximum(prev_end, pred_ready[idx]), 0.0)
-        keys = [f"{(int(seq[t]) << 32) | int(task_id[t])}" for t in idx]
-        names = [_formal(int(seq[t]), int(task_id[t])) for t in idx]
+        keys = [task_key(seq[t], task_id[t]) for t in idx.tolist()]
+        names = [formal_name(seq[t], task_id[t]) for t in idx.tolist()]
         top = sorted(zip(wait_sched, keys, names), key=lambda r: -r[0])
         top_all += top[:10]
-        kind = core_type_name(int(block), tl)
-        lines = [f"[{kind}_{int(block) + 1}] Execute task num:{idx.size}",
-                 f"    Core Total Work Time: {te[idx][-1] - min_start:.4f}",
-                 f"    Total Wait Time: {gaps.sum():.4f}",
-                 f"    Wait Schedule Time: {wait_sched.sum():.4f}",
-                 f"    Wait Predecessor Time: {gaps.sum() - wait_sched.sum():.4f}",
-                 "    Top 3 tasks in waiting schedule time"]
-        lines += [f"    Task:{k}, label:{n}, wait: {w:12.4f}" for w, k, n in top[:3]]
-        rows.append("\n".join(lines))
-    head = ["Top 10 tasks in waiting schedule"]
-    head += [f"    Task:{k}, label:{n}, wait: {w:12.4f}"
+        blocks.append(fmt.bubble_core_block(
+            kind_of_block(int(block), tl.aic_cores), int(block), idx.size,
+            te[idx][-1] - min_start, gaps.sum(), wait_sched.sum(),
+            [fmt.bubble_task_line(k, n, w) for w, k, n in top[:3]]))
+    top10 = [fmt.bubble_task_line(k, n, w)
              for w, k, n in sorted(top_all, key=lambda r: -r[0])[:10]]
-    return "\n".join(head) + "\n\n" + "\n".join(rows) + "\n"
+    return fmt.bubble_log(top10, blocks)
 
 
 def write_swimlane_files(program: Program, timeline: Timeline, freq: float, out: Path) -> str:
-    write_json(out / "tilefwk_L1_prof_data.json", l1_prof_data(program, timeline, freq))
-    write_json(out / "merged_swimlane.json", merged_swimlane(program, timeline, freq), indent=None)
-    write_text(out / "bubble_analysis.log", bubble_log(program, timeline, freq))
+    write_json(out / fmt.L1_PROF_FILE, l1_prof_data(program, timeline, freq))
+    write_json(out / fmt.MERGED_FILE, merged_swimlane(program, timeline, freq), indent=None)
+    write_text(out / fmt.BUBBLE_FILE, bubble_log(program, timeline, freq))
     return aicore_summary(timeline)[2]

@@ -1,11 +1,5 @@
-"""``dyn_topo.txt`` and ``program.json``: the task graph in upstream's layout.
-
-dyn_topo.txt (reference/upstream-formats.md §3.1): a header, then one row per
-leaf task ``seqNo,taskId,rootIndex,rootHash,opmagic,leafIndex,leafHash,coreType,
-psgId,wrapId,staticSuccCount,successors...`` where the successors inside the same
-root call come first (their count is staticSuccCount), then the stitch
-successors in other root calls.
-"""
+"""``dyn_topo.txt`` and ``program.json``: the task graph in upstream's layout
+(formats: pipeline/formats/topo.py and pipeline/formats/program.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,74 +8,98 @@ import numpy as np
 
 from simcore.compiler import Program
 
+from ..formats import program as pj
+from ..formats import topo as fmt
 from .atomic import write_json, write_text
+from .tasks import TaskView
 
-HEADER = ("seqNo,taskId,rootIndex,rootHash,opmagic,leafIndex,leafHash,coreType,psgId,"
-          "wrapId,staticSuccCount,successors")
-OPMAGIC_BASE = 10000   # CALL op magics in a root function; any stable numbering works
+
+def call_ops(view: TaskView) -> tuple[np.ndarray, list[list[tuple[int, int]]]]:
+    """The CALL ops of each root function and the opmagic of the op each task runs.
+
+    A root function gets one CALL op per (op index, callee) its calls run: op index
+    ``o`` has opmagic ``OPMAGIC_BASE + o``; when calls of one root function run
+    different leaf functions at the same op index, each further callee gets a magic
+    of its own after the root function's last op index.  Returns the per-task
+    opmagic and, per root function, its ops as (opmagic, leaf index).
+    """
+    n_roots = len(view.root_hash)
+    n_leaves = max(len(view.leaf_hash), 1)
+    n_ops = int(view.op.max()) + 1 if view.op.size else 1
+    code = (view.root.astype(np.int64) * n_ops + view.op) * n_leaves + view.leaf
+    uniq, inverse = np.unique(code, return_inverse=True)
+    root_u, rest = np.divmod(uniq, n_ops * n_leaves)
+    op_u, leaf_u = np.divmod(rest, n_leaves)
+    magic = np.empty(uniq.size, dtype=np.int64)
+    ops: list[list[tuple[int, int]]] = [[] for _ in range(n_roots)]
+    for r in range(n_roots):
+        mine = np.flatnonzero(root_u == r)
+        first = np.ones(mine.size, bool)
+        first[1:] = op_u[mine][1:] != op_u[mine][:-1]        # sorted by op, then leaf
+        span = int(op_u[mine].max()) + 1 if mine.size else 0
+        magic[mine] = np.where(first, pj.OPMAGIC_BASE + op_u[mine],
+                               pj.OPMAGIC_BASE + span + np.cumsum(~first) - 1)
+        ops[r] = [(int(m), int(l)) for m, l in zip(magic[mine], leaf_u[mine])]
+    return magic[inverse.reshape(-1)], ops
 
 
 def dyn_topo_text(program: Program) -> str:
-    p = program
-    seq, task_id = p.task_dev_task, p.task_id
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(p.edge_src, minlength=p.leaf_tasks))])
-    root_index = p.call_root[p.task_call]
-    root_hash = [f.hash for f in p.root_functions]
-    leaf_hash = [f.hash for f in p.leaf_functions]
-    lines = [HEADER]
-    for t in range(p.leaf_tasks):
-        succ = p.edge_dst[ptr[t]:ptr[t + 1]]
-        same_call = p.task_call[succ] == p.task_call[t]
-        ordered = np.concatenate([succ[same_call], succ[~same_call]])
-        leaf = int(p.task_leaf[t])
-        row = [int(seq[t]), int(task_id[t]), int(root_index[t]), root_hash[root_index[t]],
-               OPMAGIC_BASE + int(p.task_op[t]), leaf, leaf_hash[leaf], int(p.task_core[t]),
-               int(p.task_op[t]), -1, int(same_call.sum())]
-        row += [int(task_id[s]) for s in ordered]
-        lines.append(",".join(map(str, row)))
+    v = TaskView.of(program)
+    opmagic, _ = call_ops(v)
+    # a dev task's successors only (dev tasks are synchronisation points); per task, those
+    # in the same root call first, each group in edge order
+    src, dst = v.edge_src, v.edge_dst
+    keep = v.seq[src] == v.seq[dst]
+    src, dst = src[keep], dst[keep]
+    same_call = v.call[src] == v.call[dst]
+    order = np.lexsort((np.arange(src.size), ~same_call, src))
+    succ_ids = v.task_id[dst[order]].tolist()
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))]).tolist()
+    static = np.bincount(src[same_call], minlength=v.size).tolist()
+    cols = [c.tolist() for c in (v.seq, v.task_id, v.root, opmagic, v.leaf, v.core_type, v.op)]
+    lines = [fmt.HEADER]
+    for t, (seq, tid, root, magic, leaf, core, op) in enumerate(zip(*cols)):
+        fields = [seq, tid, root, v.root_hash[root], magic, leaf, v.leaf_hash[leaf], core, op,
+                  fmt.NO_WRAP, static[t]]
+        lines.append(fmt.row(fields, succ_ids[ptr[t]:ptr[t + 1]]))
     return "\n".join(lines) + "\n"
 
 
+def _leaf_ops(leaf) -> tuple[list[dict], list[dict], list[dict]]:
+    """A leaf function's tile ops, each with its first input's tile on its full tensor."""
+    tensors, raws, ops = [], [], []
+    for i, op in enumerate(leaf.ops):
+        axis, tile, full = leaf.op_shapes[i] if i < len(leaf.op_shapes) else (None,) * 3
+        entry = {"opmagic": i, "opcode": op.upper(), "ioperands": [], "ooperands": [],
+                 **pj.label_field(leaf.label)}
+        if tile is not None:
+            entry["ioperands"] = [len(tensors)]
+            tensors.append({"magic": len(tensors), "shape": list(tile), "rawtensor": len(raws)})
+            raws.append({"rawmagic": len(raws), "rawshape": list(full)})
+        if axis is not None:
+            entry["op_attr"] = {"axis": int(axis)}
+        ops.append(entry)
+    if ops and leaf.merge_info:
+        ops[0]["op_attr"] = {**ops[0].get("op_attr", {}), **pj.merge_attrs(leaf.merge_info)}
+    return ops, tensors, raws
+
+
 def program_json(program: Program) -> dict:
-    """The fields of program.json that upstream's swimlane merger reads (§3.2)."""
+    """Root functions (EXECUTE_GRAPH, calls to leaf functions) first, then the leaf
+    functions (BLOCK_GRAPH, their tile ops)."""
+    v = TaskView.of(program)
+    _, ops_of_root = call_ops(v)
+    leaves = program.leaf_functions
     functions = []
-    for root in program.root_functions:
-        functions.append({"hash": root.hash, "func_magicname": root.name, "graphtype": 1,
-                          "tensors": [], "rawtensors": [], "operations": []})
-    for leaf in program.leaf_functions:
-        tensors, raws, ops = [], [], []
-        for i, op in enumerate(leaf.ops):
-            axis, tile, full = leaf.op_shapes[i] if i < len(leaf.op_shapes) else (None,) * 3
-            entry = {"opmagic": i, "opcode": op.upper(), "ioperands": [], "ooperands": [],
-                     **({"semantic_label": {"label": leaf.label}} if leaf.label else {})}
-            if tile is not None:   # the first input's tile, viewed on its full tensor
-                entry["ioperands"] = [len(tensors)]
-                tensors.append({"magic": len(tensors), "shape": list(tile),
-                                "rawtensor": len(raws)})
-                raws.append({"rawmagic": len(raws), "rawshape": list(full)})
-            if axis is not None:
-                entry["op_attr"] = {"axis": int(axis)}
-            ops.append(entry)
-        if ops and leaf.merge_info:
-            ops[0]["op_attr"] = {**ops[0].get("op_attr", {}), **merge_attrs(leaf)}
-        functions.append({"hash": leaf.hash, "func_magicname": leaf.name, "graphtype": 2,
-                          "coreType": leaf.core_type, "tensors": tensors, "rawtensors": raws,
-                          "operations": ops})
+    for root, ops in zip(program.root_functions, ops_of_root):
+        calls = [pj.call_op(magic, leaves[leaf].hash, leaves[leaf].label, leaves[leaf].merge_info)
+                 for magic, leaf in ops]
+        functions.append(pj.function(root.hash, root.name, pj.GraphType.EXECUTE_GRAPH, calls))
+    for leaf in leaves:
+        ops, tensors, raws = _leaf_ops(leaf)
+        functions.append(pj.function(leaf.hash, leaf.name, pj.GraphType.BLOCK_GRAPH, ops,
+                                     tensors, raws, coreType=int(leaf.core_type)))
     return {"kernel": program.kernel, "functions": functions}
-
-
-_ATTR = {"l1ReuseInfo": "l1_reuse", "cubeMergeInfo": "cube_merge", "vecMergeInfo": "vec_merge"}
-
-
-def merge_attrs(leaf) -> dict:
-    """op_attr keys the swimlane merger reads: <kind>_hashOrder and <kind>_subgraphCount."""
-    attrs = {}
-    for line in leaf.merge_info:
-        kind, rest = line.split(" hashOrder: ")
-        order, count = rest.split(", subGraphCount: ")
-        attrs[f"{_ATTR[kind]}_hashOrder"] = order
-        attrs[f"{_ATTR[kind]}_subgraphCount"] = int(count)
-    return attrs
 
 
 def write_compile_files(program: Program, out: Path) -> dict:

@@ -17,6 +17,9 @@ import polars as pl
 
 from simcore.spec.errors import ConfigError
 
+from ..formats import program as program_format
+from ..parse.swimlane import tasks_with_topology
+
 NOT_METRICS = {"recomputed_from_files"}
 # Past this many dev tasks a baseline keeps only their aggregate, to stay readable.
 MAX_DEV_TASK_ROWS = 512
@@ -38,10 +41,8 @@ def read_metrics(stage_dir: Path) -> dict:
 
 def _tasks_with_leaf(parsed: Path) -> pl.DataFrame:
     """Leaf-task events joined with the topology, so each knows its leaf function."""
-    tasks = pl.read_parquet(parsed / "tasks.parquet")
-    topo = pl.read_parquet(parsed / "topo.parquet").select(
-        "seq_no", "task_id", "leaf_index", "leaf_hash")
-    return tasks.join(topo, on=["seq_no", "task_id"], how="left")
+    return tasks_with_topology(pl.read_parquet(parsed / "tasks.parquet"),
+                               pl.read_parquet(parsed / "topo.parquet"))
 
 
 def leaf_functions(tasks: pl.DataFrame) -> dict:
@@ -81,9 +82,7 @@ def pipes(program_json: Path, tasks_per_leaf: dict[int, int]) -> dict:
         return {}
     program = json.loads(program_json.read_text(encoding="utf-8"))
     totals: dict[str, dict] = {}
-    for func in program.get("functions", []):
-        if func.get("graphtype") != 2:
-            continue
+    for func in program_format.leaf_functions(program):
         count = tasks_per_leaf.get(int(func["hash"]), 0)
         for op in func.get("operations", []):
             entry = totals.setdefault(op.get("pipe", "?"), {"ops": 0, "bytes": 0})

@@ -1,10 +1,11 @@
 """The per-round summary table of upstream ``machine_perf_trace.py analyze``.
 
 Input is the lane array of a ``machine_trace_perf_data_<N>.json`` file
-(reference/upstream-formats.md §6.2); every stamp marks the *end* of a phase, so
+(pipeline/formats/perf_trace.py); every stamp marks the *end* of a phase, so
 a phase lasts from the previous stamp on the same lane to its own.  For each
 round the table has one row for the AICPU control thread, one per schedule
-thread and one aggregated over all AICore lanes, in nine columns (§8.1).  A
+thread and one aggregated over all AICore lanes, in nine columns (hicann/pypto
+tools/scripts/machine_perf_trace.py ``ANALYZE_TABLE_HEADERS``).  A
 value the lanes cannot give is shown as ``-``, every other value as ``%.2f``
 microseconds (cycles / the lane's ``freq``).
 
@@ -14,20 +15,20 @@ on a device; it only ever sees the JSON.
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simcore.spec.errors import ConfigError
 
+from ..formats import perf_trace as fmt
+from ..formats.cores import is_sched_core_lane
+from ..formats.perf_trace import parse_name
+
 HEADER = ["Compute Units", "DEV_TASK_BUILD(us)", "ALLOC_THREAD_ID(us)", "INIT(us)",
           "CORE_HAND_SHAKE(us)", "DEV_TASK_RCV(us)", "Post-process(us)",
           "End-to-End time(us)", "Total run time(us)"]
 NA = "-"
-
-# upstream's name grammar: BASE[_round][(idx)]; the lazy base leaves the round to the suffix
-_NAME = re.compile(r"^([A-Z0-9_]+?)(?:_(\d+))?(?:\((\d+)\))?$")
 
 # the schedule thread's "post-process": everything after the first dev task ran
 _SCHED_POST = (("DEV_TASK_SYNC_CORE_STOP", 0), ("DEV_TASK_RSP", 0),
@@ -57,14 +58,6 @@ class _LaneRound:
 
     def us(self, cycles: float | None) -> str:
         return NA if cycles is None else f"{max(cycles, 0) / self.freq:.2f}"
-
-
-def parse_name(name: str) -> tuple[str, int | None, int | None] | None:
-    m = _NAME.match(name)
-    if not m:
-        return None
-    rnd, idx = m.group(2), m.group(3)
-    return m.group(1), None if rnd is None else int(rnd), None if idx is None else int(idx)
 
 
 def _stamps(lane: dict) -> list[tuple[int, str, int | None, int | None]]:
@@ -133,10 +126,6 @@ def _aicore_row(lanes: list[_LaneRound]) -> list[str]:
             fmt.us(stop - start)]
 
 
-def _is_aicore(core_type: str) -> bool:
-    return core_type.startswith("SCHED") and ("-AIC" in core_type or "-AIV" in core_type)
-
-
 def _round_rows(lanes: list[dict], stamps: list[list], rnd: int | None) -> list[list[str]]:
     rows, sched, cores = [], [], []
     ctrl_done = False
@@ -145,12 +134,12 @@ def _round_rows(lanes: list[dict], stamps: list[list], rnd: int | None) -> list[
         lr = _lane_round(st, rnd, float(lane["freq"]))
         if lr is None:
             continue
-        if kind == "AICPU-CTRL" and not ctrl_done:
+        if kind == fmt.CTRL and not ctrl_done:
             rows.append(_ctrl_row(f"AICPU-CTRL-{lane['blockIdx']}", lr))
             ctrl_done = True
-        elif kind == "AICPU-SCHED":
+        elif kind == fmt.SCHED:
             sched.append((int(lane["blockIdx"]), _sched_row(f"AICPU-SCHED-{lane['blockIdx']}", lr)))
-        elif _is_aicore(kind):
+        elif is_sched_core_lane(kind):
             cores.append(lr)
     rows += [row for _, row in sorted(sched, key=lambda s: s[0])]
     if cores:
@@ -201,7 +190,7 @@ def load_lanes(path: Path) -> list[dict]:
     what = ("a machine_trace_perf_data_<N>.json file (a JSON array of lanes "
             "{blockIdx, coreType, freq, tasks: [{name, end}]}, written with DUMP_DEVICE_PERF=true)")
     if path.is_dir():
-        found = sorted(p.name for p in path.glob("machine_trace_perf_data_*.json"))
+        found = sorted(p.name for p in path.glob(fmt.PERF_GLOB))
         hint = f" It holds {', '.join(found)}; pass one of them." if found else ""
         raise ConfigError(f"analyze wants {what}, not a directory.{hint}", source=str(path))
     try:
@@ -216,7 +205,7 @@ def load_lanes(path: Path) -> list[dict]:
 
 
 def _is_lane(lane) -> bool:
-    return (isinstance(lane, dict) and {"blockIdx", "coreType", "freq", "tasks"} <= lane.keys()
+    return (isinstance(lane, dict) and set(fmt.LANE_KEYS) <= lane.keys()
             and isinstance(lane["tasks"], list)
             and isinstance(lane["freq"], (int, float)) and lane["freq"] > 0
             and all(isinstance(t, dict) and "name" in t and isinstance(t.get("end"), int)

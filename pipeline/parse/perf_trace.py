@@ -1,28 +1,24 @@
-"""machine_trace_perf_data_<N>.json -> a phase table (one row per stamp)."""
+"""machine_trace_perf_data_<N>.json -> a phase table (one row per stamp; format:
+pipeline/formats/perf_trace.py)."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import polars as pl
 
-# upstream analyze's name grammar: BASE[_round][(idx)]
-_NAME = re.compile(r"^([A-Z0-9_]+?)(?:_(\d+))?(?:\((\d+)\))?$")
+from ..formats.perf_trace import file_round, parse_name
 
 
 def read_phases(paths: list[Path]) -> pl.DataFrame:
     rows = []
-    for path in sorted(paths, key=lambda p: int(re.findall(r"_(\d+)\.json$", p.name)[0])):
+    for path in sorted(paths, key=file_round):
         for lane in json.loads(Path(path).read_text(encoding="utf-8")):
             freq = float(lane["freq"])
             for stamp in lane["tasks"]:
-                m = _NAME.match(stamp["name"])
-                base, rnd, idx = (m.group(1), m.group(2), m.group(3)) if m else \
-                    (stamp["name"], None, None)
+                base, rnd, idx = parse_name(stamp["name"]) or (stamp["name"], None, None)
                 rows.append((lane["coreType"], int(lane["blockIdx"]), base,
-                             int(rnd) if rnd is not None else 0,
-                             int(idx) if idx is not None else None,
+                             rnd if rnd is not None else 0, idx,
                              int(stamp["end"]), int(stamp["end"]) / freq))
     schema = {"lane_type": pl.Utf8, "block": pl.Int64, "phase": pl.Utf8, "round": pl.Int64,
               "idx": pl.Int64, "end_cycles": pl.Int64, "end_us": pl.Float64}

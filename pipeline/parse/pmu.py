@@ -1,10 +1,11 @@
 """msprof PMU records (``PROF_*/device_*/data/*aicpu.data*``) -> tables and CSV.
 
-What upstream's ``tools/profiling/tilefwk_pmu_to_csv.py`` does
-(reference/upstream-formats.md §9.3-9.4): every file whose name contains
-``aicpu.data`` is a run of fixed 256-byte records; a record whose headers carry
-PyPTO's magics and data type 3 (PMU) holds up to three (or four, in the 48-byte
-form) entries ``{seqNo, taskId, totalCyc, pmuCnt0..9}``.  The counters mean
+What upstream's ``tools/profiling/tilefwk_pmu_to_csv.py`` does (record layout:
+pipeline/formats/pmu.py): every file whose name contains ``aicpu.data`` is a run
+of fixed 256-byte records; a record whose headers carry PyPTO's magics and data
+type 3 (PMU) holds up to three (or four, in the 48-byte form) entries
+``{seqNo, taskId, totalCyc, pmuCnt0..9}``; other records (LOG, other msprof
+reports) are skipped.  The counters mean
 nothing without the event group and chip, which the user names (``-pe``,
 ``--arch``): the CSV's columns are the group's names for that chip, applied
 positionally, cut to the counters present.
@@ -17,17 +18,18 @@ import csv
 import io
 import json
 import re
-import struct
 from pathlib import Path
 
 import polars as pl
 
 from simcore.spec.errors import ConfigError
 
+from ..formats import pmu as rec
+from ..formats.cores import type_name
+
 GROUPS = (1, 2, 4, 5, 6, 7, 8)
 ARCHES = ("dav_2201", "dav_3510")
 FIXED = ["thread id", "task id", "stream id", "core id", "seqNo", "sub task id", "total cycle"]
-CORE_TYPES = {0: "AIV", 1: "AIC", 2: "MIX", 3: "AICPU", 4: "HUB", 5: "GMATOMIC", 6: "HUB_MIX"}
 CSV_NAME = "tilefwk_prof_pmu.csv"
 
 COLUMNS: dict[str, dict[int, list[str]]] = {
@@ -80,12 +82,7 @@ PIPE_COLUMNS = {
                  "pmu_fix_instr_busy": "fixp"},
 }
 
-RECORD_BYTES = 256
-_HEADER = struct.Struct("<HHIIIQ")          # MsprofAdditionalInfo
-_HEAD = struct.Struct("<HHIHBB7I")          # PyPTO head
-_ENTRY = {56: struct.Struct("<IIQ10I"), 48: struct.Struct("<IIQ8I")}
-MAGIC, HEAD_MAGIC, PMU_TYPE = 0x5A5A, 0x6BD3, 3
-MSPROF_TYPE = 10        # MSPROF_REPORT_AICPU_HCCL_OP_INFO: other reports share the files
+RECORD_BYTES = rec.RECORD_BYTES
 
 
 def data_files(data_dir: Path) -> list[Path]:
@@ -94,7 +91,7 @@ def data_files(data_dir: Path) -> list[Path]:
         raise ConfigError("is not a directory. Pass the msprof data folder "
                           "PROF_<id>/device_<n>/data that holds the *aicpu.data* files.",
                           source=str(data_dir))
-    files = sorted(p for p in data_dir.iterdir() if "aicpu.data" in p.name and p.is_file())
+    files = sorted(p for p in data_dir.iterdir() if rec.DATA_MARK in p.name and p.is_file())
     if not files:
         raise ConfigError("holds no *aicpu.data* file. PMU records are written when "
                           "PYPTO_PROF_PMU_EVENT_TYPE is set (msprof --task-time=l3); pass "
@@ -104,16 +101,17 @@ def data_files(data_dir: Path) -> list[Path]:
 
 def _entries(record: bytes) -> list[tuple]:
     """(threadId, head taskId, streamId, coreId, coreType, entry...) of one PMU record."""
-    magic, _, kind, thread, data_len, _ = _HEADER.unpack_from(record, 0)
-    if magic != MAGIC or kind != MSPROF_TYPE:
+    magic, _, kind, thread, data_len, _ = rec.HEADER.unpack_from(record, 0)
+    if magic != rec.MAGIC or kind != rec.MSPROF_TYPE:
         return []
-    head_magic, bits, task, stream, cnt, *_ = _HEAD.unpack_from(record, _HEADER.size)
-    if head_magic != HEAD_MAGIC or bits >> 10 != PMU_TYPE:
+    head_magic, bits, task, stream, cnt, *_ = rec.HEAD.unpack_from(record, rec.HEADER.size)
+    core, core_type, data_type = rec.split_head_bits(bits)
+    if head_magic != rec.HEAD_MAGIC or data_type != rec.PMU_TYPE:
         return []
-    size = 48 if cnt and data_len - _HEAD.size == cnt * 48 else 56
-    room = (RECORD_BYTES - _HEADER.size - _HEAD.size) // size
-    base = (thread, task, stream, bits & 0x7F, (bits >> 7) & 0x7)
-    return [base + _ENTRY[size].unpack_from(record, _HEADER.size + _HEAD.size + i * size)
+    size = 48 if cnt and data_len - rec.HEAD.size == cnt * 48 else 56
+    room = (RECORD_BYTES - rec.ENTRY_OFFSET) // size
+    return [(thread, task, stream, core, core_type)
+            + rec.PMU_ENTRY[size].unpack_from(record, rec.ENTRY_OFFSET + i * size)
             for i in range(min(cnt, 4, room))]
 
 
@@ -165,7 +163,7 @@ def pmu_table(rows: list[tuple], group: int, arch: str) -> pl.DataFrame:
     names = header[len(FIXED):]
     unique = [n if names.index(n) == i else f"{n}_{i}" for i, n in enumerate(names)]
     data = {"thread": [r[0] for r in body], "core": [r[3] for r in body],
-            "core_type": [CORE_TYPES.get(r[4], "INVALID") for r in rows],
+            "core_type": [type_name(r[4]) for r in rows],
             "seq_no": [r[4] for r in body], "task_id": [r[5] for r in body],
             "total_cycles": [r[6] for r in body]}
     for i, name in enumerate(unique):

@@ -1,13 +1,17 @@
-"""merged_swimlane.json and dyn_topo.txt -> task and topology tables."""
+"""merged_swimlane.json, dyn_topo.txt and program.json -> task, topology and op tables
+(formats: pipeline/formats/swimlane.py, topo.py, program.py)."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import polars as pl
 
-_LANE = re.compile(r"^(AIC|AIV)_(\d+)$")
+from ..formats import program as pj
+from ..formats import topo as topo_fmt
+from ..formats.cores import CoreType, parse_lane_name
+from ..formats.swimlane import MACHINE_PID
+from ..formats.task_id import OP_BITS, TASK_KEY_COLUMNS
 
 
 def read_tasks(path: Path) -> pl.DataFrame:
@@ -16,15 +20,15 @@ def read_tasks(path: Path) -> pl.DataFrame:
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     lanes: dict[int, tuple[str, int]] = {}
     for e in events:
-        if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == 1:
-            m = _LANE.match(str(e.get("args", {}).get("name", "")))
-            if m:
-                lanes[e["tid"]] = (m.group(1), int(m.group(2)))
+        if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == MACHINE_PID:
+            lane = parse_lane_name(str(e.get("args", {}).get("name", "")))
+            if lane:
+                lanes[e["tid"]] = lane
     rows = [(e["tid"], e["name"], float(e["ts"]), float(e["dur"]),
              e.get("args", {}).get("seqNo"), e.get("args", {}).get("taskId"),
              e.get("args", {}).get("color", ""), e.get("args", {}).get("hashOrder-hint", ""))
             for e in events
-            if e.get("ph") == "X" and e.get("pid") == 1 and e.get("tid") in lanes]
+            if e.get("ph") == "X" and e.get("pid") == MACHINE_PID and e.get("tid") in lanes]
     schema = {"tid": pl.Int64, "name": pl.Utf8, "start_us": pl.Float64, "dur_us": pl.Float64,
               "seq_no": pl.Int64, "task_id": pl.Int64, "label": pl.Utf8, "hash_order": pl.Utf8}
     df = pl.DataFrame(rows, schema=schema, orient="row")
@@ -44,12 +48,11 @@ def read_topo(path: Path) -> pl.DataFrame:
     """
     rows = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line or line[0].isalpha():
-            continue
-        cells = [int(c) for c in line.split(",") if c.strip()]
-        rows.append(cells[:11] + [len(cells) - 11, cells[11:]])
-    cols = ["seq_no", "task_id", "root_index", "root_hash", "opmagic", "leaf_index", "leaf_hash",
-            "core_type", "psg_id", "wrap_id", "static_succ_count", "successors"]
+        parsed = topo_fmt.parse_line(line)
+        if parsed is not None:
+            fixed, succ = parsed
+            rows.append(fixed + [len(succ), succ])
+    cols = [*topo_fmt.COLUMNS, "successors"]
     schema = {c: (pl.UInt64 if c.endswith("hash") else pl.Int64) for c in cols}
     schema["succ"] = pl.List(pl.Int64)
     return pl.DataFrame(rows, schema=schema, orient="row")
@@ -67,12 +70,20 @@ def aicore_metrics(tasks: pl.DataFrame) -> dict:
 
 
 def topo_counts(topo: pl.DataFrame) -> dict:
-    calls = topo.select(pl.struct("seq_no", (pl.col("task_id") // 65536).alias("func"))
-                        .n_unique()).item() if topo.height else 0
+    func = (pl.col("task_id") // (1 << OP_BITS)).alias("func")    # the root call in its dev task
+    calls = topo.select(pl.struct("seq_no", func).n_unique()).item() if topo.height else 0
     return {"dev_tasks": topo["seq_no"].n_unique(), "root_calls": calls,
             "leaf_tasks": topo.height, "leaf_functions": topo["leaf_hash"].n_unique(),
-            "aic_tasks": topo.filter(pl.col("core_type") == 1).height,
-            "aiv_tasks": topo.filter(pl.col("core_type") == 0).height}
+            "aic_tasks": topo.filter(pl.col("core_type") == int(CoreType.AIC)).height,
+            "aiv_tasks": topo.filter(pl.col("core_type") == int(CoreType.AIV)).height}
+
+
+def tasks_with_topology(tasks: pl.DataFrame, topo: pl.DataFrame,
+                        columns: tuple[str, ...] = ("leaf_index", "leaf_hash")) -> pl.DataFrame:
+    """Leaf-task events with ``columns`` of their dyn_topo row (null where a task has no
+    row): a task is the same task in both files by its (seqNo, taskId)."""
+    keys = list(TASK_KEY_COLUMNS)
+    return tasks.join(topo.select(*keys, *columns), on=keys, how="left")
 
 
 def _ints(values) -> list[int] | None:
@@ -90,7 +101,7 @@ def _op_row(func: dict, op: dict, tensors: dict, raws: dict) -> tuple:
     axis = attr.get("axis", attr.get("reduce_axis"))
     return (int(func.get("hash", 0)), str(func.get("func_magicname", "")),
             int(op.get("opmagic", -1)), str(op.get("opcode", "")),
-            str((op.get("semantic_label") or {}).get("label", "")),
+            pj.op_label(op),
             int(axis) if isinstance(axis, int) else None,
             _ints(tensor.get("shape")), _ints(tensor.get("offset")),
             int(raw) if isinstance(raw, int) else None,
@@ -99,16 +110,19 @@ def _op_row(func: dict, op: dict, tensors: dict, raws: dict) -> tuple:
 
 
 def read_ops(path: Path) -> pl.DataFrame:
-    """program.json leaf-function operations with their first input's tile and raw tensor.
+    """program.json tile operations (CALL ops left out) with their first input's tile and
+    raw tensor.
 
     The advisor needs it to see reductions whose tile does not span the reduce axis and
     GM blocks that several copy-ins load; fields a producer leaves out stay null.
     """
     rows = []
-    for func in json.loads(Path(path).read_text(encoding="utf-8")).get("functions", []):
-        tensors = {t.get("magic"): t for t in func.get("tensors", [])}
-        raws = {r.get("rawmagic"): r for r in func.get("rawtensors", [])}
-        rows += [_op_row(func, op, tensors, raws) for op in func.get("operations", [])]
+    operands: dict[int, tuple[dict, dict]] = {}
+    for func, op in pj.tile_ops(json.loads(Path(path).read_text(encoding="utf-8"))):
+        if id(func) not in operands:
+            operands[id(func)] = ({t.get("magic"): t for t in func.get("tensors", [])},
+                                  {r.get("rawmagic"): r for r in func.get("rawtensors", [])})
+        rows.append(_op_row(func, op, *operands[id(func)]))
     schema = {"func_hash": pl.UInt64, "func_name": pl.Utf8, "opmagic": pl.Int64,
               "opcode": pl.Utf8, "label": pl.Utf8, "axis": pl.Int64,
               "in_shape": pl.List(pl.Int64), "in_offset": pl.List(pl.Int64),

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
+from ..parse.swimlane import tasks_with_topology
+
 # --- thresholds (each with the reason for its value) -------------------------------
 # Idle time between consecutive dev tasks, as a share of the kernel window, above which
 # the swimlane shows the "大量空隙" the Stitch section blames on a small stitch; 20% is
@@ -102,9 +104,8 @@ class Stage:
             return None
         if topo is None:
             return tasks.with_columns(leaf_hash=pl.col("label"))
-        leaf = topo.select("seq_no", "task_id", pl.col("leaf_hash").cast(pl.Utf8))
-        return tasks.join(leaf, on=["seq_no", "task_id"], how="left").with_columns(
-            leaf_hash=pl.coalesce("leaf_hash", "label"))
+        return tasks_with_topology(tasks, topo, ("leaf_hash",)).with_columns(
+            leaf_hash=pl.coalesce(pl.col("leaf_hash").cast(pl.Utf8), "label"))
 
 
 def _examples(names, k: int = 3) -> str:

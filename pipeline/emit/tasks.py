@@ -1,0 +1,50 @@
+"""The per-task columns every emitter writes, read from the compiled Program in
+one place, in the numbering upstream files use."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simcore.compiler import Program
+
+from ..formats.cores import CoreType
+from ..formats.task_id import make_task_id
+
+
+@dataclass(frozen=True)
+class TaskView:
+    seq: np.ndarray          # dev task (seqNo) per leaf task
+    task_id: np.ndarray      # funcId << 16 | opIdx
+    call: np.ndarray         # root call
+    root: np.ndarray         # root function index (= its position in program.json)
+    op: np.ndarray           # op index in the root call (opIdx, psgId)
+    leaf: np.ndarray         # leaf function index
+    core_type: np.ndarray    # cores.CoreType number
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    root_hash: list[int]
+    leaf_hash: list[int]
+    labels: list[str]
+
+    @property
+    def size(self) -> int:
+        return int(self.seq.size)
+
+    @property
+    def is_aic(self) -> np.ndarray:
+        return self.core_type == int(CoreType.AIC)
+
+    @classmethod
+    def of(cls, p: Program) -> "TaskView":
+        call = np.asarray(p.task_call)
+        op = np.asarray(p.task_op, dtype=np.int64)
+        return cls(seq=np.asarray(p.call_dev_task)[call],
+                   task_id=make_task_id(np.asarray(p.call_in_dev_task)[call].astype(np.int64), op),
+                   call=call, root=np.asarray(p.call_root)[call], op=op,
+                   leaf=np.asarray(p.task_leaf),
+                   core_type=np.asarray(p.task_core).astype(np.int64),
+                   edge_src=np.asarray(p.edge_src), edge_dst=np.asarray(p.edge_dst),
+                   root_hash=[f.hash for f in p.root_functions],
+                   leaf_hash=[f.hash for f in p.leaf_functions],
+                   labels=[f.label for f in p.leaf_functions])
