@@ -48,8 +48,10 @@ def test_workflow_builds_reports_and_stages_follow_the_knob(built):
     assert stitch64["dev_tasks"] == 2 and stitch64["root_calls"] == 128
     assert stitch1["dev_tasks"] == 128 and stitch1["root_calls"] == 128
     assert stitch64["e2e_us"] < stitch1["e2e_us"]
-    for m in (stitch1, stitch64):          # parse recomputed these from the profiling files
-        assert {"kernel_us", "e2e_us", "dev_tasks"} <= set(m["recomputed_from_files"])
+    for m in (stitch1, stitch64):          # parse computed these from the profiling files
+        assert m["sources"]["kernel_us"] == "merged_swimlane.json"
+        assert m["sources"]["dev_tasks"] == "dyn_topo.txt"
+        assert m["sources"]["e2e_us"] == "machine_trace_perf_data_0.json"
     report = (built / "results" / "multi_stitch" / "report.html").read_text()
     assert "stitch_1" in report and "stitch_64" in report and "<svg" in report
     assert "http://" not in report.replace('xmlns="http://www.w3.org/2000/svg"', "")
@@ -67,7 +69,7 @@ def test_dry_run_is_clean_then_one_knob_reruns_one_stage(built):
     jobs = planned_jobs(proc.stdout)
     stage_jobs = {stage for rule, stage in jobs if stage}
     assert stage_jobs == {"stitch_64"}
-    assert {rule for rule, _ in jobs} >= {"compile", "simulate", "parse", "report"}
+    assert {rule for rule, _ in jobs} >= {"stage", "report"}
     proc = snakemake(built, "-c2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert stage_metrics(built, "stitch_64")["dev_tasks"] == 4
