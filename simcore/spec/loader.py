@@ -23,6 +23,8 @@ SUFFIXES = {".toml": "TOML", ".yaml": "YAML", ".yml": "YAML"}
 def read_mapping(path: Path) -> dict[str, Any]:
     """Parse a TOML or YAML file into a dict; syntax errors name the line."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError("is a folder; pass a .toml or .yaml config file.", source=str(path))
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise ConfigError(
