@@ -6,7 +6,8 @@ file is written, moves the previous folder out of the way and the new one in.
 So a folder never mixes two runs (a rerun with fewer switches leaves no old
 swimlane behind), and a run killed half-way leaves the previous folder intact or
 no folder at all, never one that looks complete and is not.  A lock file beside
-the target keeps two runs from writing the same folder at once.
+the target keeps two runs from writing the same folder at once; it is removed
+when the run ends.
 """
 from __future__ import annotations
 
@@ -68,17 +69,24 @@ def _umask() -> int:
 
 @contextmanager
 def _locked(lock_path: Path, target: Path) -> Iterator[None]:
+    """An exclusive lock file, removed again when the run ends.
+
+    A run that opened the file just before its holder removed it would lock a file
+    nobody else sees: after locking, the path must still name the locked file.
+    """
     with open(lock_path, "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            if os.stat(lock_path).st_ino != os.fstat(handle.fileno()).st_ino:
+                raise BlockingIOError
+        except (BlockingIOError, FileNotFoundError):
             raise ConfigError(f"another ptolab run is writing this folder right now (it holds "
                               f"{lock_path}). Wait for it to finish, or choose another --out.",
                               source=str(target)) from None
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            lock_path.unlink(missing_ok=True)
 
 
 def _check_replaceable(target: Path) -> None:

@@ -114,3 +114,31 @@ def test_ptolab_compile_prints_counts(tmp_path):
     counts = json.loads((tmp_path / "compile.json").read_text())
     assert f"dev_tasks: {counts['dev_tasks']}" in proc.stdout
     assert counts["root_calls"] == 128 and counts["loop_bodies"] == 128
+
+
+def test_a_failed_job_prints_its_own_error(tmp_path):
+    work = one_study_copy(tmp_path, "multi_stitch")
+    study = work / "configs" / "studies" / "multi_stitch.yaml"
+    study.write_text(study.read_text().replace(
+        "{runtime_options.stitch_function_max_num: 64}",
+        "{runtime_options.stitch_function_max_num: 64, params.W: 1048576, "
+        "tiles.vec: [1048576]}"))
+    assert "tiles.vec" in study.read_text()
+    proc = snakemake(work, "-c1")
+    assert proc.returncode != 0
+    assert "ptolab stage multi_stitch/stitch_64 failed" in proc.stderr
+    assert "OoO" in proc.stderr and "UB" in proc.stderr      # the compiler's own message
+    stage = work / "results" / "multi_stitch" / "stitch_64"
+    assert not (stage / "parsed" / "metrics.json").exists()
+
+
+def test_stage_folder_holds_only_this_build(built):
+    """Every file a stage's report reads was written by the same job: nothing else is there."""
+    stage = built / "results" / "multi_stitch" / "stitch_1"
+    assert sorted(p.name for p in stage.iterdir()) == [".ptolab_run.json", "compile", "parsed",
+                                                       "run"]
+    record = json.loads((stage / "run" / "metrics.json").read_text())
+    parsed = stage_metrics(built, "stitch_1")
+    assert all(parsed[k] == record[k] for k in ("dev_tasks", "leaf_tasks", "flops"))
+    assert (stage / "run" / "dyn_topo.txt").read_bytes() == \
+        (stage / "compile" / "dyn_topo.txt").read_bytes()          # compiled once

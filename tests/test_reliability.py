@@ -214,7 +214,7 @@ def test_rerun_with_fewer_switches_leaves_no_stale_file(cli, tmp_path, monkeypat
     monkeypatch.delenv("DUMP_DEVICE_PERF")
     assert cli("simulate", MSA, "--out", out)[0] == 0
     assert sorted(p.name for p in out.iterdir()) == sorted([MARKER, "metrics.json"])
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".run.")] == [".run.lock"]
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]          # no temporary left
 
 
 def test_concurrent_run_is_refused(cli, tmp_path):
@@ -252,7 +252,7 @@ def test_ctrl_c_keeps_nothing_half_written(cli, tmp_path, monkeypatch):
     monkeypatch.setattr("pipeline.runner.write_perf_files", interrupted)
     monkeypatch.setenv("DUMP_DEVICE_PERF", "true")
     refused(cli("simulate", MSA, *DEBUG, "--out", tmp_path / "run"), "interrupted", code=130)
-    assert [p.name for p in tmp_path.iterdir()] == [".run.lock"]
+    assert not list(tmp_path.iterdir())
 
 
 def test_real_sigint_is_one_line_and_exit_130(tmp_path):
