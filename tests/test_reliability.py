@@ -271,6 +271,24 @@ def test_real_sigint_is_one_line_and_exit_130(tmp_path):
     assert not (tmp_path / "run").exists() and not list(tmp_path.glob(".run.partial-*"))
 
 
+def test_sigkill_during_a_rerun_leaves_the_previous_run_whole(cli, tmp_path):
+    if shutil.which("ptolab") is None:
+        pytest.skip("needs the installed ptolab command")
+    out = tmp_path / "run"
+    assert cli("simulate", MSA, *DEBUG, "--out", out)[0] == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    proc = subprocess.Popen(["ptolab", "simulate", str(KERNELS / "bench_1m.yaml"), *DEBUG,
+                             "--set", "params.CALLS=400", "--out", str(out)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert "tile operations" in proc.stderr.readline()
+    proc.kill()
+    proc.wait(timeout=60)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert cli("simulate", MSA, "--out", out)[0] == 0         # the next run cleans up
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
 def test_unwritable_output_is_exit_3(cli):
     refused(cli("simulate", MSA, "--out", "/proc/ptolab-test/run"), "/proc", code=3)
 
