@@ -54,7 +54,7 @@ class _Walker:
     def dims(self, dims, env) -> tuple[int, ...]:
         return tuple(max(self.value(d, env), 0) for d in dims)
 
-    def run(self, body, env: dict[str, int], repeat: int, in_pypto_loop: bool) -> None:
+    def run(self, body, env: dict[str, int], repeat: int) -> None:
         for stmt in body:
             if isinstance(stmt, TileStmt):
                 ref = stmt.set_vec_tile_shapes
@@ -68,28 +68,27 @@ class _Walker:
             elif isinstance(stmt, OpStmt):
                 self.tile_ops += repeat * self.op_tiles(stmt, env)
             elif isinstance(stmt, LoopStmt):
-                self.loop(stmt, env, repeat, in_pypto_loop)
+                self.loop(stmt, env, repeat)
             else:
                 assert isinstance(stmt, ScopeStmt)
 
-    def loop(self, stmt: LoopStmt, env, repeat: int, in_pypto_loop: bool) -> None:
+    def loop(self, stmt: LoopStmt, env, repeat: int) -> None:
         head = stmt.loop
         trip = max(self.value(head.trip, env), 0)
         if trip == 0:
             return
-        pypto = head.style == "pypto"
-        if pypto:
+        if head.style == "pypto":
             self.root_calls += repeat * trip
         first, last = {**env, head.idx: 0}, {**env, head.idx: trip - 1}
         for inner in (first, last) if trip > 1 else (first,):
             inner[f"{head.idx}_unroll"] = 1
         # walk the body at its first index; trips of inner loops take the larger end
         before = (self.tile_ops, self.root_calls)
-        self.run(stmt.body, first, repeat * trip, in_pypto_loop or pypto)
+        self.run(stmt.body, first, repeat * trip)
         if trip > 1:
             after = (self.tile_ops, self.root_calls)
             self.tile_ops, self.root_calls = before
-            self.run(stmt.body, last, repeat * trip, in_pypto_loop or pypto)
+            self.run(stmt.body, last, repeat * trip)
             self.tile_ops = max(self.tile_ops, after[0])
             self.root_calls = max(self.root_calls, after[1])
 
@@ -154,7 +153,7 @@ class _Walker:
 
 def estimate(kernel: Kernel) -> Estimate:
     walker = _Walker(kernel)
-    walker.run(kernel.body, dict(kernel.params), 1, False)
+    walker.run(kernel.body, dict(kernel.params), 1)
     sizes = {name: math.prod(walker.tensor_shape(name, dict(kernel.params)))
              * DTYPE_BYTES[spec.dtype] for name, spec in kernel.tensors.items()}
     largest = max(sizes.items(), key=lambda kv: kv[1])
