@@ -1,4 +1,4 @@
-# ptolab workflow: compile -> simulate -> parse -> report, per {study}/{stage}.
+# ptolab workflow: one job per {study}/{stage} (compile -> simulate -> parse), then reports.
 # Config is validated up front (pipeline.workflow); rules live in workflow/rules/.
 import sys
 from pathlib import Path
@@ -35,8 +35,6 @@ def hardware_fit(w):
     return [str(overlay)] if overlay.exists() else []
 
 
-include: "workflow/rules/compile.smk"
-include: "workflow/rules/simulate.smk"
-include: "workflow/rules/parse.smk"
+include: "workflow/rules/stage.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/nightly.smk"

@@ -1,18 +1,24 @@
-"""compile and simulate as library calls: what ``ptolab`` and the workflow run.
+"""compile, simulate and whole workflow stages as library calls: what ``ptolab`` runs.
 
 Resolution order for a kernel's options: the kernel file's defaults, then the
 ``--set`` overrides (a study stage's ``set`` is passed the same way), then the
 environment switches PyPTO reads (``DUMP_DEVICE_PERF``).
+
+``run_compile`` and ``run_simulate`` write into the folder they are given; the
+commands hand them a folder they own (pipeline/outdir.py).
 """
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from simcore.compiler import Program, compile_kernel
+from simcore.compiler.estimate import check_size
 from simcore.machine import Timeline, simulate
 from simcore.spec import overrides as ov
 from simcore.spec.errors import ConfigError
@@ -28,9 +34,16 @@ from .emit.pmu_trace import write_pmu_trace
 from .emit.swimlane import aicore_summary, write_swimlane_files
 from .emit.topo import write_compile_files
 
+# Above this many tile operations a build takes seconds: say what is happening on stderr.
+PROGRESS_TILE_OPS = 200_000
+COMPILE_FILES = ("program.json", "dyn_topo.txt", "compile.json")   # a runtime_debug_mode=1 run carries them
+
 
 def resolve_kernel(path: Path, overrides: Mapping[str, Any]) -> Kernel:
-    data = ov.apply(read_mapping(Path(path)), dict(overrides))
+    try:
+        data = ov.apply(read_mapping(Path(path)), dict(overrides))
+    except ConfigError as exc:
+        raise exc.located(str(path)) from None
     source = str(path) + (" (with --set " + ", ".join(overrides) + ")" if overrides else "")
     return validate(Kernel, data, source, "kernel")
 
@@ -48,6 +61,21 @@ def env_flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+class Progress:
+    """One stderr line per step of a long build; silent for small ones."""
+
+    def __init__(self, tile_ops: int):
+        self.on = tile_ops > PROGRESS_TILE_OPS
+        self.t0 = time.perf_counter()
+        if self.on:
+            self.say(f"about {tile_ops:,} tile operations to build")
+
+    def say(self, text: str) -> None:
+        if self.on:
+            print(f"ptolab: [{time.perf_counter() - self.t0:6.1f} s] {text}", file=sys.stderr,
+                  flush=True)
+
+
 @dataclass
 class RunResult:
     kernel: Kernel
@@ -58,12 +86,25 @@ class RunResult:
     summary: str
 
 
-def compile_for(kernel: Kernel, hw: Hardware, kernel_path: Path) -> Program:
-    """Compile, naming the kernel file in any error the compiler raises."""
+def size_check(kernel: Kernel, kernel_path: Path) -> Progress:
+    """Refuse a kernel whose program cannot fit before building any of it."""
     try:
-        return compile_kernel(kernel, hw)
+        return Progress(check_size(kernel).tile_ops)
     except ConfigError as exc:
         raise exc.located(str(kernel_path)) from None
+
+
+def compile_for(kernel: Kernel, hw: Hardware, kernel_path: Path,
+                progress: Progress | None = None) -> Program:
+    """Compile, naming the kernel file in any error the compiler raises."""
+    progress = progress or size_check(kernel, kernel_path)
+    progress.say("compiling")
+    try:
+        program = compile_kernel(kernel, hw)
+    except ConfigError as exc:
+        raise exc.located(str(kernel_path)) from None
+    progress.say(f"compiled: {program.leaf_tasks:,} leaf tasks")
+    return program
 
 
 def run_compile(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
@@ -75,23 +116,40 @@ def run_compile(kernel_path: Path, overrides: Mapping[str, Any], hardware: str |
 
 def run_simulate(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
                  out: Path, rounds: int = 1, env: Mapping[str, str] | None = None) -> RunResult:
-    env = os.environ if env is None else env
     kernel = resolve_kernel(kernel_path, overrides)
     hw = load_hardware(hardware)
-    program = compile_for(kernel, hw, kernel_path)
-    timeline = simulate(hw, program, kernel.options.runtime_options)
+    progress = size_check(kernel, kernel_path)
+    program = compile_for(kernel, hw, kernel_path, progress)
+    return simulate_program(kernel, hw, program, Path(out), rounds, env, progress)
+
+
+def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, rounds: int,
+                     env: Mapping[str, str] | None, progress: Progress,
+                     compiled: Path | None = None) -> RunResult:
+    """Simulate a compiled program and write PyPTO's files into ``out``.
+
+    ``compiled``: a folder already holding this program's compile files, copied
+    rather than written again.
+    """
+    env = os.environ if env is None else env
     dump_perf = env_flag(env, "DUMP_DEVICE_PERF")
     perf_limit = devtask_limit(env) if dump_perf else None   # a bad value stops before any file
-    out = Path(out)
+    progress.say("simulating")
+    timeline = simulate(hw, program, kernel.options.runtime_options)
+    progress.say("writing files")
     out.mkdir(parents=True, exist_ok=True)
     freq = hw.aicpu.profile_freq_mhz
     summary = aicore_summary(timeline)[2]
-    if kernel.options.debug_options.runtime_debug_mode == 1:
-        write_compile_files(program, out)
+    debug = kernel.options.debug_options.runtime_debug_mode == 1
+    if debug:
+        if compiled is None:
+            write_compile_files(program, out)
+        else:
+            for name in COMPILE_FILES:
+                shutil.copyfile(compiled / name, out / name)
         summary = write_swimlane_files(program, timeline, freq, out)
     if dump_perf:
-        swimlane = out / "merged_swimlane.json" \
-            if kernel.options.debug_options.runtime_debug_mode == 1 else None
+        swimlane = out / "merged_swimlane.json" if debug else None
         write_perf_files(timeline, freq, rounds, hw.aicpu.launch_gap_us, out, perf_limit,
                          merged_swimlane=swimlane)
     write_pmu_files(program, timeline, hw, env, out)
@@ -99,4 +157,34 @@ def run_simulate(kernel_path: Path, overrides: Mapping[str, Any], hardware: str 
         write_pmu_trace(program, timeline, hw, out)
     result = metrics(program, timeline, hw)
     write_json(out / "metrics.json", result)   # last: its presence marks a complete run
+    progress.say("done")
     return RunResult(kernel, hw, program, timeline, result, summary)
+
+
+# What the workflow turns on for every stage: swimlanes and AICPU/AICore phase data.
+STAGE_SETS = {"debug_options.runtime_debug_mode": 1}
+STAGE_ENV = {"DUMP_DEVICE_PERF": "true"}
+
+
+def run_stage(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
+              stage_dir: Path, rounds: int, env: Mapping[str, str] | None = None) -> dict:
+    """One workflow stage into ``stage_dir``: compile/, run/ and parsed/ from one compile.
+
+    The folder is built aside and swapped in whole, so no file of an earlier
+    build of the stage (e.g. a perf file of a round count since lowered) survives.
+    """
+    from .outdir import owned_folder
+    from .parse.run import parse_run
+
+    env = {**(os.environ if env is None else env), **STAGE_ENV}
+    kernel = resolve_kernel(kernel_path, {**overrides, **STAGE_SETS})
+    hw = load_hardware(hardware)
+    progress = size_check(kernel, kernel_path)
+    program = compile_for(kernel, hw, kernel_path, progress)
+    with owned_folder(stage_dir, "stage", adopt=True) as fresh:
+        counts = write_compile_files(program, fresh / "compile")
+        simulate_program(kernel, hw, program, fresh / "run", rounds, env, progress,
+                         compiled=fresh / "compile")
+        progress.say("parsing")
+        parsed = parse_run(fresh / "run", fresh / "parsed")
+    return {"compile": counts, "parsed": parsed}

@@ -66,10 +66,11 @@ class Plan:
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """A digest of the model and emitter sources: results are stale when these change."""
+    """A digest of the model, emitter and parser sources: results are stale when these change."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for path in sorted([*root.glob("simcore/**/*.py"), *root.glob("pipeline/emit/**/*.py")]):
+    for path in sorted([*root.glob("simcore/**/*.py"), *root.glob("pipeline/emit/**/*.py"),
+                        *root.glob("pipeline/parse/**/*.py"), root / "pipeline" / "runner.py"]):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -72,7 +72,9 @@ def test_parse_recomputes_metrics_from_files(run_dir, tmp_path):
     # files hold 50 MHz counter ticks: agreement within one tick per stamp
     assert parsed["kernel_us"] == pytest.approx(m["kernel_us"], abs=0.05)
     assert parsed["e2e_us"] == pytest.approx(m["e2e_us"], abs=0.05)
-    assert {"kernel_us", "e2e_us", "dev_tasks"} <= set(parsed["recomputed_from_files"])
+    assert parsed["sources"]["kernel_us"] == "merged_swimlane.json"
+    assert parsed["sources"]["dev_tasks"] == "dyn_topo.txt"
+    assert parsed["sources"]["e2e_us"].startswith("machine_trace_perf_data_")
 
 
 def test_same_config_gives_byte_identical_files(msa_path, tmp_path):

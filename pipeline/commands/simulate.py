@@ -1,8 +1,6 @@
+"""``ptolab simulate KERNEL``: compile, simulate on the modeled NPU, write PyPTO's files."""
 import sys
 from pathlib import Path
-
-from simcore.spec.errors import ConfigError
-from simcore.spec.overrides import parse_assignments
 
 from ._common import add_kernel_arguments
 
@@ -14,16 +12,22 @@ def add_arguments(p) -> None:
     add_kernel_arguments(p)
     p.add_argument("--rounds", type=int, default=1, help="kernel launches (default 1)")
     p.add_argument("--out", type=Path, default=None,
-                   help="output folder (default output/output_<timestamp>_<us>_<pid>/)")
+                   help="output folder, replaced as a whole (default "
+                        "output/output_<timestamp>_<us>_<pid>/)")
 
 
 def run(args) -> int:
+    from simcore.spec.errors import ConfigError
+    from simcore.spec.overrides import parse_assignments
+
+    from ..outdir import owned_folder
     from ..runner import default_output_dir, run_simulate
     if args.rounds < 1:
         raise ConfigError(f"--rounds must be >= 1, got {args.rounds}.")
     out = args.out or default_output_dir()
-    result = run_simulate(args.kernel, parse_assignments(args.sets), args.hardware, out,
-                          rounds=args.rounds)
+    with owned_folder(out, "simulate") as fresh:
+        result = run_simulate(args.kernel, parse_assignments(args.sets), args.hardware, fresh,
+                              rounds=args.rounds)
     sys.stdout.write(result.summary)
     m = result.metrics
     print(f"kernel_us: {m['kernel_us']:.2f}  e2e_us: {m['e2e_us']:.2f}  "

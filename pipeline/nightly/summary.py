@@ -20,7 +20,7 @@ from simcore.spec.errors import ConfigError
 from ..formats import program as program_format
 from ..parse.swimlane import tasks_with_topology
 
-NOT_METRICS = {"recomputed_from_files"}
+NOT_METRICS = {"sources"}   # where each parsed metric came from, not a metric
 # Past this many dev tasks a baseline keeps only their aggregate, to stay readable.
 MAX_DEV_TASK_ROWS = 512
 DIGITS = 4

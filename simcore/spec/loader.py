@@ -23,6 +23,8 @@ SUFFIXES = {".toml": "TOML", ".yaml": "YAML", ".yml": "YAML"}
 def read_mapping(path: Path) -> dict[str, Any]:
     """Parse a TOML or YAML file into a dict; syntax errors name the line."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError("is a folder; pass a .toml or .yaml config file.", source=str(path))
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise ConfigError(
@@ -32,6 +34,10 @@ def read_mapping(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the file ({exc.strerror}).", source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"is not a text file: byte {exc.start} ({exc.object[exc.start]:#04x}) "
+                          f"is not UTF-8. Pass the {kind} config file itself, not a binary "
+                          f"or compiled file.", source=str(path)) from None
     try:
         data = tomllib.loads(text) if kind == "TOML" else yaml.safe_load(text)
     except tomllib.TOMLDecodeError as exc:

@@ -12,6 +12,7 @@ import json
 from typing import Any, Iterable
 
 from .errors import ConfigError
+from .options import JitOptions
 
 OPTION_GROUPS = ("runtime_options", "pass_options", "debug_options", "codegen_options")
 TOP_GROUPS = ("params", "tiles")
@@ -35,18 +36,38 @@ def parse_assignments(texts: Iterable[str]) -> dict[str, Any]:
 
 
 def apply(kernel_data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """Return a copy of a kernel's raw data with the overrides written in."""
+    """Return a copy of a kernel's raw data with the overrides written in.
+
+    Every key must name something that exists: an option PyPTO has, or a param or
+    tile the kernel declares.  A typo would otherwise add a knob nothing reads.
+    """
     data = copy.deepcopy(kernel_data)
     for key, value in overrides.items():
         group, _, rest = key.partition(".")
         if not rest or group not in OPTION_GROUPS + TOP_GROUPS:
             raise ConfigError(
-                f"--set key '{key}' is not known; expected <group>.<name> with group one of "
-                f"{', '.join(OPTION_GROUPS + TOP_GROUPS)} (for example "
+                f"override key '{key}' is not known; expected <group>.<name> with group one "
+                f"of {', '.join(OPTION_GROUPS + TOP_GROUPS)} (for example "
                 f"runtime_options.stitch_function_max_num).")
         target = data.setdefault("options", {}) if group in OPTION_GROUPS else data
         node = target.setdefault(group, {})
         if not isinstance(node, dict):
-            raise ConfigError(f"--set '{key}': '{group}' in the kernel file is not a table.")
+            raise ConfigError(f"override '{key}': '{group}' in the kernel file is not a table.")
+        known = _known_names(group, node)
+        if rest not in known:
+            raise ConfigError(
+                f"override '{key}' names {_WHAT[group]} '{rest}', which "
+                f"{'the kernel does not declare' if group in TOP_GROUPS else 'PyPTO does not have'}"
+                f"; known: {', '.join(sorted(known)) or 'none'}. Check the spelling (names "
+                f"are case-sensitive).")
         node[rest] = value
     return data
+
+
+_WHAT = {"params": "param", "tiles": "tile shape", **{g: f"{g} option" for g in OPTION_GROUPS}}
+
+
+def _known_names(group: str, node: dict) -> list[str]:
+    if group in TOP_GROUPS:
+        return [str(k) for k in node]
+    return list(JitOptions.model_fields[group].annotation.model_fields)

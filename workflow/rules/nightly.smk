@@ -1,4 +1,4 @@
-# Nightly regression check (issue 8, docs/nightly.md).
+# Nightly regression check (docs/nightly.md).
 #   snakemake -c2 nightly          build the nightly studies, compare with baselines/, write
 #                                  results/nightly/{report.html,status.json,summary.txt}
 #   snakemake -c2 nightly_stages   build the nightly studies only (to take a first baseline)
@@ -22,7 +22,7 @@ except ConfigError as exc:
     sys.exit(2)
 
 if NIGHTLY_PLAN is not None:
-    # The compile/simulate/parse/report rules look studies up in PLAN when jobs are planned,
+    # The stage and report rules look studies up in PLAN when jobs are planned,
     # so handing them a plan that also knows the nightly studies builds those like any other.
     PLAN = with_studies(PLAN, NIGHTLY_PLAN)
 

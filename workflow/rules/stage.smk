@@ -1,0 +1,36 @@
+# One job per stage: `ptolab stage` compiles once, simulates with the switches a report needs
+# (swimlanes: runtime_debug_mode=1; AICPU/AICore phase data: DUMP_DEVICE_PERF=true) and parses
+# the run, in one process.  It rebuilds the whole stage folder aside and swaps it in, so no
+# file of an earlier build survives (e.g. a perf file of a round count since lowered).
+# On failure the job prints the end of its log (the compiler's own message, e.g. an OoO
+# error), not only Snakemake's pointer to the log file.
+rule stage:
+    input:
+        kernel=lambda w: PLAN.study(w.study).kernel_path,
+        hardware=lambda w: PLAN.study(w.study).hardware_path,
+        hardware_fit=hardware_fit,
+    output:
+        STAGE + "/compile/compile.json",
+        STAGE + "/compile/program.json",
+        STAGE + "/compile/dyn_topo.txt",
+        STAGE + "/run/metrics.json",
+        STAGE + "/run/merged_swimlane.json",
+        STAGE + "/run/tilefwk_L1_prof_data.json",
+        STAGE + "/run/dyn_topo.txt",
+        STAGE + "/run/machine_trace_perf_data_0.json",
+        STAGE + "/parsed/metrics.json",
+        STAGE + "/parsed/tasks.parquet",
+        STAGE + "/parsed/topo.parquet",
+        STAGE + "/parsed/phases.parquet",
+    params:
+        key=lambda w: PLAN.stage_key(w.study, w.stage),
+        sets=lambda w: PLAN.set_args(w.study, w.stage),
+        rounds=lambda w: PLAN.study(w.study).study.rounds,
+        out=lambda w: f"{RESULTS}/{w.study}/{w.stage}",
+    log:
+        RESULTS + "/{study}/logs/{stage}.log",
+    shell:
+        "ptolab stage {input.kernel} --hardware {input.hardware} {params.sets} "
+        "--rounds {params.rounds} --out {params.out} > {log} 2>&1 "
+        "|| {{ rc=$?; echo 'ptolab stage {wildcards.study}/{wildcards.stage} failed:' >&2; "
+        "tail -n 20 {log} >&2; exit $rc; }}"
