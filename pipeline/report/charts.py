@@ -93,7 +93,7 @@ def stage_bars(stages: list[str], kernel: list[float], e2e: list[float]) -> Mark
     Bars carry their value (data-value) and the SVG its scale (data-zero, data-top,
     data-vmax), so a test can check that every bar's height is its value.
     """
-    frame = Frame(max(680, 130 * len(stages) + 90), 340, bottom=80)
+    frame = Frame(max(680, 130 * len(stages) + 90), 350, bottom=90)
     vmax = nice_max(max(kernel + e2e + [0.0]))
     slot = (frame.x1 - frame.left) / max(len(stages), 1)
     body = _y_axis(frame, vmax, "time (us)")
@@ -105,9 +105,8 @@ def stage_bars(stages: list[str], kernel: list[float], e2e: list[float]) -> Mark
         cx = frame.left + (g + 0.5) * slot
         body.append(_text(cx, frame.y1 + 16, name))
         if g:
-            body.append(_change(cx - slot * 0.25, frame.y1 + 32, "kernel", kernel[g - 1],
-                                kernel[g]))
-            body.append(_change(cx + slot * 0.25, frame.y1 + 32, "e2e", e2e[g - 1], e2e[g]))
+            body.append(_change(cx, frame.y1 + 31, "kernel", kernel[g - 1], kernel[g]))
+            body.append(_change(cx, frame.y1 + 45, "e2e", e2e[g - 1], e2e[g]))
     body += _legend(frame, [(KERNEL, "kernel_us"), (E2E, "e2e_us"),
                             (BETTER, "faster than previous"), (WORSE, "slower than previous")])
     scale = (f' class="stage-bars" data-zero="{_f(frame.y1)}" '
@@ -210,7 +209,8 @@ def core_bars(cores: list[tuple[str, float]], span_us: float) -> Markup:
     for i in range(5):
         x = frame.left + (frame.x1 - frame.left) * i / 4
         body.append(f'<line x1="{_f(x)}" y1="{y_axis}" x2="{_f(x)}" y2="{y_axis + 4}" stroke="#444"/>')
-        body.append(_text(x, y_axis + 16, f"{span_us * i / 4:.2f}"))
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        body.append(_text(x, y_axis + 16, f"{span_us * i / 4:.2f}", anchor))
     body.append(_text((frame.left + frame.x1) / 2, y_axis + 32,
                       "time within the kernel window (us)"))
     frame.height = y_axis + 60

@@ -16,7 +16,8 @@ from typing import Any
 
 from simcore.spec import overrides as ov
 from simcore.spec.errors import ConfigError
-from simcore.spec.kernel import CubeTile, CubeTileStmt, Kernel, OpStmt, TileStmt, walk
+from simcore.spec.kernel import (REDUCE_OPS, CubeTile, CubeTileStmt, Kernel, OpStmt, TileStmt,
+                                  walk)
 from simcore.spec.loader import read_mapping, validate
 
 
@@ -99,7 +100,7 @@ def _index_tiles(knobs: KernelKnobs) -> None:
             table = knobs.cube_tiles if stmt.op == "matmul" else knobs.vec_tiles
             if tile is not None and tile not in table.setdefault(stmt.label, []):
                 table[stmt.label].append(tile)
-            if tile is not None and stmt.axis is not None and stmt.op != "matmul":
+            if tile is not None and stmt.axis is not None and stmt.op in REDUCE_OPS:
                 knobs.reduce_axes.setdefault(tile, {}).setdefault(stmt.label, set()).add(stmt.axis)
 
 

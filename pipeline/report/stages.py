@@ -185,7 +185,8 @@ def phase_reading(rnd: dict) -> str | None:
     build = _cell(ctrl, header, "DEV_TASK_BUILD") if ctrl else None
     if build is not None:
         text += (f" AICPU-CTRL's DEV_TASK_BUILD {build:.2f} us is the sum of all builds: "
-                 "the first is most of AICore INIT, the later ones run during the kernel window "
+                 "the first delays the first leaf task (AICore INIT), the later ones run during "
+                 "the kernel window "
                  "(dev task k+1 is built while dev task k runs), so a build time can show in "
                  "both INIT and End-to-End.")
     return text
