@@ -194,3 +194,28 @@ def test_phase_reading_adds_up_the_aicore_row():
     assert stages.phase_reading({"header": header, "rows": [["AICore"] + ["-"] * 8]}) is None
     assert {name for name, _ in stages.PHASE_COLUMNS} >= {"INIT", "End-to-End time"}
 
+
+
+def test_report_shows_the_knobs_run_and_flags_a_stale_name(tmp_path):
+    """README's tour: stitch_64 edited to 32 keeps its name; the report says so."""
+    from pipeline.report.render import render_study
+    study = tmp_path / "ms.yaml"
+    study.write_text(f"""name: ms
+kernel: multi_stitch_add
+stages:
+  - name: stitch_1
+    description: one root call per dev task
+    set: {{{STITCH}: 1}}
+  - name: stitch_64
+    description: edited to 32
+    set: {{{STITCH}: 32}}
+""", encoding="utf-8")
+    for name in ("stitch_1", "stitch_64"):
+        _stitch_one_stage(tmp_path / "results" / "ms" / name)
+    out = tmp_path / "results" / "ms" / "report.html"
+    render_study(study, out.parent, out, KERNELS / "multi_stitch_add.yaml")
+    html = out.read_text(encoding="utf-8")
+    assert html.count("name ≠ knob") == 1
+    assert f"the name says stitch 64 but the stage ran {STITCH}=32" in html
+    assert f'data-key="{STITCH}">{STITCH}=32</code>' in html
+    assert "--set runtime_options.stitch_function_max_num=64" in html   # stitch_1's Try
