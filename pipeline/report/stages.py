@@ -115,13 +115,19 @@ def _numeric(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _timed(row: dict) -> bool:
+    """Both times are in the stage's metrics (a sweep plots them)."""
+    return all(_numeric(row["metrics"].get(k)) for k in ("kernel_us", "e2e_us"))
+
+
 def sweeps(rows: list[dict]) -> list[Sweep]:
     """Maximal runs of consecutive stages that differ in exactly one numeric knob."""
     out, run, knob = [], [], None
     for prev, cur in zip(rows, rows[1:]):
         diff = changed(prev["knobs"], cur["knobs"])
         k = next(iter(diff)) if len(diff) == 1 else None
-        ok = k is not None and _numeric(prev["knobs"].get(k)) and _numeric(cur["knobs"].get(k))
+        ok = (k is not None and _numeric(prev["knobs"].get(k)) and _numeric(cur["knobs"].get(k))
+              and _timed(prev) and _timed(cur))
         if ok and k == knob:
             run.append(cur)
             continue
