@@ -247,9 +247,29 @@ STAGES = """(() => [...document.querySelectorAll('section.stage')].map(s => ({
   chartCores: [...s.querySelectorAll('svg.core-chart rect[data-core]')].map(r => r.dataset.core),
   laneCores: (window.ptolabSwimlanes.find(v => v.root.closest('section') === s) || {d: {}})
                .d.coreLanes,
+  phaseTables: s.querySelectorAll('table.phases').length,
+  phaseReadings: [...s.querySelectorAll('.phase-reading')].map(p => p.textContent),
   ran: Object.fromEntries([...document.querySelectorAll(
          '#stage-table tr[data-stage="' + s.id.slice(6) + '"] code.knob')]
          .map(c => [c.dataset.key, c.textContent])) })))()"""
+
+
+# the first core lane of every swimlane at its initial zoom: inked pixels on the lane's
+# middle scanline, against the union of its bars each widened to the 2 px minimum
+LANE_INK = """(() => window.ptolabSwimlanes.map(v => {
+  const r = v.canvas.width / v.w, y = Math.round((22 + v.row / 2) * r);
+  const row = v.ctx.getImageData(0, y, v.canvas.width, 1).data;
+  let ink = 0;
+  for (let x = Math.round(120 * r); x < v.canvas.width; x++) {
+    const i = 4 * x; if (row[i + 3] && (row[i] < 230 || row[i + 1] < 230 || row[i + 2] < 230)) ink++; }
+  const spans = [];
+  for (let i = v.first[0]; i < v.first[1]; i++) {
+    const a = Math.floor(v.x(v.start[i])), b = Math.max(a + 2, v.x(v.start[i] + v.dur[i]));
+    spans.push([a, Math.min(b, v.w)]); }
+  spans.sort((p, q) => p[0] - q[0]);
+  let want = 0, end = -1;
+  for (const [a, b] of spans) { if (b > end) { want += b - Math.max(a, end); end = b; } }
+  return {ink: ink / r, want, row: v.row, lanes: v.d.lanes.length}; }))()"""
 
 
 def _configs(results: Path) -> Path:
@@ -270,6 +290,10 @@ def _check_truth(b: Browser, report: Path, plan) -> None:
         assert bar["value"] == pytest.approx(metric[bar["series"]], abs=0.006), bar
         assert bar["height"] == pytest.approx(bar["value"] * bar["unit"], abs=0.05), bar
         assert bar["bottom"] == pytest.approx(bar["zero"], abs=0.05), bar
+    for lane in b.js(LANE_INK):
+        # sub-pixel tasks still show: every bar of the lane inks at least 2 px
+        assert lane["ink"] >= 0.9 * lane["want"], lane
+        assert lane["row"] >= 14 and (lane["lanes"] > 8 or lane["row"] > 14), lane
     sections = b.js(STAGES)
     assert [s["stage"] for s in sections] == [st.name for st in sp.study.stages]
     for sec, stage in zip(sections, sp.study.stages):
@@ -285,6 +309,9 @@ def _check_truth(b: Browser, report: Path, plan) -> None:
         ran_cores = tasks.select("core_type", "core").unique().height
         assert len(sec["chartCores"]) == ran_cores          # only the cores that ran
         assert sec["laneCores"] == ran_cores
+        if sec["phaseTables"]:        # the AICore row's columns are read out under the table
+            assert len(sec["phaseReadings"]) == sec["phaseTables"]
+            assert all("do not overlap" in t for t in sec["phaseReadings"])
         assert {"bubble_analysis.log", "dyn_topo.txt", "program.json",
                 "perf data"} <= set(sec["linkLabels"])
         for href in sec["links"]:
