@@ -219,3 +219,32 @@ stages:
     assert f"the name says stitch 64 but the stage ran {STITCH}=32" in html
     assert f'data-key="{STITCH}">{STITCH}=32</code>' in html
     assert "--set runtime_options.stitch_function_max_num=64" in html   # stitch_1's Try
+
+
+def test_report_renders_when_metrics_lack_keys(tmp_path):
+    """metrics.json may carry only what the files give (and a sources map): every metric
+    is read by key, and a missing one shows as a dash, not an error."""
+    from pipeline.report.render import render_index, render_study
+    study = tmp_path / "ms.yaml"
+    study.write_text(f"""name: ms
+kernel: multi_stitch_add
+stages:
+  - name: a
+    description: one
+    set: {{{STITCH}: 1}}
+  - name: b
+    description: two
+    set: {{{STITCH}: 2}}
+""", encoding="utf-8")
+    for name in ("a", "b"):
+        stage = _stitch_one_stage(tmp_path / "results" / "ms" / name)
+        (stage / "parsed" / "metrics.json").write_text(
+            '{"kernel_us": 10.0, "sources": {"kernel_us": "merged_swimlane.json"}}')
+    out = tmp_path / "results" / "ms" / "report.html"
+    render_study(study, out.parent, out, KERNELS / "multi_stitch_add.yaml")
+    html = out.read_text(encoding="utf-8")
+    assert 'data-series="kernel_us" data-value="10.00"' in html
+    assert 'data-series="e2e_us"' not in html and "n/a" in html      # no bar, not a zero
+    assert "Knob sweeps" not in html
+    render_index(tmp_path / "results", [study], tmp_path / "results" / "index.html")
+    assert 'href="ms/report.html"' in (tmp_path / "results" / "index.html").read_text()

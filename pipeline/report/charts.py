@@ -85,7 +85,8 @@ def _legend(frame: Frame, items: list[tuple[str, str]], hollow: set[str] = froze
     return out
 
 
-def stage_bars(stages: list[str], kernel: list[float], e2e: list[float]) -> Markup:
+def stage_bars(stages: list[str], kernel: list[float | None],
+               e2e: list[float | None]) -> Markup:
     """Per stage, kernel_us and e2e_us each as a bar from zero to the stage's value.
 
     The change against the previous stage is printed under the stage's name (green a
@@ -94,7 +95,7 @@ def stage_bars(stages: list[str], kernel: list[float], e2e: list[float]) -> Mark
     data-vmax), so a test can check that every bar's height is its value.
     """
     frame = Frame(max(680, 130 * len(stages) + 90), 350, bottom=90)
-    vmax = nice_max(max(kernel + e2e + [0.0]))
+    vmax = nice_max(max([v for v in kernel + e2e if v is not None] + [0.0]))
     slot = (frame.x1 - frame.left) / max(len(stages), 1)
     body = _y_axis(frame, vmax, "time (us)")
     for g, name in enumerate(stages):
@@ -115,6 +116,8 @@ def stage_bars(stages: list[str], kernel: list[float], e2e: list[float]) -> Mark
 
 
 def _value_bar(frame, vmax, x, w, value, color, stage, series) -> list[str]:
+    if value is None:       # not in the stage's metrics: no bar, rather than a zero
+        return [_text(x + w / 2, frame.y1 - 4, "n/a")]
     top = frame.y(value, vmax)
     tip = f"{stage} {series}: {value:.2f} us"
     return [f'<rect x="{_f(x)}" y="{top:.3f}" width="{_f(w)}" '
@@ -125,7 +128,7 @@ def _value_bar(frame, vmax, x, w, value, color, stage, series) -> list[str]:
 
 def _change(x, y, what, prev, value) -> str:
     """'kernel −97.7 %' under a stage: the change from the previous stage, coloured."""
-    if not prev:
+    if not prev or value is None:
         return _text(x, y, f"{what} –")
     pct = (value - prev) / prev * 100
     fill = BETTER if value < prev else WORSE if value > prev else "#777"

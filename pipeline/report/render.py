@@ -107,9 +107,10 @@ def _details(row: dict, index: int) -> dict:
     return out
 
 
-def _metric(row: dict, key: str) -> float:
+def _metric(row: dict, key: str) -> float | None:
     value = row["metrics"].get(key)
-    return float(value) if isinstance(value, (int, float)) else 0.0
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
 
 
 def render_study(study_path: Path, stages_dir: Path, out: Path,
