@@ -91,11 +91,24 @@ def test_script_json_is_byte_stable():
 
 
 # ---------------------------------------------------------------- charts
-def test_waterfall_has_axes_units_and_escaped_names():
-    svg = str(charts.waterfall(["<b>s1</b>", "s2"], [10.0, 4.0], [20.0, 25.0]))
+def test_stage_bars_draw_values_from_zero_and_changes_as_text():
+    svg = str(charts.stage_bars(["<b>s1</b>", "s2"], [10.0, 4.0], [20.0, 25.0]))
     assert svg.startswith("<svg") and "time (us)" in svg
     assert "<b>" not in svg and "&lt;b&gt;s1&lt;/b&gt;" in svg
-    assert charts.BETTER in svg and charts.WORSE in svg       # kernel gained, e2e regressed
+    zero = float(re.search(r'data-zero="([\d.]+)"', svg).group(1))
+    top = float(re.search(r'data-top="([\d.]+)"', svg).group(1))
+    vmax = float(re.search(r'data-vmax="([\d.]+)"', svg).group(1))
+    bars = re.findall(r'<rect x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)" '
+                      r'fill="#[0-9a-f]+" data-stage="[^"]*" data-series="(\w+)" '
+                      r'data-value="([\d.]+)"', svg)
+    assert [float(b[3]) for b in bars] == [10.0, 20.0, 4.0, 25.0]
+    for y, height, _, value in bars:        # each bar runs from zero up to its value
+        assert abs(float(height) - (zero - top) * float(value) / vmax) < 0.01
+        assert abs(float(y) + float(height) - zero) < 0.01
+    # the change is text under the second stage: kernel gained, e2e regressed
+    assert "kernel −60.0 %" in svg and "e2e +25.0 %" in svg
+    assert f'fill="{charts.BETTER}" class="change"' in svg
+    assert f'fill="{charts.WORSE}" class="change"' in svg
 
 
 def test_sweep_chart_overlays_documented_points():
@@ -362,19 +375,38 @@ def test_render_is_deterministic(study):
 
 def test_render_index_headlines(study):
     path, results = study
+    render_study(path, results / "demo", results / "demo" / "report.html")
     render_index(results, [path], results / "index.html")
     html = (results / "index.html").read_text(encoding="utf-8")
     assert 'href="demo/report.html"' in html and "demo/report.html#stage-s4" in html
     assert "4.00×" in html and "40.00" in html and "12.50" in html and "10.00" in html
 
 
-def test_core_busy_lists_idle_cores_of_the_chip():
+def test_index_keeps_the_given_order_and_marks_unbuilt_studies(study, tmp_path):
+    path, results = study
+    render_study(path, results / "demo", results / "demo" / "report.html")
+    other = tmp_path / "aaa.yaml"          # sorts first by name, listed second
+    other.write_text(STUDY.replace("name: demo", "name: aaa"), encoding="utf-8")
+    render_index(results, [path, other, path], results / "index.html")
+    html = (results / "index.html").read_text(encoding="utf-8")
+    order = re.findall(r'<tr data-study="(\w+)">', html)
+    assert order == ["demo", "aaa"]                       # given order, each study once
+    assert 'href="aaa/report.html"' not in html and "not built yet" in html
+    assert "nightly/report.html" not in html
+    (results / "nightly").mkdir()
+    (results / "nightly" / "report.html").write_text("x", encoding="utf-8")
+    render_index(results, [path], results / "index.html")
+    assert 'href="nightly/report.html"' in (results / "index.html").read_text(encoding="utf-8")
+
+
+def test_core_busy_draws_cores_that_ran_and_counts_the_chip():
     tasks = tasks_df([("AIV", 26, 0.0, 3.0, 0, 0, "x"), ("AIV", 26, 3.0, 1.0, 0, 1, "x")])
     phases = phases_df(aiv_lanes(2) + [("SCHED1-AIC", 3, "BEGIN", 0, None, 0.0)])
-    busy, span = stages.core_busy(tasks, phases)
-    assert busy == [("AIC_3", 0.0), ("AIV_1", 0.0), ("AIV_2", 0.0), ("AIV_26", 4.0)]
+    busy, span, chip = stages.core_busy(tasks, phases)
+    assert busy == [("AIV_26", 4.0)]
     assert span == 4.0
-    assert stages.core_busy(None) == ([], 0.0)
+    assert chip == {"AIC": 1, "AIV": 3}       # the phase file's two AIV blocks + the one that ran
+    assert stages.core_busy(None) == ([], 0.0, {})
 
 
 def test_legend_palette_matches_the_viewer():

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,7 +181,7 @@ def study_report(request) -> Path:
 FIRST_BAR = """(() => { const v = window.ptolabSwimlanes[0];
   v.canvas.scrollIntoView(); const r = v.canvas.getBoundingClientRect();
   const i = v.first[0]; const x = v.x(v.start[i] + v.dur[i] / 2);
-  return [r.left + x, r.top + 22 + v.lane[i] * 14 + 7]; })()"""
+  return [r.left + x, r.top + 22 + v.lane[i] * v.row + v.row / 2]; })()"""
 
 
 # the centre of the first bar whose label is a script tag, zoomed in so it is wide
@@ -189,7 +190,8 @@ EVIL_BAR = """(() => { const v = window.ptolabSwimlanes[0];
   let i = 0; while (v.labelIdx[i] !== bad) i++;
   v.t0 = v.start[i] - v.dur[i]; v.span = v.dur[i] * 4; v.draw();
   v.canvas.scrollIntoView(); const r = v.canvas.getBoundingClientRect();
-  return [r.left + v.x(v.start[i] + v.dur[i] / 2), r.top + 22 + v.lane[i] * 14 + 7]; })()"""
+  return [r.left + v.x(v.start[i] + v.dur[i] / 2), r.top + 22 + v.lane[i] * v.row + v.row / 2];
+})()"""
 
 
 def _canvas_ink(b: Browser) -> int:
@@ -226,6 +228,118 @@ def test_study_reports_draw_hover_offline(browser, study_report, artifacts):
     errors, remote = browser.problems()
     assert not errors and not remote, (errors, remote)
     print(f"screenshots in {artifacts}")
+
+
+# every bar of the stage chart: stage, series, value, its drawn height and bottom, the scale
+STAGE_BARS = """(() => { const svg = document.querySelector('svg.stage-bars');
+  const zero = +svg.dataset.zero, top = +svg.dataset.top, vmax = +svg.dataset.vmax;
+  return [...svg.querySelectorAll('rect[data-value]')].map(r => { const b = r.getBBox();
+    return {stage: r.dataset.stage, series: r.dataset.series, value: +r.dataset.value,
+            height: b.height, bottom: b.y + b.height, unit: (zero - top) / vmax, zero}; }); })()"""
+
+# per stage section: the Try lines, the run-file links, the cores drawn, the knobs shown
+STAGES = """(() => [...document.querySelectorAll('section.stage')].map(s => ({
+  stage: s.id.slice(6),
+  tries: [...s.querySelectorAll('.try-line')].map(c => c.textContent),
+  links: [...s.querySelectorAll('.run-files a')].map(a => a.getAttribute('href')),
+  linkLabels: [...s.querySelectorAll('.run-files li')].filter(li => li.querySelector('a'))
+               .map(li => li.querySelector('b').textContent),
+  chartCores: [...s.querySelectorAll('svg.core-chart rect[data-core]')].map(r => r.dataset.core),
+  laneCores: (window.ptolabSwimlanes.find(v => v.root.closest('section') === s) || {d: {}})
+               .d.coreLanes,
+  phaseTables: s.querySelectorAll('table.phases').length,
+  phaseReadings: [...s.querySelectorAll('.phase-reading')].map(p => p.textContent),
+  ran: Object.fromEntries([...document.querySelectorAll(
+         '#stage-table tr[data-stage="' + s.id.slice(6) + '"] code.knob')]
+         .map(c => [c.dataset.key, c.textContent])) })))()"""
+
+
+# the first core lane of every swimlane at its initial zoom: inked pixels on the lane's
+# middle scanline, against the union of its bars each widened to the 2 px minimum
+LANE_INK = """(() => window.ptolabSwimlanes.map(v => {
+  const r = v.canvas.width / v.w, y = Math.round((22 + v.row / 2) * r);
+  const row = v.ctx.getImageData(0, y, v.canvas.width, 1).data;
+  let ink = 0;
+  for (let x = Math.round(120 * r); x < v.canvas.width; x++) {
+    const i = 4 * x; if (row[i + 3] && (row[i] < 230 || row[i + 1] < 230 || row[i + 2] < 230)) ink++; }
+  const spans = [];
+  for (let i = v.first[0]; i < v.first[1]; i++) {
+    const a = Math.floor(v.x(v.start[i])), b = Math.max(a + 2, v.x(v.start[i] + v.dur[i]));
+    spans.push([a, Math.min(b, v.w)]); }
+  spans.sort((p, q) => p[0] - q[0]);
+  let want = 0, end = -1;
+  for (const [a, b] of spans) { if (b > end) { want += b - Math.max(a, end); end = b; } }
+  return {ink: ink / r, want, row: v.row, lanes: v.d.lanes.length}; }))()"""
+
+
+def _configs(results: Path) -> Path:
+    """The configs the reports were built from (the build's scratch copy, else the repo's)."""
+    here = results.parent / "configs"
+    return here if here.is_dir() else ROOT / "configs"
+
+
+def _check_truth(b: Browser, report: Path, plan) -> None:
+    from pipeline.report.knobs import resolve, value_text
+    sp = plan.study(report.parent.name)
+    results = report.parent
+    bars = b.js(STAGE_BARS)
+    assert len(bars) == 2 * len(sp.study.stages)
+    for bar in bars:
+        # each bar is the stage's value, drawn from zero: height = value x px-per-us
+        metric = json.loads((results / bar["stage"] / "parsed" / "metrics.json").read_text())
+        assert bar["value"] == pytest.approx(metric[bar["series"]], abs=0.006), bar
+        assert bar["height"] == pytest.approx(bar["value"] * bar["unit"], abs=0.05), bar
+        assert bar["bottom"] == pytest.approx(bar["zero"], abs=0.05), bar
+    for lane in b.js(LANE_INK):
+        # sub-pixel tasks still show: every bar of the lane inks at least 2 px
+        assert lane["ink"] >= 0.9 * lane["want"], lane
+        assert lane["row"] >= 14 and (lane["lanes"] > 8 or lane["row"] > 14), lane
+    sections = b.js(STAGES)
+    assert [s["stage"] for s in sections] == [st.name for st in sp.study.stages]
+    for sec, stage in zip(sections, sp.study.stages):
+        ran = resolve(sp.kernel_path, stage.set)
+        for line in sec["tries"]:
+            # runs as printed: no placeholder, and the real --set parser and the kernel's
+            # validation accept it (check raises otherwise)
+            assert "<" not in line and ">" not in line and "..." not in line, line
+            ran.check(line)
+        for key in stage.set:                      # the knob values the stage ran
+            assert sec["ran"][key] == f"{key}={value_text(ran.value(key))}", sec["ran"]
+        tasks = pl.read_parquet(results / stage.name / "parsed" / "tasks.parquet")
+        ran_cores = tasks.select("core_type", "core").unique().height
+        assert len(sec["chartCores"]) == ran_cores          # only the cores that ran
+        assert sec["laneCores"] == ran_cores
+        if sec["phaseTables"]:        # the AICore row's columns are read out under the table
+            assert len(sec["phaseReadings"]) == sec["phaseTables"]
+            assert all("do not overlap" in t for t in sec["phaseReadings"])
+        assert {"bubble_analysis.log", "dyn_topo.txt", "program.json",
+                "perf data"} <= set(sec["linkLabels"])
+        for href in sec["links"]:
+            assert not href.startswith(("/", "file:")) and (results / href).is_file(), href
+
+
+def test_study_reports_tell_the_truth(browser, study_report):
+    """Bars equal values, every Try runs, core charts show the cores that ran, the run
+    files are linked and resolve, and the index follows the workflow file's order."""
+    import yaml
+
+    from pipeline.workflow import load_plan
+    configs = _configs(study_report)
+    workflow = yaml.safe_load((configs / "workflow.yaml").read_text(encoding="utf-8"))
+    plan = load_plan(configs, workflow)
+    tries = 0
+    for name in workflow["studies"]:
+        report = study_report / name / "report.html"
+        browser.open(report)
+        _check_truth(browser, report, plan)
+        tries += browser.js("document.querySelectorAll('.try-line').length")
+    assert tries > 0
+    browser.open(study_report / "index.html")
+    order = browser.js("[...document.querySelectorAll('#studies tr[data-study]')]"
+                       ".map(r => r.dataset.study)")
+    assert order == workflow["studies"]
+    errors, remote = browser.problems()
+    assert not errors and not remote, (errors, remote)
 
 
 def test_escaped_labels_stay_text(browser, tmp_path, artifacts):

@@ -6,7 +6,8 @@ HELP = "results/index.html linking every study report"
 
 def add_arguments(p) -> None:
     p.add_argument("results", type=Path)
-    p.add_argument("studies", nargs="+", type=Path, help="study config files")
+    p.add_argument("studies", nargs="+", type=Path,
+                   help="study config files, in the order the index lists them")
     p.add_argument("--out", type=Path, required=True)
 
 

@@ -1,10 +1,13 @@
 """Bottleneck advisor: the seeds' tuning advice, fired by evidence in a stage's parsed files.
 
-``advise(stage_dir)`` reads only ``<stage_dir>/parsed/`` (metrics.json, tasks, topo,
-phases and, when parse writes it, ops.parquet from program.json), so it runs the same
-on simulated and on device-captured runs.  Each finding names the rule, a one-line
+``advise(stage_dir, knobs)`` reads only ``<stage_dir>/parsed/`` (metrics.json, tasks,
+topo, phases and, when parse writes it, ops.parquet from program.json), so it runs the
+same on simulated and on device-captured runs.  Each finding names the rule, a one-line
 title, the evidence (numbers and task names), the seed section it follows (its Chinese
-heading quoted, with the sentence that gives the advice) and a severity.
+heading quoted, with the sentence that gives the advice), a severity, the time it
+explains and, given the stage's kernel (``knobs``), ``--set`` lines to try that run as
+printed.  Findings are ranked by the time they explain; one whose cause a higher one
+explains is folded under it (``folded``, with ``because``).
 Rules whose data the compiler does not emit yet (reduce axes, GM block offsets) read the
 fields upstream files carry and stay silent while those fields are empty.
 """
@@ -16,6 +19,8 @@ from pathlib import Path
 import polars as pl
 
 from ..parse.swimlane import tasks_with_topology
+from . import suggest
+from .knobs import KernelKnobs
 
 # --- thresholds (each with the reason for its value) -------------------------------
 # Idle time between consecutive dev tasks, as a share of the kernel window, above which
@@ -72,18 +77,29 @@ SEED = {
 }
 
 
-def _finding(rule: str, title: str, evidence: str, seed: str, severity: str,
-             action: str) -> dict:
+def _finding(rule: str, title: str, evidence: str, seed: str, severity: str, action: str,
+             explains_us: float, explains: str, tries: list[str] | None = None,
+             caused_by: dict[str, str] | None = None) -> dict:
+    """One finding; ``caused_by`` maps a rule to why that rule's cause explains this one."""
     return {"rule": rule, "title": title, "evidence": evidence, "seed_section": SEED[seed],
-            "severity": severity, "action": action}
+            "severity": severity, "action": action, "tries": list(tries or []),
+            "explains_us": round(float(explains_us), 2), "explains": explains,
+            "caused_by": dict(caused_by or {}), "folded": [], "because": ""}
+
+
+def fmt(value: float) -> str:
+    """A number a reader can use: two decimals, or two significant digits below 0.1."""
+    value = float(value)
+    return f"{value:.2g}" if 0 < abs(value) < 0.1 else f"{value:.2f}"
 
 
 class Stage:
     """Lazy access to one stage's parsed tables; absent files read as None."""
 
-    def __init__(self, stage_dir: Path):
+    def __init__(self, stage_dir: Path, knobs: KernelKnobs | None = None):
         stage_dir = Path(stage_dir)
         self.dir = stage_dir / "parsed" if (stage_dir / "parsed").is_dir() else stage_dir
+        self.knobs = knobs
         self._cache: dict = {}
 
     def table(self, name: str) -> pl.DataFrame | None:
@@ -95,7 +111,8 @@ class Stage:
     @property
     def metrics(self) -> dict:
         path = self.dir / "metrics.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        return data if isinstance(data, dict) else {}
 
     def tasks_with_leaf(self) -> pl.DataFrame | None:
         """Leaf tasks with their leaf-function hash from dyn_topo (isomorphic group key)."""
@@ -107,10 +124,58 @@ class Stage:
         return tasks_with_topology(tasks, topo, ("leaf_hash",)).with_columns(
             leaf_hash=pl.coalesce(pl.col("leaf_hash").cast(pl.Utf8), "label"))
 
+    def window(self) -> float:
+        tasks = self.table("tasks")
+        if tasks is None or tasks.height == 0:
+            return 0.0
+        return float(tasks["end_us"].max() - tasks["start_us"].min())
+
+    def chip_cores(self, core_type: str) -> int | None:
+        """Cores of a type on the chip: PyPTO stamps every AICore block in the phase file."""
+        phases = self.table("phases")
+        if phases is None:
+            return None
+        lanes = phases.filter(pl.col("lane_type").str.ends_with("-" + core_type))
+        return lanes["block"].n_unique() or None
+
+    def used_cores(self, core_type: str) -> int:
+        tasks = self.table("tasks")
+        if tasks is None:
+            return 0
+        return tasks.filter(pl.col("core_type") == core_type)["core"].n_unique()
+
+    def per_dev_task(self, core_type: str) -> float:
+        """Median leaf tasks of one core type per dev task."""
+        tasks = self.table("tasks")
+        if tasks is None:
+            return 0.0
+        mine = tasks.filter(pl.col("core_type") == core_type)
+        return float(mine.group_by("seq_no").len()["len"].median() or 0.0) if mine.height else 0.0
+
+    def split_reduce_labels(self) -> set[str]:
+        return {r["label"] for r in _split_reduces(self)}
+
 
 def _examples(names, k: int = 3) -> str:
     names = [str(n) for n in names]
     return ", ".join(names[:k]) + (" …" if len(names) > k else "")
+
+
+def _share(part: float, st: Stage) -> str:
+    window = st.window()
+    return (f"≈ {fmt(part)} us, {part / window:.0%} of the {fmt(window)} us kernel window"
+            if window > 0 else f"≈ {fmt(part)} us")
+
+
+def _small_dev_tasks(st: Stage, core_type: str) -> str | None:
+    """Why dev-task gaps explain a core-type symptom: the dev tasks hold too few tasks."""
+    total = st.chip_cores(core_type)
+    per = st.per_dev_task(core_type)
+    if not total or per >= VECTOR_CORE_SHARE * total:
+        return None
+    return (f"each dev task holds {per:g} {core_type} leaf task(s) (median) for {total} "
+            f"{core_type} cores, so the cores wait on dev-task hand-overs; raise the stitch "
+            f"first, then look again")
 
 
 def dev_task_gaps(st: Stage) -> list[dict]:
@@ -120,20 +185,27 @@ def dev_task_gaps(st: Stage) -> list[dict]:
     spans = (tasks.group_by("seq_no").agg(pl.col("start_us").min(), pl.col("end_us").max())
              .sort("start_us"))
     gaps = (spans["start_us"].shift(-1) - spans["end_us"]).head(spans.height - 1).clip(0)
-    window = float(tasks["end_us"].max() - tasks["start_us"].min())
+    window = st.window()
     total = float(gaps.sum())
     if window <= 0 or total / window < DEV_GAP_SHARE:
         return []
     worst = int(gaps.arg_max())
     a, b = spans["seq_no"][worst], spans["seq_no"][worst + 1]
-    evidence = (f"{spans.height} dev tasks; cores sit idle {total:.2f} us between them, "
-                f"{total / window:.0%} of the {window:.2f} us kernel window (threshold "
-                f"{DEV_GAP_SHARE:.0%}); the largest gap is {float(gaps[worst]):.2f} us between "
+    evidence = (f"{spans.height} dev tasks; cores sit idle {fmt(total)} us between them, "
+                f"{total / window:.0%} of the {fmt(window)} us kernel window (threshold "
+                f"{DEV_GAP_SHARE:.0%}); the largest gap is {fmt(gaps[worst])} us between "
                 f"dev task {a} and dev task {b}.")
+    m = st.metrics
+    per_root = (m.get("leaf_tasks") or tasks.height) / max(m.get("root_calls") or 1, 1)
+    cores = sum(st.chip_cores(t) or 0 for t in tasks["core_type"].unique().to_list())
     return [_finding("dev_task_gaps", "Gaps between dev tasks: raise stitch_function_max_num",
                      evidence, "stitch", "high" if total / window >= 0.5 else "medium",
-                     "runtime_options.stitch_function_max_num: try doubling it, watching e2e_us "
-                     "and workspace")]
+                     "runtime_options.stitch_function_max_num: stitch more root calls per dev "
+                     "task, at least doubling it and enough "
+                     f"to fill the {cores or 'available'} cores ({per_root:g} leaf task(s) per "
+                     "root call); watch e2e_us and workspace",
+                     total, f"the idle time between dev tasks, {_share(total, st)}",
+                     suggest.stitch_up(st.knobs, (cores or 1) / max(per_root, 1e-9)))]
 
 
 def small_isomorphic(st: Stage) -> list[dict]:
@@ -146,56 +218,108 @@ def small_isomorphic(st: Stage) -> list[dict]:
               .filter((pl.col("n") >= MANY_TASKS) & (pl.col("med") < SMALL_TASK_US))
               .sort("n", "leaf_hash", descending=[True, False]))
     # one finding per core type: the groups it covers are its evidence, largest first
-    return [_small_finding(core, [g for g in groups.iter_rows(named=True)
-                                  if g["core_type"] == core])
+    return [_small_finding(st, tasks, core, [g for g in groups.iter_rows(named=True)
+                                             if g["core_type"] == core])
             for core in ("AIC", "AIV") if (groups["core_type"] == core).any()]
 
 
-def _small_finding(core: str, found: list[dict]) -> dict:
+def _head_overhead(st: Stage, tasks: pl.DataFrame, leaves: list[str]) -> float:
+    """Idle time before each task of these groups on its core, inside its own dev task:
+    the per-task dispatch and kernel-head cost a breadth merge saves, spread over the cores."""
+    ordered = tasks.sort("core_type", "core", "start_us").with_columns(
+        gap=(pl.col("start_us") - pl.col("end_us").shift(1).over("core_type", "core")),
+        same=(pl.col("seq_no") == pl.col("seq_no").shift(1).over("core_type", "core")))
+    mine = ordered.filter(pl.col("leaf_hash").is_in(leaves) & pl.col("same"))
+    if mine.height == 0:
+        return 0.0
+    cores = max(mine["core"].n_unique(), 1)
+    return float(mine["gap"].clip(0).sum()) / cores
+
+
+def _small_finding(st: Stage, tasks: pl.DataFrame, core: str, found: list[dict]) -> dict:
     cube = core == "AIC"
-    knob = "pass_options.cube_nbuffer_setting" if cube else "pass_options.vec_nbuffer_setting"
-    shown = "; ".join(f"'{g['label']}' {g['n']} leaf tasks, median {g['med']:.2f} us "
+    option = "pass_options.cube_nbuffer_setting" if cube else "pass_options.vec_nbuffer_setting"
+    shown = "; ".join(f"'{g['label']}' {g['n']} leaf tasks, median {fmt(g['med'])} us "
                       f"(e.g. {_examples(g['names'])})" for g in found[:3])
     more = f"; and {len(found) - 3} more group(s)" if len(found) > 3 else ""
     evidence = (f"{len(found)} isomorphic group(s) on {core} with tasks below "
                 f"{SMALL_TASK_US:g} us: {shown}{more}.")
     name = "CubeNBuffer" if cube else "vecNBuffer"
+    overhead = _head_overhead(st, tasks, [g["leaf_hash"] for g in found])
+    top = found[0]
+    cores = st.used_cores(core) or 1
+    per_dev = top["n"] / max(tasks["seq_no"].n_unique(), 1)
+    # merge as many as keeps one merged task per core in a dev task: 2, 4 or 8
+    factor = max(2, min(8, 2 ** int(max(per_dev / cores, 1)).bit_length() // 2))
+    because = {"dev_task_gaps": _small_dev_tasks(st, core)}
+    if top["label"] in st.split_reduce_labels():
+        because["reduce_axis_split"] = (f"the small '{top['label']}' subgraphs are the partial "
+                                        "tiles of a split reduce; whole-axis tiles make fewer, "
+                                        "larger ones")
     return _finding("small_isomorphic_" + ("cube" if cube else "vec"),
                     f"Many sub-{SMALL_TASK_US:g}-us isomorphic subgraphs: merge them ({name})",
                     evidence, "cube_nbuffer" if cube else "vec_nbuffer", "medium",
-                    f"{knob}: merge 2-8 of these per kernel (e.g. {{\"DEFAULT\": 4}})")
-
-
-def vector_core_count(st: Stage) -> int | None:
-    """Vector cores on the chip: PyPTO stamps every AICore block in the phase file."""
-    phases = st.table("phases")
-    if phases is None:
-        return None
-    aiv = phases.filter(pl.col("lane_type").str.ends_with("-AIV"))
-    return aiv["block"].n_unique() or None
+                    f"{option}: merge {factor} of the '{top['label']}' subgraphs per leaf task "
+                    f"({top['n']} tasks on {cores} {core} cores)",
+                    overhead, "the idle time before these tasks on their cores inside a dev "
+                    f"task (dispatch and kernel head), {_share(overhead, st)}",
+                    suggest.merge(st.knobs, option, top["label"], factor),
+                    {k: v for k, v in because.items() if v})
 
 
 def few_vector_cores(st: Stage) -> list[dict]:
-    tasks, total = st.table("tasks"), vector_core_count(st)
+    tasks, total = st.table("tasks"), st.chip_cores("AIV")
     if tasks is None or not total:
         return []
     aiv = tasks.filter(pl.col("core_type") == "AIV")
     used = aiv["core"].n_unique()
     if aiv.height == 0 or used >= VECTOR_CORE_SHARE * total:
         return []
-    window = float(tasks["end_us"].max() - tasks["start_us"].min()) or 1.0
+    window = st.window() or 1.0
+    busy = float(aiv["dur_us"].sum())
+    peak = _peak_parallel(aiv)
+    label = aiv.group_by("label").agg(pl.col("dur_us").sum()).sort(
+        "dur_us", "label", descending=[True, False])["label"][0]
+    # the AIV work's wall time now, against the same work spread over every AIV core
+    wall = _union_us(aiv)
+    saved = max(wall - busy / total, 0.0)
     evidence = (f"{aiv.height} vector leaf tasks ran on {used} of {total} AIV cores "
-                f"(fewer than {VECTOR_CORE_SHARE:.0%}); on average "
-                f"{float(aiv['dur_us'].sum()) / window:.1f} AIV cores were busy over the "
-                f"{window:.2f} us kernel window.")
+                f"(fewer than {VECTOR_CORE_SHARE:.0%}), at most {peak} at once; they keep "
+                f"{fmt(busy / window)} AIV cores busy on average ({fmt(busy)} us of core time "
+                f"in the {fmt(window)} us kernel window).")
+    because = _small_dev_tasks(st, "AIV")
     return [_finding("few_vector_cores", "Fewer than half the vector cores busy: "
                      "try a smaller TileShape", evidence, "tile_smaller",
                      "high" if used < 0.25 * total else "medium",
-                     "tiles.<vec tile>: halve a non-tail, non-reduce axis so more tiles run "
-                     "in parallel")]
+                     f"halve a non-reduce axis of the {_tile_name(st, label)} so more tiles run "
+                     "in parallel",
+                     saved, f"the vector work's {fmt(wall)} us of wall time against "
+                     f"{fmt(busy / total)} us on all {total} AIV cores, {_share(saved, st)}",
+                     suggest.tile_halved(st.knobs, label),
+                     {"dev_task_gaps": because} if because else None)]
 
 
-def reduce_axis_split(st: Stage) -> list[dict]:
+def _peak_parallel(tasks: pl.DataFrame) -> int:
+    events = pl.concat([tasks.select(t=pl.col("start_us"), d=pl.lit(1)),
+                        tasks.select(t=pl.col("end_us"), d=pl.lit(-1))]).sort("t", "d")
+    return int(events["d"].cum_sum().max() or 0)
+
+
+def _union_us(tasks: pl.DataFrame) -> float:
+    """Length of the union of the tasks' [start, end) intervals."""
+    total, end = 0.0, None
+    for s, e in tasks.select("start_us", "end_us").sort("start_us").iter_rows():
+        if end is None or s > end:
+            total += e - s
+            end = e
+        elif e > end:
+            total += e - end
+            end = e
+    return total
+
+
+def _split_reduces(st: Stage) -> list[dict]:
+    """Reduce ops whose input tile is shorter than the tensor along the reduce axis."""
     ops = st.table("ops")
     if ops is None or ops.height == 0:
         return []
@@ -207,17 +331,40 @@ def reduce_axis_split(st: Stage) -> list[dict]:
         axis, tile, raw = r["axis"], r["in_shape"], r["raw_shape"]
         if len(tile) == len(raw) and -len(raw) <= axis < len(raw) and tile[axis] < raw[axis]:
             hits.append(r)
+    return hits
+
+
+def _tile_name(st: Stage, label: str) -> str:
+    """'tiles.v1 (the 'softmax' ops' TileShape)', or just the latter without the kernel."""
+    names = st.knobs.vec_tiles.get(label, []) if st.knobs else []
+    own = f"'{label}' ops' vector TileShape"
+    return f"{own} (tiles.{names[0]})" if len(names) == 1 else own
+
+
+def _running_us(st: Stage, label: str | None) -> float:
+    """Wall time during which at least one subgraph with this label runs."""
+    tasks = st.table("tasks")
+    if tasks is None or not label:
+        return 0.0
+    return _union_us(tasks.filter(pl.col("label") == label))
+
+
+def reduce_axis_split(st: Stage) -> list[dict]:
+    hits = _split_reduces(st)
     if not hits:
         return []
     r = hits[0]
+    full = r["raw_shape"][r["axis"]]
     evidence = (f"{len(hits)} reduce op(s) tile their reduce axis: {r['opcode']} "
                 f"(opmagic {r['opmagic']}, label '{r['label']}', function {r['func_name']}) "
                 f"reduces axis {r['axis']} of a {r['raw_shape']} tensor in tiles of "
                 f"{r['in_shape']}, so partial results go through GM to another subgraph.")
+    part = _running_us(st, r["label"])
     return [_finding("reduce_axis_split", "Reduce axis is split: do not tile the reduce axis",
                      evidence, "reduce", "high",
-                     "tiles.<vec tile>: make the reduce axis's tile span the whole axis "
-                     f"({r['raw_shape'][r['axis']]})")]
+                     f"make the {_tile_name(st, r['label'])} span the whole reduce axis ({full})",
+                     part, f"at most the time '{r['label']}' subgraphs run, {_share(part, st)}",
+                     suggest.tile_whole_axis(st.knobs, r["label"], r["axis"], full))]
 
 
 def _edges(st: Stage) -> pl.DataFrame | None:
@@ -246,22 +393,30 @@ def many_to_many(st: Stage) -> list[dict]:
     return [_m2m_finding(st, f) for f in fan.iter_rows(named=True)]
 
 
-def _group_label(st: Stage, leaf: str) -> str:
+def _group(st: Stage, leaf: str) -> tuple[str, str, pl.DataFrame | None]:
+    """(display name, semantic label, its tasks) of one leaf-function group."""
     tasks = st.tasks_with_leaf()
     if tasks is None:
-        return leaf
+        return f"leaf {leaf}", "", None
     hit = tasks.filter(pl.col("leaf_hash") == leaf)
-    return f"'{hit['label'][0]}' (leaf {leaf})" if hit.height else f"leaf {leaf}"
+    if not hit.height:
+        return f"leaf {leaf}", "", None
+    return f"'{hit['label'][0]}' (leaf {leaf})", hit["label"][0], hit
 
 
 def _m2m_finding(st: Stage, f: dict) -> dict:
-    evidence = (f"{f['edges']} dependencies from {_group_label(st, f['g'])} to "
-                f"{_group_label(st, f['h'])}: each producer feeds {f['fan_out']:.2f} consumers "
-                f"and each consumer waits on {f['fan_in']:.2f} producers on average "
-                f"(many-to-many, both above {FAN:g}).")
+    up, up_label, _ = _group(st, f["g"])
+    down, down_label, _ = _group(st, f["h"])
+    evidence = (f"{f['edges']} dependencies from {up} to {down}: each producer feeds "
+                f"{f['fan_out']:.2f} consumers and each consumer waits on {f['fan_in']:.2f} "
+                f"producers on average (many-to-many, both above {FAN:g}).")
+    part = _running_us(st, down_label)
     return _finding("many_to_many", "Many-to-many dependencies between up- and downstream "
                     "tiles: align their TileShapes", evidence, "align", "medium",
-                    "tiles.*: give the downstream op the upstream op's output TileShape")
+                    f"give the {_tile_name(st, down_label)} the shape of the "
+                    f"{_tile_name(st, up_label)}",
+                    part, f"at most the time '{down_label}' subgraphs run, {_share(part, st)}",
+                    suggest.tile_like(st.knobs, down_label, up_label))
 
 
 def repeated_gm_loads(st: Stage) -> list[dict]:
@@ -275,8 +430,12 @@ def repeated_gm_loads(st: Stage) -> list[dict]:
         return []
     loads = loads.join(_runs_per_function(st), on="func_hash", how="left") \
                  .with_columns(pl.col("runs").fill_null(1))
+    if "l1_hash_order" not in loads.columns:
+        loads = loads.with_columns(l1_hash_order=pl.lit(None, pl.Utf8))
     blocks = (loads.group_by("raw", "in_offset", "in_shape")
-              .agg(pl.col("runs").sum().alias("loads"), pl.col("func_name").unique().sort())
+              .agg(pl.col("runs").sum().alias("loads"), pl.col("func_name").unique().sort(),
+                   pl.col("label").drop_nulls().first(),
+                   pl.col("l1_hash_order").drop_nulls().first().alias("order"))
               .filter(pl.col("loads") >= REPEAT_LOADS)
               .with_columns(key=pl.col("in_offset").cast(pl.List(pl.Utf8)).list.join(","))
               .sort("loads", "raw", "key", descending=[True, False, False]))
@@ -286,9 +445,16 @@ def repeated_gm_loads(st: Stage) -> list[dict]:
     evidence = (f"{blocks.height} GM block(s) are loaded by {REPEAT_LOADS} or more leaf tasks; "
                 f"the worst, raw tensor {b['raw']} at offset {b['in_offset']} shape "
                 f"{b['in_shape']}, is loaded {b['loads']} times by {_examples(b['func_name'])}.")
+    part = _running_us(st, b["label"])
+    key = b["order"] if b["order"] not in (None, "") else (b["label"] or "DEFAULT")
+    factor = max(2, min(8, 2 ** (int(b["loads"]).bit_length() - 1)))
     return [_finding("repeated_gm_loads", "Repeated GM loads of one block: merge the loaders "
                      "(L1Reuse)", evidence, "l1reuse", "medium",
-                     "pass_options.cube_l1_reuse_setting: e.g. {\"DEFAULT\": 4}")]
+                     f"pass_options.cube_l1_reuse_setting: merge {factor} of the subgraphs that "
+                     "load the block so it stays in L1",
+                     part, f"at most the time the loading subgraphs run, {_share(part, st)}",
+                     suggest.merge(st.knobs, "pass_options.cube_l1_reuse_setting",
+                                   str(key), factor))]
 
 
 def _runs_per_function(st: Stage) -> pl.DataFrame:
@@ -322,15 +488,18 @@ def first_task_build(st: Stage) -> list[dict]:
     latency, build, e2e = first - begin, float(builds["dur"][0] or 0.0), exits - begin
     if latency <= 0 or build / latency < BUILD_SHARE or latency / e2e < FIRST_TASK_SHARE:
         return []
-    evidence = (f"the first leaf task is sent {latency:.2f} us after the AICPU BEGIN "
-                f"({latency / e2e:.0%} of the {e2e:.2f} us end-to-end time); building the "
-                f"first dev task (DEV_TASK_BUILD(0)) takes {build:.2f} us of it "
+    evidence = (f"the first leaf task is sent {fmt(latency)} us after the AICPU BEGIN "
+                f"({latency / e2e:.0%} of the {fmt(e2e)} us end-to-end time); building the "
+                f"first dev task (DEV_TASK_BUILD(0)) takes {fmt(build)} us of it "
                 f"({build / latency:.0%}, threshold {BUILD_SHARE:.0%}) over "
                 f"{builds.height} dev-task builds.")
     return [_finding("first_task_build", "First-task latency dominated by the dev-task build: "
                      "lower stitch_function_max_num", evidence, "stitch_down", "medium",
-                     "runtime_options.stitch_function_max_num: smaller first dev tasks start "
-                     "the cores sooner")]
+                     "runtime_options.stitch_function_max_num: a smaller first dev task starts "
+                     "the cores sooner",
+                     build, f"the first dev task's build, ≈ {fmt(build)} us of the "
+                     f"{fmt(e2e)} us end-to-end time ({build / e2e:.0%})",
+                     suggest.stitch_down(st.knobs))]
 
 
 RULES = (dev_task_gaps, first_task_build, small_isomorphic, few_vector_cores,
@@ -338,8 +507,30 @@ RULES = (dev_task_gaps, first_task_build, small_isomorphic, few_vector_cores,
 _ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
-def advise(stage_dir: Path) -> list[dict]:
-    """Findings for one stage folder (the one holding parsed/), most severe first."""
-    st = Stage(Path(stage_dir))
-    found = [f for rule in RULES for f in rule(st)]
-    return sorted(found, key=lambda f: _ORDER[f["severity"]])
+def rank(found: list[dict]) -> list[dict]:
+    """Most time explained first; a finding whose cause a higher one explains is folded
+    under that one (``folded``), with the reason in ``because``."""
+    ordered = sorted(found, key=lambda f: (-f["explains_us"], _ORDER[f["severity"]], f["rule"]))
+    top: list[dict] = []
+    for f in ordered:
+        parent = next((t for t in top if t["rule"] in f["caused_by"]), None)
+        if parent is None:
+            top.append(f)
+        else:
+            f["because"] = f["caused_by"][parent["rule"]]
+            parent["folded"].append(f)
+    return top
+
+
+def advise(stage_dir: Path, knobs: KernelKnobs | None = None) -> list[dict]:
+    """Findings for one stage folder (the one holding parsed/), most time explained first.
+
+    ``knobs``: the stage's kernel as it ran; without it no ``--set`` line is suggested.
+    """
+    st = Stage(Path(stage_dir), knobs)
+    return rank([f for rule in RULES for f in rule(st)])
+
+
+def all_findings(found: list[dict]) -> list[dict]:
+    """Every finding, folded ones after their parent."""
+    return [g for f in found for g in [f] + all_findings(f["folded"])]

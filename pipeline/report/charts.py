@@ -53,8 +53,8 @@ def _text(x, y, text, anchor="middle", extra="") -> str:
             f'{escape(text)}</text>')
 
 
-def _svg(frame: Frame, body: list[str], title: str) -> Markup:
-    return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" width="{frame.width}" '
+def _svg(frame: Frame, body: list[str], title: str, extra: str = "") -> Markup:
+    return Markup(f'<svg{extra} xmlns="http://www.w3.org/2000/svg" width="{frame.width}" '
                   f'height="{frame.height}" viewBox="0 0 {frame.width} {frame.height}" '
                   f'role="img" aria-label="{escape(title)}">' + "".join(body) + "</svg>")
 
@@ -85,36 +85,55 @@ def _legend(frame: Frame, items: list[tuple[str, str]], hollow: set[str] = froze
     return out
 
 
-def waterfall(stages: list[str], kernel: list[float], e2e: list[float]) -> Markup:
-    """Per stage, each series as a floating bar from the previous stage's value to this one.
+def stage_bars(stages: list[str], kernel: list[float | None],
+               e2e: list[float | None]) -> Markup:
+    """Per stage, kernel_us and e2e_us each as a bar from zero to the stage's value.
 
-    The first stage's bars start at zero; green bars are gains, red bars regressions,
-    and a tick marks the value the stage reached.
+    The change against the previous stage is printed under the stage's name (green a
+    gain, red a regression), never drawn as a bar: a tall bar always means a slow stage.
+    Bars carry their value (data-value) and the SVG its scale (data-zero, data-top,
+    data-vmax), so a test can check that every bar's height is its value.
     """
-    frame = Frame(max(680, 130 * len(stages) + 90), 320)   # room for the 4-item legend
-    vmax = nice_max(max(kernel + e2e + [0.0]))
+    frame = Frame(max(680, 130 * len(stages) + 90), 350, bottom=90)
+    vmax = nice_max(max([v for v in kernel + e2e if v is not None] + [0.0]))
     slot = (frame.x1 - frame.left) / max(len(stages), 1)
     body = _y_axis(frame, vmax, "time (us)")
     for g, name in enumerate(stages):
         for s, (series, vals, color) in enumerate((("kernel_us", kernel, KERNEL),
                                                     ("e2e_us", e2e, E2E))):
-            body += _float_bar(frame, vmax, frame.left + g * slot + slot * (0.15 + 0.36 * s),
-                               slot * 0.32, vals, g, color, f"{name} {series}")
-        body.append(_text(frame.left + (g + 0.5) * slot, frame.y1 + 16, name))
-    body += _legend(frame, [(KERNEL, "kernel_us"), (E2E, "e2e_us"), (BETTER, "faster than previous"),
-                            (WORSE, "slower than previous")])
-    return _svg(frame, body, "stage waterfall of kernel and end-to-end time")
+            body += _value_bar(frame, vmax, frame.left + g * slot + slot * (0.15 + 0.36 * s),
+                               slot * 0.32, vals[g], color, name, series)
+        cx = frame.left + (g + 0.5) * slot
+        body.append(_text(cx, frame.y1 + 16, name))
+        if g:
+            body.append(_change(cx, frame.y1 + 31, "kernel", kernel[g - 1], kernel[g]))
+            body.append(_change(cx, frame.y1 + 45, "e2e", e2e[g - 1], e2e[g]))
+    body += _legend(frame, [(KERNEL, "kernel_us"), (E2E, "e2e_us"),
+                            (BETTER, "faster than previous"), (WORSE, "slower than previous")])
+    scale = (f' class="stage-bars" data-zero="{_f(frame.y1)}" '
+             f'data-top="{_f(frame.y(vmax, vmax))}" data-vmax="{vmax:g}"')
+    return _svg(frame, body, "kernel and end-to-end time per stage", scale)
 
 
-def _float_bar(frame, vmax, x, w, vals, g, color, title) -> list[str]:
-    value, prev = vals[g], (vals[g - 1] if g else 0.0)
-    fill = color if g == 0 else (BETTER if value <= prev else WORSE)
-    top, bot = frame.y(max(value, prev), vmax), frame.y(min(value, prev), vmax)
-    tip = f"{title}: {value:.2f} us" + (f" (previous {prev:.2f} us)" if g else "")
-    out = [f'<rect x="{_f(x)}" y="{_f(top)}" width="{_f(w)}" height="{_f(max(bot - top, 1))}" '
-           f'fill="{fill}" stroke="{color}" stroke-width="2"><title>{escape(tip)}</title></rect>',
-           _text(x + w / 2, frame.y(value, vmax) - 4, f"{value:.1f}")]
-    return out
+def _value_bar(frame, vmax, x, w, value, color, stage, series) -> list[str]:
+    if value is None:       # not in the stage's metrics: no bar, rather than a zero
+        return [_text(x + w / 2, frame.y1 - 4, "n/a")]
+    top = frame.y(value, vmax)
+    tip = f"{stage} {series}: {value:.2f} us"
+    return [f'<rect x="{_f(x)}" y="{top:.3f}" width="{_f(w)}" '
+            f'height="{frame.y1 - top:.3f}" fill="{color}" data-stage="{escape(stage)}" '
+            f'data-series="{series}" data-value="{value:.2f}"><title>{escape(tip)}</title></rect>',
+            _text(x + w / 2, top - 4, f"{value:.1f}")]
+
+
+def _change(x, y, what, prev, value) -> str:
+    """'kernel −97.7 %' under a stage: the change from the previous stage, coloured."""
+    if not prev or value is None:
+        return _text(x, y, f"{what} –")
+    pct = (value - prev) / prev * 100
+    fill = BETTER if value < prev else WORSE if value > prev else "#777"
+    return _text(x, y, f"{what} {pct:+.1f} %".replace("-", "−"), "middle",
+                 f' fill="{fill}" class="change"')
 
 
 @dataclass
@@ -170,8 +189,12 @@ def sweep_chart(sweep: Sweep) -> Markup:
 
 
 def core_bars(cores: list[tuple[str, float]], span_us: float) -> Markup:
-    """Busy and idle time per core within the kernel window, one horizontal bar each."""
-    row = 12
+    """Busy and idle time per core within the kernel window, one horizontal bar each.
+
+    The caller passes the cores that ran; idle cores are counted in the text instead.
+    Few cores get taller rows so one busy core still reads as a bar.
+    """
+    row = max(12, min(28, 240 // max(len(cores), 1)))
     frame = Frame(720, 50 + row * max(len(cores), 1) + 40, left=80, top=10, bottom=60)
     scale = (frame.x1 - frame.left) / (span_us or 1.0)
     body = []
@@ -180,17 +203,19 @@ def core_bars(cores: list[tuple[str, float]], span_us: float) -> Markup:
         idle = max(span_us - busy, 0.0)
         tip = f"{core}: busy {busy:.2f} us, idle {idle:.2f} us ({busy / (span_us or 1) * 100:.1f}% busy)"
         body.append(f'<g><title>{escape(tip)}</title>'
-                    f'<rect x="{frame.left}" y="{y}" width="{_f(busy * scale)}" height="{row - 2}" '
-                    f'fill="{BUSY}"/><rect x="{_f(frame.left + busy * scale)}" y="{y}" '
+                    f'<rect x="{frame.left}" y="{y}" width="{_f(busy * scale)}" '
+                    f'height="{row - 2}" fill="{BUSY}" data-core="{escape(core)}"/>'
+                    f'<rect x="{_f(frame.left + busy * scale)}" y="{y}" '
                     f'width="{_f(idle * scale)}" height="{row - 2}" fill="{IDLE}"/></g>')
-        body.append(_text(frame.left - 4, y + row - 3, core, "end", ' font-size="9"'))
+        body.append(_text(frame.left - 4, y + row / 2 + 3, core, "end", ' font-size="9"'))
     y_axis = frame.top + row * len(cores) + 2
     for i in range(5):
         x = frame.left + (frame.x1 - frame.left) * i / 4
         body.append(f'<line x1="{_f(x)}" y1="{y_axis}" x2="{_f(x)}" y2="{y_axis + 4}" stroke="#444"/>')
-        body.append(_text(x, y_axis + 16, f"{span_us * i / 4:.2f}"))
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        body.append(_text(x, y_axis + 16, f"{span_us * i / 4:.2f}", anchor))
     body.append(_text((frame.left + frame.x1) / 2, y_axis + 32,
                       "time within the kernel window (us)"))
     frame.height = y_axis + 60
     body += _legend(frame, [(BUSY, "busy"), (IDLE, "idle")])
-    return _svg(frame, body, "busy and idle time per core")
+    return _svg(frame, body, "busy and idle time per core", ' class="core-chart"')

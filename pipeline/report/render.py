@@ -11,10 +11,11 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from simcore.spec.study import load_study
+from simcore.spec.errors import ConfigError
+from simcore.spec.study import find_config, load_study
 
 from ..emit.atomic import write_text
-from . import charts, lanes, stages
+from . import charts, graph, knobs, lanes, stages
 from .advisor import advise
 from .embed import script_json
 
@@ -28,6 +29,7 @@ def environment() -> jinja2.Environment:
                              autoescape=jinja2.select_autoescape(["html", "j2"]),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["script_json"] = script_json
+    env.filters["knob"] = knobs.value_text
     env.globals["legend"] = lanes.legend
     return env
 
@@ -39,28 +41,46 @@ def viewer_js() -> Markup:
     return Markup(text)
 
 
-def _stage_row(stage, stage_dir: Path, report_dir: Path) -> dict:
+def kernel_file(study, study_path: Path) -> Path | None:
+    """configs/kernels/<kernel> beside the study's configs/studies/ folder, if there is one."""
+    try:
+        return find_config(Path(study_path).resolve().parent.parent / "kernels", study.kernel,
+                           "kernel")
+    except ConfigError:
+        return None
+
+
+def _stage_row(stage, stage_dir: Path, report_dir: Path, kernel: Path | None,
+               varied: list[str]) -> dict:
     parsed = stage_dir / "parsed"
     tasks = stages.table(parsed, "tasks")
-    busy, span = stages.core_busy(tasks, stages.table(parsed, "phases"))
+    busy, span, chip = stages.core_busy(tasks, stages.table(parsed, "phases"))
     swimlane = stage_dir / "run" / "merged_swimlane.json"
+    ran = knobs.resolve(kernel, stage.set) if kernel else None
+    # the values the stage ran for every knob the study varies, defaults included
+    values = {k: (ran.value(k) if ran else stage.set.get(k, "(default)")) for k in varied}
     return {"name": stage.name, "description": stage.description, "knobs": dict(stage.set),
-            "documented": dict(stage.documented),
+            "documented": dict(stage.documented), "ran": values, "kernel_knobs": ran,
+            "name_conflicts": knobs.name_conflicts(stage.name, values),
             "metrics": stages.read_json(parsed / "metrics.json") or {},
-            "tasks": tasks, "busy": busy, "span": span,
+            "tasks": tasks, "busy": busy, "span": span, "chip": chip,
             "swimlane": Path(os.path.relpath(swimlane, report_dir)).as_posix(),
-            "parsed": parsed}
+            "files": stages.run_links(stage_dir, report_dir),
+            "graph": graph.read(parsed), "parsed": parsed}
 
 
-def stage_rows(study, stages_dir: Path, report_dir: Path | None = None) -> list[dict]:
+def stage_rows(study, stages_dir: Path, report_dir: Path | None = None,
+               kernel: Path | None = None) -> list[dict]:
     """Every stage's metrics, knobs and speed-ups against the first and the previous stage."""
     stages_dir = Path(stages_dir)
-    rows = [_stage_row(s, stages_dir / s.name, Path(report_dir or stages_dir))
+    varied = sorted({k for s in study.stages for k in s.set})
+    rows = [_stage_row(s, stages_dir / s.name, Path(report_dir or stages_dir), kernel, varied)
             for s in study.stages]
     base = rows[0]["metrics"]
     for i, row in enumerate(rows):
         m, prev = row["metrics"], rows[i - 1] if i else None
         row["changed"] = stages.changed(prev["knobs"] if prev else None, row["knobs"])
+        row["graph_diff"] = graph.diff(prev["graph"], row["graph"]) if prev else None
         for key in ("kernel_us", "e2e_us"):
             row[f"{key}_vs_base"] = stages.speedup(base.get(key), m.get(key))
             row[f"{key}_vs_prev"] = (stages.speedup(prev["metrics"].get(key), m.get(key))
@@ -71,11 +91,12 @@ def stage_rows(study, stages_dir: Path, report_dir: Path | None = None) -> list[
 def _details(row: dict, index: int) -> dict:
     """The heavy per-stage parts: swimlane data, analyze, PMU, pipe timeline, advice."""
     parsed = row["parsed"]
+    analyze = stages.analyze_rounds(parsed)
     out = {"lane_id": f"swimlane-data-{index}", "pipe_id": f"pipe-data-{index}",
            "lane_data": None, "pipe_data": None,
-           "analyze": stages.analyze_rounds(parsed),
+           "analyze": analyze, "phase_reading": [stages.phase_reading(r) for r in analyze],
            "pmu": stages.pmu_summary(stages.table(parsed, "pmu")),
-           "advice": advise(parsed.parent),
+           "advice": advise(parsed.parent, row["kernel_knobs"]),
            "core_chart": charts.core_bars(row["busy"], row["span"]) if row["busy"] else None}
     if row["tasks"] is not None and row["tasks"].height:
         out["lane_data"] = lanes.payload(row["tasks"], stages.table(parsed, "topo"),
@@ -86,33 +107,54 @@ def _details(row: dict, index: int) -> dict:
     return out
 
 
-def render_study(study_path: Path, stages_dir: Path, out: Path) -> None:
+def _metric(row: dict, key: str) -> float | None:
+    value = row["metrics"].get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def render_study(study_path: Path, stages_dir: Path, out: Path,
+                 kernel: Path | None = None) -> None:
     study = load_study(Path(study_path))
-    rows = stage_rows(study, stages_dir, Path(out).parent)
+    kernel = Path(kernel) if kernel else kernel_file(study, study_path)
+    rows = stage_rows(study, stages_dir, Path(out).parent, kernel)
     for i, row in enumerate(rows):
         row.update(_details(row, i))
     names = [r["name"] for r in rows]
-    waterfall = charts.waterfall(names, [r["metrics"].get("kernel_us", 0.0) for r in rows],
-                                 [r["metrics"].get("e2e_us", 0.0) for r in rows])
+    bars = charts.stage_bars(names, [_metric(r, "kernel_us") for r in rows],
+                             [_metric(r, "e2e_us") for r in rows])
     sweep_charts = [(s, charts.sweep_chart(s)) for s in stages.sweeps(rows)]
     html = environment().get_template("study.html.j2").render(
-        study=study, rows=rows, waterfall=waterfall, sweeps=sweep_charts,
-        viewer_js=viewer_js())
+        study=study, rows=rows, stage_bars=bars, sweeps=sweep_charts,
+        phase_columns=stages.PHASE_COLUMNS, viewer_js=viewer_js())
     write_text(Path(out), html)
 
 
 def _headline(study, results: Path) -> dict:
-    rows = stage_rows(study, Path(results) / study.name, Path(results))
-    best = min(rows, key=lambda r: r["metrics"].get("e2e_us", float("inf")))
+    """A study's first and best stage (by e2e_us), from each stage's parsed/metrics.json."""
+    rows = [{"name": s.name, "metrics": stages.read_json(
+                Path(results) / study.name / s.name / "parsed" / "metrics.json") or {}}
+            for s in study.stages]
+    timed = [r for r in rows if isinstance(r["metrics"].get("e2e_us"), (int, float))]
+    best = min(timed, key=lambda r: r["metrics"]["e2e_us"]) if timed else rows[0]
     first = rows[0]["metrics"]
     return {"study": study, "rows": rows, "best": best, "link": f"{study.name}/report.html",
+            "built": (Path(results) / study.name / "report.html").exists(),
             "e2e_gain": stages.speedup(first.get("e2e_us"), best["metrics"].get("e2e_us")),
             "kernel_gain": stages.speedup(first.get("kernel_us"),
                                           best["metrics"].get("kernel_us"))}
 
 
 def render_index(results: Path, study_paths: list[Path], out: Path) -> None:
-    studies = sorted((load_study(Path(p)) for p in study_paths), key=lambda s: s.name)
+    """Studies in the order given (the workflow file's), each once; the nightly report
+    is linked when one has been written."""
+    studies, seen = [], set()
+    for p in study_paths:
+        study = load_study(Path(p))
+        if study.name not in seen:
+            seen.add(study.name)
+            studies.append(study)
     entries = [_headline(s, Path(results)) for s in studies]
-    html = environment().get_template("index.html.j2").render(entries=entries)
+    nightly = (Path(results) / "nightly" / "report.html").exists()
+    html = environment().get_template("index.html.j2").render(entries=entries, nightly=nightly)
     write_text(Path(out), html)

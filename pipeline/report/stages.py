@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -40,18 +41,22 @@ def chip_cores(phases: pl.DataFrame | None) -> set[tuple[str, int]]:
 
 
 def core_busy(tasks: pl.DataFrame | None, phases: pl.DataFrame | None = None
-              ) -> tuple[list[tuple[str, float]], float]:
-    """(core name, busy us) for every core, idle ones included, and the kernel window in us.
+              ) -> tuple[list[tuple[str, float]], float, dict[str, int]]:
+    """(core name, busy us) for every core that ran a task, the kernel window in us, and
+    the chip's cores per type (from the phase file; the cores that ran when it is absent).
 
-    Idle cores are listed too: a swimlane that uses one core in 48 should look like it.
+    Idle cores are counted, not drawn: a chart of 72 rows with one bar hides the one.
     """
     if tasks is None or tasks.height == 0:
-        return [], 0.0
+        return [], 0.0, {}
     span = float(tasks["end_us"].max() - tasks["start_us"].min())
     busy = {(t, int(c)): float(b) for t, c, b in
             tasks.group_by("core_type", "core").agg(pl.col("dur_us").sum()).iter_rows()}
-    cores = sorted(set(busy) | chip_cores(phases), key=lambda k: (k[0] != "AIC", k[0], k[1]))
-    return [(f"{t}_{c}", busy.get((t, c), 0.0)) for t, c in cores], span
+    chip: dict[str, int] = {}
+    for t, _ in set(busy) | chip_cores(phases):
+        chip[t] = chip.get(t, 0) + 1
+    cores = sorted(busy, key=lambda k: (k[0] != "AIC", k[0], k[1]))
+    return [(f"{t}_{c}", busy[(t, c)]) for t, c in cores], span, dict(sorted(chip.items()))
 
 
 def analyze_rounds(parsed: Path) -> list[dict]:
@@ -110,13 +115,19 @@ def _numeric(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _timed(row: dict) -> bool:
+    """Both times are in the stage's metrics (a sweep plots them)."""
+    return all(_numeric(row["metrics"].get(k)) for k in ("kernel_us", "e2e_us"))
+
+
 def sweeps(rows: list[dict]) -> list[Sweep]:
     """Maximal runs of consecutive stages that differ in exactly one numeric knob."""
     out, run, knob = [], [], None
     for prev, cur in zip(rows, rows[1:]):
         diff = changed(prev["knobs"], cur["knobs"])
         k = next(iter(diff)) if len(diff) == 1 else None
-        ok = k is not None and _numeric(prev["knobs"].get(k)) and _numeric(cur["knobs"].get(k))
+        ok = (k is not None and _numeric(prev["knobs"].get(k)) and _numeric(cur["knobs"].get(k))
+              and _timed(prev) and _timed(cur))
         if ok and k == knob:
             run.append(cur)
             continue
@@ -132,3 +143,84 @@ def _sweep(knob: str, run: list[dict]) -> Sweep:
     return Sweep(knob, [r["name"] for r in run], [float(r["knobs"][knob]) for r in run],
                  [r["metrics"]["kernel_us"] for r in run], [r["metrics"]["e2e_us"] for r in run],
                  [dict(r["documented"]) for r in run])
+
+
+# What each column of upstream's analyze table measures (hicann/pypto
+# docs/zh/tutorials/appendix/faq/swimlane-issue.md and tools/scripts/machine_perf_trace.py).
+PHASE_COLUMNS = [
+    ("DEV_TASK_BUILD", "AICPU-CTRL: the sum of every dev-task (stitch batch) build."),
+    ("ALLOC_THREAD_ID", "AICPU-SCHED: thread allocation and core binding."),
+    ("INIT", "AICPU-SCHED: scheduler init. AICore: from the cores' first stamp (kernel entry) "
+             "until the first leaf task arrives, i.e. the wait for the first dev task to be "
+             "built and sent."),
+    ("CORE_HAND_SHAKE", "AICPU-SCHED: handshake with the AI cores."),
+    ("DEV_TASK_RCV", "AICPU-SCHED: receiving the first dev task from the control thread."),
+    ("Post-process", "AICPU-CTRL: from the last build to exit. AICPU-SCHED: after the dev tasks "
+                     "ran until exit. AICore: from the last leaf task's end to core exit."),
+    ("End-to-End time", "AICore: from the first leaf task received to the last leaf task "
+                        "finished — the kernel window (kernel_us)."),
+    ("Total run time", "AICPU: launch to exit. AICore: kernel entry to core exit."),
+]
+
+
+def _cell(row: list[str], header: list[str], name: str) -> float | None:
+    idx = next((i for i, h in enumerate(header) if h.startswith(name)), None)
+    if idx is None or idx >= len(row):
+        return None
+    try:
+        return float(row[idx])
+    except ValueError:
+        return None
+
+
+def phase_reading(rnd: dict) -> str | None:
+    """One sentence on how the AICore row's columns add up (INIT precedes the window)."""
+    header = rnd["header"]
+    core = next((r for r in rnd["rows"] if r and r[0] == "AICore"), None)
+    ctrl = next((r for r in rnd["rows"] if r and r[0].startswith("AICPU-CTRL")), None)
+    if core is None:
+        return None
+    init, post, e2e, total = (_cell(core, header, n) for n in
+                              ("INIT", "Post-process", "End-to-End", "Total"))
+    if None in (init, post, e2e, total):
+        return None
+    text = (f"AICore: INIT {init:.2f} us (waiting for the first leaf task) + End-to-End "
+            f"{e2e:.2f} us (the kernel window) + Post-process {post:.2f} us = Total "
+            f"{init + e2e + post:.2f} us (table: {total:.2f}). INIT ends where the kernel window "
+            "begins: the two do not overlap.")
+    build = _cell(ctrl, header, "DEV_TASK_BUILD") if ctrl else None
+    if build is not None:
+        text += (f" AICPU-CTRL's DEV_TASK_BUILD {build:.2f} us is the sum of all builds: "
+                 "the first delays the first leaf task (AICore INIT), the later ones run during "
+                 "the kernel window "
+                 "(dev task k+1 is built while dev task k runs), so a build time can show in "
+                 "both INIT and End-to-End.")
+    return text
+
+
+# Files of a stage's run/ folder a tuning engineer opens next to the report, with a note
+# for what is absent (what produces it).
+RUN_FILES = [
+    ("bubble_analysis.log", "bubble_analysis.log", "gaps per core (runtime_debug_mode=1)"),
+    ("dyn_topo.txt", "dyn_topo.txt", "task graph (runtime_debug_mode=1)"),
+    ("program.json", "program.json", "leaf functions and ops (runtime_debug_mode=1)"),
+    ("merged_swimlane.json", "merged_swimlane.json", "swimlane for Perfetto / PyPTO Toolkit"),
+    ("perf data", "machine_trace_perf_data_*.json", "AICPU/AICore phases (DUMP_DEVICE_PERF=true)"),
+    ("PMU CSV", "tilefwk_prof_pmu.csv",
+     "per-task PMU counters: simulate with PYPTO_PROF_PMU_EVENT_TYPE=2, then "
+     "ptolab pmu-to-csv -p RUN/PROF_000001/device_0/data -pe 2 --arch ARCH --output RUN"),
+]
+
+
+def run_links(stage_dir: Path, report_dir: Path) -> list[dict]:
+    """Each RUN_FILES entry: label, relative links (from the report's folder) or what is absent."""
+    run = Path(stage_dir) / "run"
+    out = []
+    for label, pattern, note in RUN_FILES:
+        found = sorted(run.glob(pattern)) if run.is_dir() else []
+        if not found and pattern.endswith(".csv") and run.is_dir():
+            found = sorted(run.glob("PROF_*/**/" + pattern))
+        out.append({"label": label, "note": note, "links": [
+            {"name": p.name, "href": Path(os.path.relpath(p, report_dir)).as_posix()}
+            for p in found]})
+    return out

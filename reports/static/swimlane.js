@@ -11,7 +11,10 @@
     var v = parseInt(h.slice(1), 16);
     return ((255 << 24) | ((v & 255) << 16) | (v & 0xff00) | (v >> 16)) >>> 0;
   });
-  var ROW = 14, AXIS = 22, LEFT = 120, MAX_ARROWS = 20000;
+  // lanes are 14 px, taller when there are few so a single busy core still reads as a
+  // lane of bars; core-lane bars are at least MIN_BAR px wide so sub-pixel tasks show
+  var ROW = 14, ROW_MAX = 30, FEW_LANES_PX = 240, MIN_BAR = 2;
+  var AXIS = 22, LEFT = 120, MAX_ARROWS = 20000;
 
   function decode(col) {
     var bin = atob(col.b64), bytes = new Uint8Array(bin.length);
@@ -38,6 +41,7 @@
     this.labelIdx = decode(d.labelIdx); this.orderIdx = decode(d.orderIdx);
     this.seq = decode(d.seq); this.src = decode(d.src); this.dst = decode(d.dst);
     this.names = d.names.length ? d.names.split("\n") : [];
+    this.row = Math.max(ROW, Math.min(ROW_MAX, Math.floor(FEW_LANES_PX / Math.max(d.lanes.length, 1))));
     this.canvas = root.querySelector("canvas");
     this.tip = root.querySelector(".sl-tip");
     this.arrowsBox = root.querySelector(".sl-arrows");
@@ -69,7 +73,7 @@
   Viewer.prototype.reset = function () { this.t0 = 0; this.span = this.end * 1.02; };
 
   Viewer.prototype.resize = function () {
-    var w = Math.max(this.root.clientWidth, 300), h = AXIS + this.d.lanes.length * ROW + 4;
+    var w = Math.max(this.root.clientWidth, 300), h = AXIS + this.d.lanes.length * this.row + 4;
     var r = window.devicePixelRatio || 1;
     this.w = w; this.h = h;
     this.canvas.width = Math.round(w * r); this.canvas.height = Math.round(h * r);
@@ -116,7 +120,7 @@
 
   Viewer.prototype.finishLane = function (lane) {
     var r = this.ratio, W = this.off.width;
-    var y0 = Math.round((AXIS + lane * ROW + 1) * r), y1 = Math.round((AXIS + lane * ROW + ROW - 1) * r);
+    var y0 = Math.round((AXIS + lane * this.row + 1) * r), y1 = Math.round((AXIS + lane * this.row + this.row - 1) * r);
     for (var y = y0 + 1; y < y1; y++) this.px.copyWithin(y * W, y0 * W, y0 * W + W);
   };
 
@@ -129,14 +133,15 @@
   // (the column takes the colour of its longest bar) and touching columns of one colour
   // become one rect, so a lane costs at most ~one rect per pixel whatever the zoom.
   Viewer.prototype.drawLane = function (lane) {
-    var self = this, y = AXIS + lane * ROW + 1, tEnd = this.t0 + this.span;
+    var self = this, y = AXIS + lane * this.row + 1, tEnd = this.t0 + this.span;
     this.scan = Math.round(y * this.ratio) * this.off.width;
     var i = this.lowerBound(lane, this.t0 - this.maxDur[lane]), stop = this.first[lane + 1];
     var k = (this.w - LEFT) / this.span, P = PALETTE.length;
+    var minW = lane < this.d.coreLanes ? MIN_BAR : 1;
     var col = -1, colEnd = 0, colColor = 0, colBest = -1;
     var runX = -1, runEnd = 0, runColor = 0;
     function flushRun() {
-      if (runX >= 0) self.queue(runColor, runX, y, Math.max(runEnd - runX, 1));
+      if (runX >= 0) self.queue(runColor, runX, y, Math.max(runEnd - runX, minW));
       runX = -1;
     }
     function flushCol() {
@@ -156,7 +161,7 @@
       }
       var c = Math.floor(Math.max(x0, LEFT));
       if (c !== col) { flushCol(); col = c; colEnd = x1; colBest = -1; }
-      colEnd = Math.max(colEnd, x1);
+      colEnd = Math.max(colEnd, x1, c + minW);
       if (this.dur[i] > colBest) { colBest = this.dur[i]; colColor = color; }
     }
     flushCol(); flushRun();
@@ -181,17 +186,17 @@
     ctx.font = "10px system-ui, sans-serif"; ctx.textAlign = "right";
     for (var l = 0; l < this.d.lanes.length; l++) {
       ctx.fillStyle = l < this.d.coreLanes ? "#333" : "#7a4d00";
-      ctx.fillText(this.d.lanes[l], LEFT - 6, AXIS + l * ROW + ROW - 3);
+      ctx.fillText(this.d.lanes[l], LEFT - 6, AXIS + l * this.row + this.row - 3);
     }
   };
 
   Viewer.prototype.centre = function (i) {
-    return [this.x(this.start[i] + this.dur[i] / 2), AXIS + this.lane[i] * ROW + ROW / 2];
+    return [this.x(this.start[i] + this.dur[i] / 2), AXIS + this.lane[i] * this.row + this.row / 2];
   };
 
   Viewer.prototype.arrow = function (ctx, a, b) {
-    var p = [this.x(this.start[a] + this.dur[a]), AXIS + this.lane[a] * ROW + ROW / 2];
-    var q = [this.x(this.start[b]), AXIS + this.lane[b] * ROW + ROW / 2];
+    var p = [this.x(this.start[a] + this.dur[a]), AXIS + this.lane[a] * this.row + this.row / 2];
+    var q = [this.x(this.start[b]), AXIS + this.lane[b] * this.row + this.row / 2];
     ctx.moveTo(p[0], p[1]); ctx.lineTo(q[0], q[1]);
     ctx.moveTo(q[0], q[1]); ctx.lineTo(q[0] - 4, q[1] - 3);
     ctx.moveTo(q[0], q[1]); ctx.lineTo(q[0] - 4, q[1] + 3);
@@ -218,7 +223,7 @@
     if (s >= 0) {
       ctx.strokeStyle = "#000"; ctx.lineWidth = 2;
       var x0 = this.x(this.start[s]);
-      ctx.strokeRect(x0, AXIS + this.lane[s] * ROW, Math.max(this.x(this.start[s] + this.dur[s]) - x0, 2), ROW);
+      ctx.strokeRect(x0, AXIS + this.lane[s] * this.row, Math.max(this.x(this.start[s] + this.dur[s]) - x0, 2), this.row);
       ctx.lineWidth = 1;
     }
   };
@@ -257,7 +262,7 @@
   };
 
   Viewer.prototype.hit = function (x, y) {
-    var lane = Math.floor((y - AXIS) / ROW);
+    var lane = Math.floor((y - AXIS) / this.row);
     if (x < LEFT || lane < 0 || lane >= this.d.lanes.length) return -1;
     var t = this.t(x), slack = 3 * this.span / (this.w - LEFT), best = -1, gap = Infinity;
     var i = this.lowerBound(lane, t - this.maxDur[lane] - slack), stop = this.first[lane + 1];

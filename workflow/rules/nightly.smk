@@ -43,13 +43,14 @@ def nightly_baselines(wildcards):
     return [p for s in NIGHTLY.studies if os.path.exists(p := f"{NIGHTLY.baselines}/{s}.yaml")]
 
 
-localrules: nightly, nightly_stages, nightly_report
+localrules: nightly, nightly_stages, nightly_report, nightly_index
 
 
 rule nightly:
     input:
         NIGHTLY_DIR + "/report.html",
         NIGHTLY_DIR + "/status.json",
+        NIGHTLY_DIR + "/index.refreshed",
 
 
 rule nightly_stages:
@@ -78,3 +79,22 @@ rule nightly_report:
                        if os.environ.get("PTOLAB_NIGHTLY_RUN") else ""),
     shell:
         "ptolab nightly compare --configs configs --results {RESULTS} {params.run} --exit-zero"
+
+
+# results/index.html lists every study and links the reports built so far (report.smk's
+# index rule).  A nightly run rewrites it so the nightly studies' fresh reports and the
+# nightly report are linked, without building the other studies the index rule waits on;
+# the marker file is what Snakemake tracks.
+rule nightly_index:
+    input:
+        index_studies,
+        NIGHTLY_DIR + "/report.html",
+        NIGHTLY_PLAN.reports() if NIGHTLY_PLAN else [],
+        REPORT_ASSETS,
+    output:
+        touch(NIGHTLY_DIR + "/index.refreshed"),
+    params:
+        studies=lambda w: " ".join(shlex.quote(s) for s in index_studies()),
+        assets=REPORT_ASSETS_HASH,
+    shell:
+        "ptolab index {RESULTS} {params.studies} --out {RESULTS}/index.html"
