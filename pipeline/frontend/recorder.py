@@ -218,11 +218,12 @@ class Recorder:
     # -- symbolic if ----------------------------------------------------------------------------
     def branch_begin(self, cond: str) -> dict:
         self.conds.append(cond)
-        return dict(self.state)
+        return {**self.state, "label": self.label}
 
     def branch_switch(self, cond: str, pre: dict) -> dict:
         after_a = dict(self.state)
         self.conds[-1] = f"not ({cond})"
+        self.label = pre["label"]        # the else branch starts from the state before the if
         for k in _STATE_KEYS:
             if pre[k] is not None:
                 self.set_state(k, pre[k])

@@ -290,5 +290,19 @@ def _region(t: Tensor, key, mode: str):
         if (is_int(start) and start < 0) or (is_int(stop) and stop < 0):
             raise R.fail("negative slice bounds are not supported")
         offsets.append(start)
-        shape.append(stop - start)
+        shape.append(_constant(stop - start))
     return offsets, shape
+
+
+def _constant(extent):
+    """x[b:b + 1] has extent 1 whatever b is: fold an extent that does not vary."""
+    if not isinstance(extent, SymInt):
+        return extent
+    from simcore.spec.expr import ExprError, evaluate, parse
+    import ast
+    names = {n.id for n in ast.walk(parse(extent.text)) if isinstance(n, ast.Name)}
+    try:
+        values = {evaluate(extent.text, {n: k * 7 + 3 for n in names}) for k in range(3)}
+    except ExprError:
+        return extent
+    return values.pop() if len(values) == 1 else extent
