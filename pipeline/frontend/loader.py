@@ -144,7 +144,8 @@ def _placeholder(R: Recorder, name: str, ann, given, dims: dict):
             isinstance(d, int) for d in given)):
         raise ConfigError(f"--arg {name}={given!r}: a tensor argument takes a shape such as "
                           f"[64, 64] or fp16[64, 64].")
-    spec = list(shape) if isinstance(shape, (list, tuple)) else [Ellipsis]
+    # no shape, [] or [...] all mean: the caller's tensor decides
+    spec = list(shape) if isinstance(shape, (list, tuple)) and shape else [Ellipsis]
     if Ellipsis in spec:
         if given is None:
             raise ConfigError(f"tensor argument '{name}' is annotated {ann!r}: its shape comes "

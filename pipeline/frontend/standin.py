@@ -64,7 +64,7 @@ def build() -> dict[str, types.ModuleType]:
     experimental.set_operation_options = control.set_operation_options
     names = {
         "frontend": frontend, "experimental": experimental, "jit": control.jit,
-        "options": control.options, "Tensor": tensor.Tensor, "tensor": tensor.temporary,
+        "options": control.options, "Tensor": tensor.Tensor, "tensor": tensor.Tensor,
         "DataType": tensor.DataType, "TileOpFormat": tensor.TileOpFormat,
         "CachePolicy": tensor.CachePolicy, "DYNAMIC": DYNAMIC, "STATIC": STATIC,
         "RunMode": tensor.Enum("RunMode", NPU=0, SIM=1),
