@@ -151,7 +151,7 @@ UNSUPPORTED = {
     "keepdim": ("y[:] = pypto.sum(x, dim=-1)", "keepdim=False"),
     "rank broadcast": ("y[:] = x * pypto.view(x, [64], [0, 0])", "rank broadcast"),
     "element read": ("n = x[0, 0]", "element reads"),
-    "unknown op": ("y[:] = pypto.sigmoid(x)", "sigmoid"),
+    "unknown op": ("y[:] = pypto.erfc(x)", "erfc"),
     "view of on-chip": ("y[:] = pypto.view(x + 1.0, [64, 64], [0, 0]) * 1.0", "on-chip"),
     "scalar minus tensor": ("y[:] = 1.0 - x", "scalar sub tensor"),
     "3-D matmul": ("z = pypto.matmul(pypto.reshape(x, [1, 64, 64], inplace=True), x, "
@@ -203,3 +203,45 @@ def test_cli_writes_the_config_and_refuses_with_exit_2(tmp_path, capsys):
     assert main(["import", str(bad), "--out", str(tmp_path / "bad.yaml")]) == 2
     err = capsys.readouterr().err
     assert "erfc" in err and "Traceback" not in err and not (tmp_path / "bad.yaml").exists()
+
+
+def test_composites_trace_into_primitive_ops(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.jit
+        def kern(x: pypto.Tensor([64, 64], pypto.DT_FP16), y: pypto.Tensor([64, 64], pypto.DT_FP16),
+                 z: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            y[:] = pypto.softmax(x, -1)
+            z[:] = pypto.sigmoid(pypto.cast(x, pypto.DT_FP32))
+        """)
+    kernel, _ = imported(path)
+    ops = [s.op for s in kernel.body if getattr(s, "op", None)]
+    assert ops[:8] == ["cast", "amax", "sub", "exp", "sum", "div", "cast", "assemble"]
+    assert ops[8:] == ["cast", "mul", "exp", "add", "full", "div", "assemble"]
+    assert compile_kernel(kernel, hw).root_calls == 1
+
+
+def test_python_min_of_loop_offsets_stays_symbolic(tmp_path):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([100, 64], pypto.DT_FP32), y: pypto.Tensor([100, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            for i in pypto.loop(4):
+                end = min((i + 1) * 32, 100)
+                t = pypto.view(x, [32, 64], [i * 32, 0], valid_shape=[end - i * 32, 64])
+        """)
+    kernel, text = imported(path)
+    assert "min((i + 1)*32, 100)" in text
+
+
+def test_a_python_error_in_the_kernel_names_its_line(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def kern(x: pypto.Tensor([64], pypto.DT_FP32), cfg):
+            pypto.set_vec_tile_shapes(64)
+            t = x * cfg.scale
+        """)
+    with pytest.raises(ConfigError, match=r"kern\(\) at .*k.py:6: the kernel raised AttributeError"):
+        trace_file(path, args={"cfg": {"eps": 1e-6}})
+    kernel, _ = imported(path, args={"cfg": {"scale": 0.5}})    # JSON objects read as cfg.x
+    assert kernel.body[1].scalar == 0.5

@@ -13,6 +13,7 @@ import inspect
 import json
 import re
 import sys
+import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,7 +192,7 @@ def _arguments(R: Recorder, fn, given: dict, dims: dict) -> list:
         if isinstance(ann, tensor.TensorAnnotation):
             args.append(_placeholder(R, p.name, ann, given.pop(p.name, None), dims))
         elif p.name in given:
-            args.append(given.pop(p.name))
+            args.append(_plain(given.pop(p.name)))
         elif p.default is not inspect.Parameter.empty:
             args.append(p.default)
         else:
@@ -203,6 +204,25 @@ def _arguments(R: Recorder, fn, given: dict, dims: dict) -> list:
     if dims:
         raise ConfigError(f"--dim {', '.join(dims)}: not a dynamic dim of {fn.__name__}.")
     return args
+
+
+def _plain(value):
+    """A JSON object argument reads like the config object a kernel expects (cfg.eps)."""
+    if isinstance(value, dict):
+        return types.SimpleNamespace(**{k: _plain(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _kernel_line(exc: Exception, source: Path, shown: str) -> str:
+    """file:line of the innermost kernel-file frame of an exception."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == str(source):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f"{shown}:{line}" if line else shown
 
 
 def _options(kernel: JitKernel, R: Recorder) -> dict:
@@ -240,7 +260,14 @@ def trace_file(path: Path, function: str | None = None, dims: dict | None = None
         fn = traceable(kernel.fn, str(resolved))
         call_args = _arguments(R, kernel.fn, dict(args or {}), dict(dims or {}))
         context.start(R)
-        result = fn(*call_args)
+        try:
+            result = fn(*call_args)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise Unsupported(f"the kernel raised {type(exc).__name__}: {exc}",
+                              where=_kernel_line(exc, resolved, R.shown),
+                              function=R.function) from None
         if result is not None:
             raise Unsupported("the kernel returns a value; PyPTO kernels write their outputs "
                               "(out[:] = ..., pypto.assemble)", function=R.function)

@@ -14,7 +14,7 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                  "neg", "reciprocal", "cast", "sum(keepdim=True)", "amax(keepdim=True)",
-                 "amin(keepdim=True)", "matmul (2-D)", "@", "view", "assemble", "reshape(inplace, "
+                 "amin(keepdim=True)", "softmax", "sigmoid", "matmul (2-D)", "@", "view", "assemble", "reshape(inplace, "
                  "GM)", "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
 
 
@@ -277,13 +277,32 @@ def full(size, fill_value, dtype, *, valid_shape=None):
                                               "dtype": schema_dtype(dtype)}, [])
 
 
+def softmax(input, dim):
+    """Upstream's softmax is built from these ops: amax, sub, exp, sum, div (in FP32)."""
+    t = _tensor(input, "softmax")
+    x = cast(t, DataType.DT_FP32) if t.dtype.name != "DT_FP32" else t
+    e = exp(sub(x, amax(x, dim, True)))
+    out = div(e, sum(e, dim, True))
+    return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
+
+
+def sigmoid(input):
+    """Upstream's sigmoid is built from these ops: 1 / (exp(-x) + 1) (in FP32)."""
+    t = _tensor(input, "sigmoid")
+    x = cast(t, DataType.DT_FP32) if t.dtype.name != "DT_FP32" else t
+    d = add(exp(mul(x, -1.0)), 1.0)
+    out = div(full(d.shape, 1.0, DataType.DT_FP32), d)
+    return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
+
+
 METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "minimum": minimum, "exp": exp, "sqrt": sqrt, "rsqrt": rsqrt, "abs": abs, "neg": neg,
            "reciprocal": reciprocal, "sum": sum, "amax": amax, "amin": amin, "matmul": matmul,
-           "view": view, "reshape": reshape, "transpose": transpose,
+           "view": view, "reshape": reshape, "transpose": transpose, "softmax": softmax,
+           "sigmoid": sigmoid,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
-UNSUPPORTED = ("sigmoid", "softmax", "erfc", "log", "log1p", "tanh", "relu", "clip", "where",
+UNSUPPORTED = ("erfc", "log", "log1p", "tanh", "relu", "clip", "where",
                "topk", "expand_clone", "scatter_update", "scatter", "scatter_", "gather",
                "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "pow", "exp2",
                "expm1", "floor", "ceil", "round", "trunc", "sign", "logical_not", "cumsum",

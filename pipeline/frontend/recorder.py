@@ -120,11 +120,11 @@ class Recorder:
 
     def on_concrete(self, sym: SymInt, reason: str) -> int:
         if sym.value is None:
-            raise self.fail(f"the symbolic value '{sym.text}' is {reason}; it depends on a "
+            raise self.fail(f"the symbolic value '{sym.text}' {reason}; it depends on a "
                             f"loop index, which has no value while tracing",
                             hint="keep loop indices in shapes, offsets, pypto.cond/if tests and "
                                  "loop bounds; a Python range/list needs a static int")
-        note = f"'{sym.text}' = {sym.value} was {reason} at {self.where()}: the config holds " \
+        note = f"'{sym.text}' = {sym.value} {reason} at {self.where()}: the config holds " \
                f"that value, re-import to change it"
         if note not in self.notes:
             self.notes.append(note)

@@ -14,6 +14,7 @@ records both branches.  Plain Python runs one; so the kernel's own source is par
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import textwrap
 from itertools import count
@@ -147,9 +148,29 @@ class Runtime:
         return _Unbound(name)
 
     @staticmethod
+    def min(*args, **kwargs):
+        return _extreme(builtins.min, "min", args, kwargs)
+
+    @staticmethod
+    def max(*args, **kwargs):
+        return _extreme(builtins.max, "max", args, kwargs)
+
+    @staticmethod
     def exits(line):
         raise context.rec().fail(f"return, break or continue inside a symbolic if (line {line}) "
                                  f"is not supported")
+
+
+def _extreme(builtin, name, args, kwargs):
+    """Python's min/max of loop-dependent ints stay expressions (min(i*64 + 64, n))."""
+    values = args[0] if len(args) == 1 and not isinstance(args[0], SymInt) else args
+    values = list(values)
+    if kwargs or not any(isinstance(v, SymInt) for v in values):
+        return builtin(*args, **kwargs)
+    out = values[0]
+    for v in values[1:]:
+        out = getattr(out, name)(v) if isinstance(out, SymInt) else getattr(v, name)(out)
+    return out
 
 
 def _stored_names(stmts) -> list[str]:
@@ -212,6 +233,13 @@ class _Transformer(ast.NodeTransformer):
             target = target.elts[0]
         if isinstance(target, ast.Name):
             node.iter = _call("iter", node.iter, ast.Constant(target.id))
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+            node.func = ast.Attribute(value=ast.Name(RT, ast.Load()), attr=node.func.id,
+                                      ctx=ast.Load())
         return node
 
     def visit_UnaryOp(self, node):

@@ -79,7 +79,8 @@ def build() -> dict[str, types.ModuleType]:
         "min": control.sym_min, "max": control.sym_max, "SymbolicScalar": SymInt,
         "symbolic_scalar": SymInt, "matmul": ops.matmul, "view": ops.view,
         "reshape": ops.reshape, "assemble": ops.assemble, "transpose": ops.transpose,
-        "concat": ops.concat, "full": ops.full, "cast": ops.cast,
+        "concat": ops.concat, "full": ops.full, "cast": ops.cast, "softmax": ops.softmax,
+        "sigmoid": ops.sigmoid,
     }
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                "neg", "reciprocal", "sum", "amax", "amin"):

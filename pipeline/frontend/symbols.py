@@ -98,7 +98,7 @@ class SymInt:
         return hash(self.text)
 
     # -- Python wants a real int ------------------------------------------------------------
-    def concrete(self, reason: str = "used as a Python int") -> int:
+    def concrete(self, reason: str = "is used as a Python int") -> int:
         if on_concrete is not None:
             return on_concrete(self, reason)
         if self.value is None:
@@ -106,7 +106,7 @@ class SymInt:
         return self.value
 
     def __index__(self):
-        return self.concrete("used as a Python int (range, index, list size)")
+        return self.concrete("is used as a Python int (range, index, list size)")
 
     __int__ = __index__
 
