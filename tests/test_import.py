@@ -239,9 +239,9 @@ def test_a_python_error_in_the_kernel_names_its_line(tmp_path):
         @pypto.jit
         def kern(x: pypto.Tensor([64], pypto.DT_FP32), cfg):
             pypto.set_vec_tile_shapes(64)
-            t = x * cfg.scale
+            t = pypto.cast(x * cfg.scale, cfg.dtype)
         """)
     with pytest.raises(ConfigError, match=r"kern\(\) at .*k.py:6: the kernel raised AttributeError"):
         trace_file(path, args={"cfg": {"eps": 1e-6}})
-    kernel, _ = imported(path, args={"cfg": {"scale": 0.5}})    # JSON objects read as cfg.x
-    assert kernel.body[1].scalar == 0.5
+    kernel, _ = imported(path, args={"cfg": {"scale": 0.5, "dtype": "pypto.DT_BF16"}})
+    assert kernel.body[1].scalar == 0.5 and kernel.body[2].dtype == "bf16"   # cfg.x from JSON

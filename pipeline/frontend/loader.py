@@ -207,11 +207,14 @@ def _arguments(R: Recorder, fn, given: dict, dims: dict) -> list:
 
 
 def _plain(value):
-    """A JSON object argument reads like the config object a kernel expects (cfg.eps)."""
+    """A JSON object argument reads like the config object a kernel expects (cfg.eps), and
+    "pypto.DT_BF16" is that dtype."""
     if isinstance(value, dict):
         return types.SimpleNamespace(**{k: _plain(v) for k, v in value.items()})
     if isinstance(value, list):
         return [_plain(v) for v in value]
+    if isinstance(value, str) and re.fullmatch(r"(pypto\.)?DT_[A-Z0-9_]+", value):
+        return getattr(tensor.DataType, value.rpartition(".")[2], value)
     return value
 
 

@@ -270,8 +270,10 @@ def concat(tensors, dim=0):
 
 def full(size, fill_value, dtype, *, valid_shape=None):
     R = context.rec()
-    if valid_shape is not None:
-        raise R.fail("full with valid_shape is not supported yet")
+    if valid_shape is not None and not (len(valid_shape) == len(size) and all(
+            same_dim(v, d) for v, d in zip(valid_shape, size))):
+        raise R.fail("full with a valid_shape smaller than its size is not supported yet",
+                     supported=["valid_shape equal to the size"])
     return _local("full", list(size), dtype, {"shape": R.check_dims(size, "full size"),
                                               "value": _scalar(fill_value, "full"),
                                               "dtype": schema_dtype(dtype)}, [])
