@@ -229,6 +229,7 @@ def test_python_min_of_loop_offsets_stays_symbolic(tmp_path):
             for i in pypto.loop(4):
                 end = min((i + 1) * 32, 100)
                 t = pypto.view(x, [32, 64], [i * 32, 0], valid_shape=[end - i * 32, 64])
+                y[i * 32:(i + 1) * 32, :] = t * 2.0
         """)
     kernel, text = imported(path)
     assert "min((i + 1)*32, 100)" in text
@@ -245,3 +246,32 @@ def test_a_python_error_in_the_kernel_names_its_line(tmp_path):
         trace_file(path, args={"cfg": {"eps": 1e-6}})
     kernel, _ = imported(path, args={"cfg": {"scale": 0.5, "dtype": "pypto.DT_BF16"}})
     assert kernel.body[1].scalar == 0.5 and kernel.body[2].dtype == "bf16"   # cfg.x from JSON
+
+
+def test_gm_views_made_before_a_loop_are_declared_where_used(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([4, 16, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            x2 = pypto.reshape(x, [64, 64], inplace=True)
+            head = x2[0:16, :]
+            pypto.set_vec_tile_shapes(16, 64)
+            for i in pypto.loop(4):
+                y[i * 16:(i + 1) * 16, :] = pypto.view(x2, [16, 64], [i * 16, 0]) + head
+        """)
+    kernel, text = imported(path)
+    loop_ops = [s.op for s in kernel.body[-1].body]
+    assert loop_ops == ["reshape", "view", "view", "add", "assemble"]
+    assert compile_kernel(kernel, hw).root_calls == 4
+
+
+def test_on_chip_values_do_not_cross_a_loop(tmp_path):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([64, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(16, 64)
+            t = x[0:16, :] * 2.0
+            for i in pypto.loop(4):
+                y[i * 16:(i + 1) * 16, :] = pypto.view(x, [16, 64], [i * 16, 0]) + t
+        """)
+    with pytest.raises(ConfigError, match="across a pypto.loop boundary"):
+        trace_file(path)

@@ -7,6 +7,8 @@ sees that factor as a plain int.
 """
 from __future__ import annotations
 
+from simcore.spec.options import validate_scope
+
 from . import context
 from .symbols import SymBool, SymInt, ceil_div, is_int
 
@@ -108,9 +110,9 @@ def is_loop_begin(scalar) -> SymBool:
 
 def is_loop_end(scalar) -> SymBool:
     idx, trip = _loop_index(scalar, "is_loop_end")
-    last = f"{trip} - 1" if isinstance(trip, int) or trip.replace("_", "a").isalnum() \
-        else f"({trip}) - 1"
-    return SymBool(f"{idx} == {trip - 1 if isinstance(trip, int) else last}")
+    if isinstance(trip, int):
+        return SymBool(f"{idx} == {trip - 1}")
+    return SymBool(f"{idx} == {trip if trip.isidentifier() else f'({trip})'} - 1")
 
 
 def cond(scalar, file=None, lineno=None):
@@ -165,8 +167,12 @@ def set_pass_options(**options):
             raise R.fail(f"set_pass_options({key}=...) inside a kernel body is not supported yet; "
                          f"give kernel-wide pass options to @pypto.jit(pass_options=...)",
                          supported=[f"set_pass_options({k}=...)" for k in PASS_OPTIONS_IN_BODY])
-        scope = list(value) if isinstance(value, (list, tuple)) else value
-        R.set_state("sg_set_scope", -1 if scope in (-1, [-1, False, False]) else scope)
+        try:
+            scope = validate_scope(value, "sg_set_scope")
+        except ValueError as exc:
+            raise R.fail(str(exc)) from None
+        R.set_state("sg_set_scope", -1 if scope == [-1, False, False] else
+                    (scope[0] if scope[1:] == [False, False] else scope))
 
 
 def set_semantic_label(label):

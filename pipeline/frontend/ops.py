@@ -201,7 +201,7 @@ def view(input, shape=None, offsets=None, *, valid_shape=None, dtype=None):
         fields["valid_shape"] = R.check_dims(valid_shape, "view valid_shape")
     where = R.where()
     out = make("view", shape, t.dtype, "view", t.decl, valid=valid_shape)
-    R.op({"op": "view", **fields}, [t], out.slot, where)
+    out.defined_by = R.window({"op": "view", **fields}, [t], out.slot, where)
     return out
 
 
@@ -214,8 +214,8 @@ def reshape(input, shape, *, valid_shape=None, inplace=False):
                      supported=["pypto.reshape(kernel_tensor, shape, inplace=True)"])
     where = R.where()
     out = make("view", list(shape), t.dtype, "reshaped", t.decl)
-    R.op({"op": "reshape", "shape": R.check_dims(shape, "reshape shape"), "inplace": True}, [t],
-         out.slot, where)
+    out.defined_by = R.window({"op": "reshape", "shape": R.check_dims(shape, "reshape shape"),
+                               "inplace": True}, [t], out.slot, where)
     return out
 
 

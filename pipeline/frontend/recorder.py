@@ -135,7 +135,7 @@ class Recorder:
         out = []
         for d in dims:
             try:
-                value = as_dim(d)
+                value = d if isinstance(d, str) else as_dim(d)
             except TypeError:
                 raise self.fail(f"{what} {list(dims)!r} holds {d!r}, which is not an int or a "
                                 f"symbolic int") from None
@@ -156,7 +156,7 @@ class Recorder:
 
     # -- statements --------------------------------------------------------------------------
     def op(self, fields: dict, inputs: list, out, where: str) -> OpRec:
-        for value in inputs:
+        for value in inputs + ([out] if hasattr(out, "slot") else []):
             self.check_usable(value)
         if self.label is not None:
             fields.setdefault("label", self.label)
@@ -164,10 +164,19 @@ class Recorder:
         self.stack[-1].append(rec)
         return rec
 
+    def window(self, fields: dict, inputs: list, out, where: str) -> OpRec:
+        """A view or in-place reshape of GM: only a window on a tensor, costing nothing, so
+        it is declared in each root function that uses it, where it is first used."""
+        if self.label is not None:
+            fields.setdefault("label", self.label)
+        return OpRec(fields, list(inputs), out, where, tuple(self.conds))
+
     def check_usable(self, value) -> None:
         if value.decl is not None and value.kind != "view":
             return          # a kernel tensor is visible everywhere
-        if value.segment != self.segment:
+        if value.kind == "view" and self.segment not in value.present:
+            self._declare_window(value)
+        if self.segment not in value.present:
             raise self.fail(f"'{value.slot.root().hint}' (made at {value.where}) is used in "
                             f"another root function than the one that made it (across a "
                             f"pypto.loop boundary); values cross loops only through GM "
@@ -179,6 +188,17 @@ class Recorder:
                             f"where {' and '.join(value.conds)}, and is used where that is not "
                             f"known to hold",
                             hint="bind the variable in both branches of the if")
+
+    def _declare_window(self, value) -> None:
+        rec = value.defined_by
+        for name in ("shape", "offsets", "valid_shape"):
+            if name in rec.fields:
+                self.check_dims(rec.fields[name], f"{rec.fields['op']} {name} (from {rec.where})")
+        for source in rec.inputs:
+            self.check_usable(source)
+        self.stack[-1].append(OpRec(dict(rec.fields), list(rec.inputs), rec.out, rec.where,
+                                    rec.cond))
+        value.present.add(self.segment)
 
     def set_state(self, key: str, value) -> None:
         if self.state[key] != value:

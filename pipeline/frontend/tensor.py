@@ -41,12 +41,13 @@ DataType = _DataTypes()
 BY_SCHEMA = {v: getattr(DataType, k) for k, v in KERNEL_DTYPES.items()}
 
 
-def schema_dtype(dtype) -> str:
+def schema_dtype(dtype, of: str = "") -> str:
+    of = f" of {of}" if of else ""
     if not isinstance(dtype, DType):
-        raise context.rec().fail(f"{dtype!r} is not a pypto dtype",
+        raise context.rec().fail(f"{dtype!r}{of} is not a pypto dtype",
                                  supported=[f"pypto.{k}" for k in KERNEL_DTYPES])
     if dtype.name not in KERNEL_DTYPES:
-        raise context.rec().fail(f"dtype {dtype.name} is not in the kernel language yet",
+        raise context.rec().fail(f"dtype {dtype.name}{of} is not in the kernel language yet",
                                  supported=[f"pypto.{k}" for k in KERNEL_DTYPES])
     return KERNEL_DTYPES[dtype.name]
 
@@ -241,7 +242,9 @@ def make(kind: str, shape, dtype: DType, hint: str, decl: TensorDecl | None = No
     t.decl = decl
     t.slot = decl.slot if kind in ("arg", "temp") else Slot(hint)
     t.conds = tuple(R.conds) if kind not in ("arg", "temp") else ()
-    t.segment = R.segment
+    # root-function segments where the value exists; a GM window is declared on first use
+    t.present = set() if kind == "view" else {R.segment}
+    t.defined_by = None
     t.where = R.where()
     return t
 
@@ -249,7 +252,7 @@ def make(kind: str, shape, dtype: DType, hint: str, decl: TensorDecl | None = No
 def argument(name: str, shape, dtype: DType, fmt: str) -> Tensor:
     R = context.rec()
     decl = R.declare(TensorDecl(Slot(name, fixed=True), R.check_dims(shape, f"'{name}' shape"),
-                                schema_dtype(dtype), fmt, "input"))
+                                schema_dtype(dtype, f"argument '{name}'"), fmt, "input"))
     return make("arg", shape, dtype, name, decl)
 
 
