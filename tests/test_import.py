@@ -275,3 +275,20 @@ def test_on_chip_values_do_not_cross_a_loop(tmp_path):
         """)
     with pytest.raises(ConfigError, match="across a pypto.loop boundary"):
         trace_file(path)
+
+
+def test_nz_format_cache_policy_and_host_options(tmp_path):
+    path = write(tmp_path, """
+        @pypto.frontend.jit(host_options={"compile_monitor_enable": 0},
+                            runtime_options={"ready_on_host_tensors": ["w"]})
+        def kern(a: pypto.Tensor([64, 64], pypto.DT_BF16),
+                 w: pypto.Tensor([64, 64], pypto.DT_BF16, format=pypto.TileOpFormat.TILEOP_NZ),
+                 c: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            a.set_cache_policy(pypto.CachePolicy.NONE_CACHEABLE, True)
+            pypto.set_cube_tile_shapes([64, 64], [64, 64], [64, 64])
+            c[:] = a @ w
+        """)
+    kernel, text = imported(path)
+    assert kernel.tensors["w"].format == "NZ" and kernel.tensors["a"].cache_policy == "bypass"
+    assert kernel.options.runtime_options.ready_on_host_tensors == ["w"]
+    assert "host_options" in text and "not modeled" in text     # said, not silently dropped

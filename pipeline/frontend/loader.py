@@ -228,12 +228,19 @@ def _kernel_line(exc: Exception, source: Path, shown: str) -> str:
     return f"{shown}:{line}" if line else shown
 
 
+HOST_ONLY_GROUPS = ("host_options", "verify_options")
+
+
 def _options(kernel: JitKernel, R: Recorder) -> dict:
     out = {}
     for group, values in kernel.options.items():
+        if group in HOST_ONLY_GROUPS:
+            # they steer compiling and checking on the host, not the device run the model prices
+            R.notes.append(f"jit {group}={values!r} act on the host only and are not modeled")
+            continue
         if group not in OPTION_GROUPS:
             raise Unsupported(f"jit option group '{group}' is not modeled", function=R.function,
-                              supported=OPTION_GROUPS)
+                              supported=OPTION_GROUPS + HOST_ONLY_GROUPS)
         clean = {}
         for key, value in (values or {}).items():
             if hasattr(value, "name") and hasattr(value, "owner"):
