@@ -292,3 +292,23 @@ def test_nz_format_cache_policy_and_host_options(tmp_path):
     assert kernel.tensors["w"].format == "NZ" and kernel.tensors["a"].cache_policy == "bypass"
     assert kernel.options.runtime_options.ready_on_host_tensors == ["w"]
     assert "host_options" in text and "not modeled" in text     # said, not silently dropped
+
+
+def test_and_or_of_loop_conditions_build_one_condition(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([4 * 32], pypto.DT_FP32), y: pypto.Tensor([4 * 32], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32)
+            for i in pypto.loop(4):
+                xi = pypto.view(x, [32], [i * 32])
+                if pypto.is_loop_begin(i) or (i == 3 and True):
+                    yi = xi * 2.0
+                else:
+                    yi = xi + 1.0
+                y[i * 32:(i + 1) * 32] = yi
+        """)
+    kernel, _ = imported(path)
+    ops = [s for s in kernel.body[-1].body if getattr(s, "op", None) in ("mul", "add")]
+    # `and True` leaves the condition as it is
+    assert [o.cond for o in ops] == ["(i == 0) or (i == 3)", "not ((i == 0) or (i == 3))"]
+    assert compile_kernel(kernel, hw).leaf_tasks == 4

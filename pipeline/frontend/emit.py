@@ -35,7 +35,8 @@ class _Tiles:
         for name, known in self.table.items():
             if known == plain and name.startswith(kind):
                 return name
-        name = kind if kind not in self.table else f"{kind}{sum(n.startswith(kind) for n in self.table) + 1}"
+        count = sum(n.startswith(kind) for n in self.table)
+        name = kind if not count else f"{kind}{count + 1}"
         self.table[name] = plain
         return name
 

@@ -14,8 +14,8 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                  "neg", "reciprocal", "cast", "sum(keepdim=True)", "amax(keepdim=True)",
-                 "amin(keepdim=True)", "softmax", "sigmoid", "matmul (2-D)", "@", "view", "assemble", "reshape(inplace, "
-                 "GM)", "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
+                 "amin(keepdim=True)", "softmax", "sigmoid", "matmul (2-D)", "@", "view", "assemble",
+                 "reshape(inplace, GM)", "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
 
 
 def _unsupported(name: str, why: str = "is not in the kernel language yet"):

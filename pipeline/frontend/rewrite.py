@@ -71,22 +71,16 @@ class Runtime:
 
     @staticmethod
     def boolop(word, *thunks):
-        values = []
+        """Python's and/or, except that once a condition is symbolic every operand counts."""
+        symbolic = None
         for thunk in thunks:
             v = thunk()
-            if not isinstance(v, SymInt) and not values:
-                if (word == "and" and not v) or (word == "or" and v):
-                    return v
-            values.append(v)
-            if not any(isinstance(x, SymInt) for x in values):
-                if (word == "and" and not v) or (word == "or" and v):
-                    return v
-        if not any(isinstance(x, SymInt) for x in values):
-            return values[-1]
-        out = values[0]
-        for v in values[1:]:
-            out = (out & v) if word == "and" else (out | v)
-        return out
+            if isinstance(v, SymInt):
+                symbolic = v if symbolic is None else (
+                    symbolic & v if word == "and" else symbolic | v)
+            elif symbolic is None and (not v if word == "and" else v):
+                return v                 # short-circuits as Python does
+        return symbolic if symbolic is not None else v
 
     @staticmethod
     def begin(test, scope: dict, names):

@@ -7,6 +7,10 @@ slicing, slice assignment, ``.move``).
 """
 from __future__ import annotations
 
+import ast
+
+from simcore.spec.expr import ExprError, evaluate, parse
+
 from . import context
 from .recorder import Slot, TensorDecl
 from .symbols import SymInt, is_int
@@ -301,8 +305,6 @@ def _constant(extent):
     """x[b:b + 1] has extent 1 whatever b is: fold an extent that does not vary."""
     if not isinstance(extent, SymInt):
         return extent
-    from simcore.spec.expr import ExprError, evaluate, parse
-    import ast
     names = {n.id for n in ast.walk(parse(extent.text)) if isinstance(n, ast.Name)}
     try:
         values = {evaluate(extent.text, {n: k * 7 + 3 for n in names}) for k in range(3)}

@@ -1,4 +1,5 @@
-"""Row softmax over a [bs, seqlen, head, dim] FP32 tensor, one pypto.loop iteration per batch row."""
+"""Row softmax over a [bs, seqlen, head, dim] FP32 tensor, one pypto.loop iteration per batch
+row."""
 import pypto
 
 BS, S, H, D = 32, 32, 1, 256
