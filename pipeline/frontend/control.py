@@ -1,0 +1,248 @@
+"""The stand-in's control flow and configuration: loops, conditions, tile shapes, options.
+
+``pypto.loop`` runs its body once with a symbolic index (upstream records a loop body once
+too) and becomes a loop statement; ``start``/``step`` become an index expression over a
+0-based loop; ``loop_unroll`` is, as upstream builds it, one loop per unroll factor whose body
+sees that factor as a plain int.
+"""
+from __future__ import annotations
+
+from simcore.spec.options import validate_scope
+
+from . import context
+from .symbols import SymBool, SymInt, ceil_div, is_int
+
+PASS_OPTIONS_IN_BODY = ("sg_set_scope",)
+
+
+class LoopRange:
+    """What ``pypto.loop(...)`` returns; iterating it records the loop."""
+
+    def __init__(self, start, stop, step, name, idx_name, unroll_list, parallel, factor=None):
+        self.start, self.stop, self.step = start, stop, step
+        self.name, self.idx_hint, self.unroll_list = name, idx_name, unroll_list
+        self.parallel, self.factor = parallel, factor
+
+    def __iter__(self):
+        R = context.rec()
+        where = R.where()
+        if not (is_int(self.step) and self.step > 0):
+            raise R.fail(f"loop step {self.step!r} must be a positive int", supported=["step >= 1"])
+        span = self.stop - self.start
+        trip = ceil_div(span, self.step) if self.step != 1 else span
+        if is_int(trip) and trip < 0:
+            trip = 0
+        R.loop_count += 1
+        idx = R.reserve(self.idx_hint or f"i{R.loop_count}")
+        name = R.reserve(self.name or f"loop_{R.loop_count}")
+        head = {"name": name, "idx": idx,
+                "trip": R.check_dims([trip], f"loop '{name}' trip count")[0]}
+        if self.unroll_list:
+            head["unroll_list"] = [int(u) for u in self.unroll_list]
+        if self.parallel:
+            head["parallel"] = True
+        rec, entry = R.loop_begin(head, where)
+        i = SymInt(idx)
+        value = self.start + self.step * i if (self.start, self.step) != (0, 1) else i
+        if not isinstance(value, SymInt):
+            value = SymInt(str(value))
+        value = SymInt(value.text, None, loop=(idx, head["trip"]))
+        yield (value, self.factor) if self.factor is not None else value
+        R.loop_end(rec, entry)
+
+
+def _range(args):
+    if len(args) == 1:
+        return 0, args[0], 1
+    if len(args) == 2:
+        return args[0], args[1], 1
+    if len(args) == 3:
+        return args
+    raise context.rec().fail(f"pypto.loop takes 1 to 3 positional arguments, got {len(args)}")
+
+
+_LOOP_KWARGS = ("name", "idx_name", "unroll_list", "parallel", "submit_before_loop")
+
+
+def _check_kwargs(kwargs, allowed=_LOOP_KWARGS):
+    bad = [k for k in kwargs if k not in allowed]
+    if bad:
+        raise context.rec().fail(f"pypto.loop keyword {bad[0]!r} is not known",
+                                 supported=list(allowed))
+    if kwargs.get("submit_before_loop"):
+        raise context.rec().fail("pypto.loop(submit_before_loop=True) is not supported yet")
+
+
+def loop(*args, **kwargs):
+    _check_kwargs(kwargs)
+    start, stop, step = _range(args)
+    return LoopRange(start, stop, step, kwargs.get("name"), kwargs.get("idx_name"),
+                     kwargs.get("unroll_list"), kwargs.get("parallel", False))
+
+
+def loop_unroll(*args, **kwargs):
+    """One loop per factor (largest first, 1 always added); yields (index, factor)."""
+    _check_kwargs(kwargs)
+    start, stop, step = _range(args)
+    factors = sorted(set(kwargs.get("unroll_list") or [1]), reverse=True)
+    if 1 not in factors:
+        factors.append(1)
+    base = kwargs.get("name") or ""
+    begin = start
+    for p in factors:
+        left = (stop - start) % (step * p)
+        yield from LoopRange(begin, stop - left, step * p, f"{base}_LoopUnroll{p}",
+                             kwargs.get("idx_name"), None, kwargs.get("parallel", False),
+                             factor=p)
+        begin = stop - left
+
+
+def _loop_index(scalar, what):
+    if not isinstance(scalar, SymInt) or scalar.loop is None:
+        raise context.rec().fail(f"pypto.{what} takes a pypto.loop index, got {scalar!r}")
+    return scalar.loop
+
+
+def is_loop_begin(scalar) -> SymBool:
+    idx, _ = _loop_index(scalar, "is_loop_begin")
+    return SymBool(f"{idx} == 0")
+
+
+def is_loop_end(scalar) -> SymBool:
+    idx, trip = _loop_index(scalar, "is_loop_end")
+    if isinstance(trip, int):
+        return SymBool(f"{idx} == {trip - 1}")
+    return SymBool(f"{idx} == {trip if trip.isidentifier() else f'({trip})'} - 1")
+
+
+def cond(scalar, file=None, lineno=None):
+    if isinstance(scalar, SymInt) and not isinstance(scalar, SymBool):
+        return SymBool(f"{scalar.text} != 0", scalar.value)
+    return scalar
+
+
+# -- tile shapes, scope, label ------------------------------------------------------------------
+def set_vec_tile_shapes(*shapes):
+    R = context.rec()
+    if len(shapes) == 1 and isinstance(shapes[0], (list, tuple)):
+        shapes = tuple(shapes[0])
+    R.set_state("set_vec_tile_shapes", tuple(R.check_dims(shapes, "vec tile shape")))
+
+
+def get_vec_tile_shapes():
+    R = context.rec()
+    tile = R.state["set_vec_tile_shapes"]
+    if tile is None:
+        raise R.fail("get_vec_tile_shapes before any set_vec_tile_shapes")
+    return [d if isinstance(d, int) else SymInt(d) for d in tile]
+
+
+def set_cube_tile_shapes(m, k, n, enable_split_k=False):
+    R = context.rec()
+    tile = {"m": R.check_dims(m, "cube tile m"), "k": R.check_dims(k, "cube tile k"),
+            "n": R.check_dims(n, "cube tile n")}
+    if enable_split_k:
+        tile["enable_split_k"] = True
+    R.set_state("set_cube_tile_shapes", _Frozen(tile))
+
+
+class _Frozen(dict):
+    """A cube tile as recorded state: compared by value."""
+    def __hash__(self):
+        return hash(repr(sorted(self.items())))
+
+
+def get_cube_tile_shapes():
+    R = context.rec()
+    tile = R.state["set_cube_tile_shapes"]
+    if tile is None:
+        raise R.fail("get_cube_tile_shapes before any set_cube_tile_shapes")
+    return (list(tile["m"]), list(tile["k"]), list(tile["n"]), tile.get("enable_split_k", False))
+
+
+def set_pass_options(**options):
+    R = context.rec()
+    for key, value in options.items():
+        if key not in PASS_OPTIONS_IN_BODY:
+            raise R.fail(f"set_pass_options({key}=...) inside a kernel body is not supported yet; "
+                         f"give kernel-wide pass options to @pypto.jit(pass_options=...)",
+                         supported=[f"set_pass_options({k}=...)" for k in PASS_OPTIONS_IN_BODY])
+        try:
+            scope = validate_scope(value, "sg_set_scope")
+        except ValueError as exc:
+            raise R.fail(str(exc)) from None
+        R.set_state("sg_set_scope", -1 if scope == [-1, False, False] else
+                    (scope[0] if scope[1:] == [False, False] else scope))
+
+
+def set_semantic_label(label):
+    R = context.rec()
+    R.label = None if label in (None, "") else str(label)
+
+
+def set_operation_options(**options):
+    raise context.rec().fail(f"pypto.experimental.set_operation_options({', '.join(options)}) "
+                             f"is not modeled yet (combine_axis changes how ops are laid out)")
+
+
+def ceildiv(a, b):
+    return ceil_div(a, b)
+
+
+def sym_min(a, b):
+    return a.min(b) if isinstance(a, SymInt) else (b.min(a) if isinstance(b, SymInt)
+                                                    else min(a, b))
+
+
+def sym_max(a, b):
+    return a.max(b) if isinstance(a, SymInt) else (b.max(a) if isinstance(b, SymInt)
+                                                    else max(a, b))
+
+
+# -- jit and options ------------------------------------------------------------------------------
+OPTION_GROUPS = ("runtime_options", "pass_options", "debug_options", "codegen_options")
+
+
+class JitKernel:
+    """A ``@pypto.jit`` / ``@pypto.frontend.jit`` function: options plus the Python body."""
+
+    def __init__(self, fn, options: dict):
+        self.fn, self.options = fn, dict(options)
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self.__name__} is a kernel traced by `ptolab import`; the "
+                           f"stand-in pypto does not run kernels")
+
+
+def jit(fn=None, **options):
+    if fn is not None and callable(fn) and not options:
+        return JitKernel(fn, {})
+    return lambda f: JitKernel(f, options)
+
+
+class Options:
+    """``pypto.options(...)``: on a kernel it adds jit options; on a test function (which
+    ``ptolab import`` never calls) it leaves the function as it is."""
+
+    def __init__(self, **options):
+        self.options = options
+
+    def __call__(self, fn):
+        if isinstance(fn, JitKernel):
+            for group, values in self.options.items():
+                fn.options.setdefault(group, {}).update(values or {})
+        return fn
+
+    def __enter__(self):
+        raise context.rec().fail("`with pypto.options(...)` inside a kernel is not supported "
+                                 "yet", supported=["@pypto.jit(...) options"])
+
+    def __exit__(self, *exc):
+        return False
+
+
+def options(**kwargs):
+    return Options(**kwargs)

@@ -1,0 +1,127 @@
+"""A traced kernel -> kernel config text (the schema of configs/kernels/*.yaml).
+
+The config opens with a header naming the source file and its SHA-256, and every
+statement carries a comment with the source line that made it.  The text is validated
+against the kernel schema before anyone writes it.
+"""
+from __future__ import annotations
+
+import yaml
+
+from simcore.spec.kernel import Kernel
+from simcore.spec.loader import validate
+
+from .loader import Traced
+from .recorder import LoopRec, OpRec, StateRec
+
+_FIELD_ORDER = ("op", "inputs", "out", "scalar", "dtype", "shape", "offsets", "valid_shape", "axis",
+                "a_trans", "b_trans", "perm", "inplace", "value", "label", "cond")
+
+
+def _flow(value) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=False).strip()
+    return text[:-3].strip() if text.endswith("\n...") else text
+
+
+class _Tiles:
+    """Tile shapes go into ``tiles`` under names a study can override (tiles.vec=...)."""
+
+    def __init__(self):
+        self.table: dict[str, object] = {}
+
+    def name(self, kind: str, value) -> str:
+        plain = list(value) if kind == "vec" else {k: list(v) if isinstance(v, (list, tuple))
+                                                   else v for k, v in value.items()}
+        for name, known in self.table.items():
+            if known == plain and name.startswith(kind):
+                return name
+        count = sum(n.startswith(kind) for n in self.table)
+        name = kind if not count else f"{kind}{count + 1}"
+        self.table[name] = plain
+        return name
+
+
+def _cond_text(conds: tuple) -> str | None:
+    if not conds:
+        return None
+    if len(conds) == 1:
+        return conds[0]
+    return " and ".join(f"({c})" for c in conds)
+
+
+def _at(where: str) -> str:
+    """A statement's source line, by file name (the header names the full path)."""
+    return where.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _op_dict(rec: OpRec, name_of) -> dict:
+    fields = dict(rec.fields)
+    fields["inputs"] = [name_of(v.slot) for v in rec.inputs]
+    fields["out"] = name_of(rec.out) if not hasattr(rec.out, "slot") else name_of(rec.out.slot)
+    cond = _cond_text(rec.cond)
+    if cond:
+        fields["cond"] = cond
+    if fields["op"] == "full":
+        fields.pop("inputs")
+    return {k: fields[k] for k in _FIELD_ORDER if k in fields}
+
+
+def _lines(body, name_of, tiles: _Tiles, indent: str, out: list) -> None:
+    for stmt in body:
+        if isinstance(stmt, OpRec):
+            out.append(f"{indent}- {_flow(_op_dict(stmt, name_of))}   # {_at(stmt.where)}")
+        elif isinstance(stmt, StateRec):
+            value = stmt.value
+            if stmt.key == "set_vec_tile_shapes":
+                value = tiles.name("vec", value)
+            elif stmt.key == "set_cube_tile_shapes":
+                value = tiles.name("cube", value)
+            out.append(f"{indent}- {_flow({stmt.key: value})}   # {_at(stmt.where)}")
+        else:
+            assert isinstance(stmt, LoopRec)
+            out.append(f"{indent}- loop: {_flow(stmt.head)}   # {_at(stmt.where)}")
+            out.append(f"{indent}  body:")
+            _lines(stmt.body, name_of, tiles, indent + "    ", out)
+
+
+def _tensor_line(decl, name: str) -> str:
+    spec = {"shape": decl.shape, "dtype": decl.dtype}
+    if decl.format != "ND":
+        spec["format"] = decl.format
+    spec["role"] = decl.role
+    if decl.cache_policy != "default":
+        spec["cache_policy"] = decl.cache_policy
+    comment = f"   # {_at(decl.where)}" if decl.where else ""
+    return f"  {name}: {_flow(spec)}{comment}"
+
+
+def kernel_text(traced: Traced, command: str) -> str:
+    R = traced.recorder
+    R.final_names()
+    tiles = _Tiles()
+    body: list[str] = []
+    _lines(R.body, R.name_of, tiles, "  ", body)
+    if not body:
+        raise ValueError("empty body")
+    head = [f"# Imported by `ptolab import` from {traced.source.as_posix()} "
+            f"(sha256 {traced.sha256}), function {traced.function}.",
+            f"# Re-import when the source changes: {command}"]
+    head += [f"# note: {n}" for n in R.notes]
+    lines = head + [f"name: {_flow(traced.function)}"]
+    if traced.description:
+        lines.append(f"description: {_flow(traced.description)}")
+    if R.params:
+        lines.append(f"params: {_flow(R.params)}")
+    lines.append("tensors:")
+    lines += [_tensor_line(d, R.name_of(d.slot)) for d in R.decls]
+    if tiles.table:
+        lines.append("tiles:")
+        lines += [f"  {n}: {_flow(v)}" for n, v in tiles.table.items()]
+    lines.append("body:")
+    lines += body
+    if traced.options:
+        lines.append("options:")
+        lines += [f"  {group}: {_flow(values)}" for group, values in traced.options.items()]
+    text = "\n".join(lines) + "\n"
+    validate(Kernel, yaml.safe_load(text), f"{traced.source} (as traced)", "kernel")
+    return text

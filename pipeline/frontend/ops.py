@@ -1,0 +1,312 @@
+"""The stand-in's ops: each records one kernel-language op and returns its traced result.
+
+Shape rules follow upstream PyPTO where the kernel language can hold the op; where it
+cannot (a compiler mechanism is missing), the op stops with what is supported instead.
+"""
+from __future__ import annotations
+
+from numbers import Real
+
+from . import context
+from .symbols import SymInt, is_int, same_dim
+from .tensor import DataType, DType, Tensor, make, schema_dtype
+
+COMMUTATIVE = ("add", "mul", "maximum", "minimum")
+SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
+                 "neg", "reciprocal", "cast", "sum(keepdim=True)", "amax(keepdim=True)",
+                 "amin(keepdim=True)", "softmax", "sigmoid", "matmul (2-D)", "@", "view", "assemble",
+                 "reshape(inplace, GM)", "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
+
+
+def _unsupported(name: str, why: str = "is not in the kernel language yet"):
+    def fn(*args, **kwargs):
+        raise context.rec().fail(f"pypto.{name} {why}", supported=SUPPORTED_OPS)
+    fn.__name__ = name
+    return fn
+
+
+def _tensor(x, op: str, pos: str = "input") -> Tensor:
+    if not isinstance(x, Tensor):
+        raise context.rec().fail(f"{op} {pos} {x!r} is not a tensor")
+    return x
+
+
+def _is_one(d) -> bool:
+    return is_int(d) and d == 1
+
+
+def _broadcast(op: str, a: Tensor, b: Tensor) -> list:
+    R = context.rec()
+    if len(a.shape) != len(b.shape):
+        raise R.fail(f"{op} of shapes {a.shape} and {b.shape}: rank broadcast (e.g. [N] with "
+                     f"[M, N]) is not supported yet", supported=["inputs of equal rank whose "
+                                                             "dims match or are 1"])
+    out = []
+    for x, y in zip(a.shape, b.shape):
+        if same_dim(x, y) or _is_one(y):
+            out.append(x)
+        elif _is_one(x):
+            out.append(y)
+        else:
+            raise R.fail(f"{op} of shapes {a.shape} and {b.shape}: dims {x} and {y} neither "
+                         f"match nor broadcast")
+    return out
+
+
+def _local(op: str, shape, dtype: DType, fields: dict, inputs: list) -> Tensor:
+    R = context.rec()
+    where = R.where()
+    out = make("local", shape, dtype, op)
+    R.op({"op": op, **fields}, inputs, out.slot, where)
+    return out
+
+
+def _scalar(x, op: str):
+    if isinstance(x, SymInt):
+        raise context.rec().fail(f"{op} with the symbolic scalar '{x.text}' (a runtime value) "
+                                 f"is not supported yet", supported=["float and int scalars"])
+    if isinstance(x, bool) or not isinstance(x, Real):
+        raise context.rec().fail(f"{op} operand {x!r} is neither a tensor nor a number")
+    return float(x)
+
+
+def _binary(op: str, a, b) -> Tensor:
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return _local(op, _broadcast(op, a, b), a.dtype, {}, [a, b])
+    if isinstance(a, Tensor):
+        return _local(op, a.shape, a.dtype, {"scalar": _scalar(b, op)}, [a])
+    if isinstance(b, Tensor):
+        if op in COMMUTATIVE:
+            return _local(op, b.shape, b.dtype, {"scalar": _scalar(a, op)}, [b])
+        raise context.rec().fail(f"scalar {op} tensor (e.g. 1.0 - x) is not in the kernel "
+                                 f"language yet", supported=[f"tensor {op} scalar"])
+    raise context.rec().fail(f"pypto.{op} needs a tensor operand")
+
+
+def add(input, other, *, alpha=None):
+    if alpha not in (None, 1):
+        raise context.rec().fail("add with alpha is not supported")
+    return _binary("add", input, other)
+
+
+def sub(input, other, *, alpha=None):
+    if alpha not in (None, 1):
+        raise context.rec().fail("sub with alpha is not supported")
+    return _binary("sub", input, other)
+
+
+def mul(input, other):
+    return _binary("mul", input, other)
+
+
+def div(input, other, *, precision_type=None, rounding_mode=None):
+    if rounding_mode is not None:
+        raise context.rec().fail("div with rounding_mode is not supported")
+    return _binary("div", input, other)
+
+
+def maximum(input, other):
+    return _binary("maximum", input, other)
+
+
+def minimum(input, other):
+    return _binary("minimum", input, other)
+
+
+def _unary(op):
+    def fn(input, precision_type=None):
+        t = _tensor(input, op)
+        return _local(op, t.shape, t.dtype, {}, [t])
+    fn.__name__ = op
+    return fn
+
+
+exp, sqrt, rsqrt, abs, neg = (_unary(o) for o in ("exp", "sqrt", "rsqrt", "abs", "neg"))
+reciprocal = _unary("reciprocal")
+
+
+def cast(input, dtype, mode=None, satmode=None):
+    # mode and satmode pick the rounding of each element; the model prices a cast by bytes
+    t = _tensor(input, "cast")
+    return _local("cast", t.shape, dtype, {"dtype": schema_dtype(dtype)}, [t])
+
+
+def _reduce(op):
+    def fn(input, dim=-1, keepdim=False):
+        R = context.rec()
+        t = _tensor(input, op)
+        if not keepdim:
+            raise R.fail(f"pypto.{op}(keepdim=False) (upstream's default) is not supported yet: "
+                         f"the kernel language reduces with keepdim=True only",
+                         supported=[f"pypto.{op}(x, dim, keepdim=True)"])
+        if not is_int(dim) or not -len(t.shape) <= dim < len(t.shape):
+            raise R.fail(f"pypto.{op} dim {dim!r} is not a dim of shape {t.shape}")
+        shape = t.shape
+        shape[dim] = 1
+        return _local(op, shape, t.dtype, {"axis": dim}, [t])
+    fn.__name__ = op
+    return fn
+
+
+sum, amax, amin = _reduce("sum"), _reduce("amax"), _reduce("amin")
+
+
+def matmul(input, mat2, out_dtype=None, *, a_trans=False, b_trans=False, c_matrix_nz=False,
+           extend_params=None):
+    R = context.rec()
+    a, b = _tensor(input, "matmul"), _tensor(mat2, "matmul")
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise R.fail(f"matmul of shapes {a.shape} x {b.shape}: batched (3-D) and broadcast "
+                     f"matmul are not supported yet", supported=["2-D matmul; batch with a "
+                                                               "Python for over views"])
+    if extend_params is not None or c_matrix_nz:
+        raise R.fail("matmul extend_params (bias, scale, relu) and c_matrix_nz are not supported "
+                     "yet", supported=["a_trans", "b_trans", "out_dtype"])
+    m = a.shape[1] if a_trans else a.shape[0]
+    n = b.shape[0] if b_trans else b.shape[1]
+    ka, kb = (a.shape[0] if a_trans else a.shape[1]), (b.shape[1] if b_trans else b.shape[0])
+    if not same_dim(ka, kb):
+        raise R.fail(f"matmul K mismatch: {a.shape}{'^T' if a_trans else ''} x "
+                     f"{b.shape}{'^T' if b_trans else ''}")
+    dtype = out_dtype or DataType.DT_FP32
+    fields = {"dtype": schema_dtype(dtype)}
+    if a_trans:
+        fields["a_trans"] = True
+    if b_trans:
+        fields["b_trans"] = True
+    return _local("matmul", [m, n], dtype, fields, [a, b])
+
+
+def _gm(t, op: str) -> Tensor:
+    R = context.rec()
+    t = _tensor(t, op)
+    if t.kind == "local":
+        raise R.fail(f"{op} of '{t.slot.root().hint}', an on-chip value (the result of an op): "
+                     f"{op} of on-chip values is not supported yet",
+                     supported=[f"{op} of kernel tensors, pypto.tensor temporaries and their "
+                                f"views"])
+    return t
+
+
+def view(input, shape=None, offsets=None, *, valid_shape=None, dtype=None):
+    R = context.rec()
+    t = _gm(input, "view")
+    if dtype is not None:
+        raise R.fail("view with dtype= (a reinterpreting view) is not supported yet")
+    shape = list(t.shape if shape is None else shape)
+    offsets = list([0] * len(shape) if offsets is None else offsets)
+    fields = {"shape": R.check_dims(shape, "view shape"),
+              "offsets": R.check_dims(offsets, "view offsets")}
+    if valid_shape is not None:
+        fields["valid_shape"] = R.check_dims(valid_shape, "view valid_shape")
+    where = R.where()
+    out = make("view", shape, t.dtype, "view", t.decl, valid=valid_shape)
+    out.defined_by = R.window({"op": "view", **fields}, [t], out.slot, where)
+    return out
+
+
+def reshape(input, shape, *, valid_shape=None, inplace=False):
+    R = context.rec()
+    t = _gm(input, "reshape")
+    if t.kind == "view" or not inplace or valid_shape is not None:
+        raise R.fail("only an inplace reshape of a whole GM tensor is supported yet (reshape of "
+                     "views and on-chip values, and copying reshape, are not)",
+                     supported=["pypto.reshape(kernel_tensor, shape, inplace=True)"])
+    where = R.where()
+    out = make("view", list(shape), t.dtype, "reshaped", t.decl)
+    out.defined_by = R.window({"op": "reshape", "shape": R.check_dims(shape, "reshape shape"),
+                               "inplace": True}, [t], out.slot, where)
+    return out
+
+
+def assemble(*args, parallel=False):
+    R = context.rec()
+    if parallel:
+        raise R.fail("assemble(parallel=True) is not supported yet")
+    if len(args) == 2:
+        pieces, dst = args
+        for src, offsets in pieces:
+            assemble(src, offsets, dst)
+        return
+    if len(args) != 3:
+        raise R.fail("assemble takes (src, offsets, dst) or ([(src, offsets), ...], dst)")
+    src, offsets, dst = args
+    src = _tensor(src, "assemble", "source")
+    dst = _gm(dst, "assemble into")
+    if src.kind != "local":
+        raise R.fail(f"assembling '{src.slot.root().hint}', a GM tensor or view, into GM is a "
+                     f"copy the kernel language cannot hold yet",
+                     supported=["assembling the result of an op"])
+    if len(offsets) != len(dst.shape):
+        raise R.fail(f"assemble offsets {list(offsets)} need one entry per dim of {dst.shape}")
+    fields = {"offsets": R.check_dims(offsets, "assemble offsets")}
+    if dst.decl is not None and dst.decl.role == "input":
+        dst.decl.role = "output"
+    R.op({"op": "assemble", **fields}, [src], dst, R.where())
+
+
+def transpose(input, dim0, dim1):
+    R = context.rec()
+    t = _tensor(input, "transpose")
+    perm = list(range(len(t.shape)))
+    perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+    shape = [t.shape[p] for p in perm]
+    return _local("transpose", shape, t.dtype, {"perm": perm}, [t])
+
+
+def concat(tensors, dim=0):
+    R = context.rec()
+    ts = [_tensor(t, "concat") for t in tensors]
+    if len(ts) < 2:
+        raise R.fail("concat needs at least 2 tensors")
+    shape = ts[0].shape
+    axis = dim % len(shape)
+    total = shape[axis]
+    for t in ts[1:]:
+        total = total + t.shape[axis]
+    shape[axis] = total
+    return _local("concat", shape, ts[0].dtype, {"axis": dim}, ts)
+
+
+def full(size, fill_value, dtype, *, valid_shape=None):
+    R = context.rec()
+    if valid_shape is not None and not (len(valid_shape) == len(size) and all(
+            same_dim(v, d) for v, d in zip(valid_shape, size))):
+        raise R.fail("full with a valid_shape smaller than its size is not supported yet",
+                     supported=["valid_shape equal to the size"])
+    return _local("full", list(size), dtype, {"shape": R.check_dims(size, "full size"),
+                                              "value": _scalar(fill_value, "full"),
+                                              "dtype": schema_dtype(dtype)}, [])
+
+
+def softmax(input, dim):
+    """Upstream's softmax is built from these ops: amax, sub, exp, sum, div (in FP32)."""
+    t = _tensor(input, "softmax")
+    x = cast(t, DataType.DT_FP32) if t.dtype.name != "DT_FP32" else t
+    e = exp(sub(x, amax(x, dim, True)))
+    out = div(e, sum(e, dim, True))
+    return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
+
+
+def sigmoid(input):
+    """Upstream's sigmoid is built from these ops: 1 / (exp(-x) + 1) (in FP32)."""
+    t = _tensor(input, "sigmoid")
+    x = cast(t, DataType.DT_FP32) if t.dtype.name != "DT_FP32" else t
+    d = add(exp(mul(x, -1.0)), 1.0)
+    out = div(full(d.shape, 1.0, DataType.DT_FP32), d)
+    return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
+
+
+METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
+           "minimum": minimum, "exp": exp, "sqrt": sqrt, "rsqrt": rsqrt, "abs": abs, "neg": neg,
+           "reciprocal": reciprocal, "sum": sum, "amax": amax, "amin": amin, "matmul": matmul,
+           "view": view, "reshape": reshape, "transpose": transpose, "softmax": softmax,
+           "sigmoid": sigmoid,
+           "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
+
+UNSUPPORTED = ("erfc", "log", "log1p", "tanh", "relu", "clip", "where",
+               "topk", "expand_clone", "scatter_update", "scatter", "scatter_", "gather",
+               "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "pow", "exp2",
+               "expm1", "floor", "ceil", "round", "trunc", "sign", "logical_not", "cumsum",
+               "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",
+               "greater", "gt", "ge", "lt", "le", "eq", "ne", "sin", "cos")

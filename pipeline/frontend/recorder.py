@@ -1,0 +1,298 @@
+"""What a traced kernel did, in order: tensors, ops, loops, tile shapes, scopes, conditions.
+
+The stand-in ``pypto`` module (standin.py) calls into one ``Recorder`` while the kernel
+runs.  Values are named late: an op's output is a ``Slot`` whose name comes from the
+variable the kernel assigned it to, and the two branches of a symbolic ``if`` that bind
+the same variable tie their slots into one name (the kernel language's way of merging
+branches: ops with the same ``out`` under exclusive ``cond``s).
+"""
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import Unsupported
+from .symbols import SymInt, as_dim
+
+
+@dataclass(eq=False)
+class Slot:
+    hint: str
+    fixed: bool = False          # a kernel argument keeps its parameter name
+    named: bool = False          # the hint came from an assignment
+    parent: "Slot | None" = None
+
+    def root(self) -> "Slot":
+        slot = self
+        while slot.parent is not None:
+            slot = slot.parent
+        return slot
+
+
+@dataclass(eq=False)
+class TensorDecl:
+    """A GM tensor of the kernel: an argument or a ``pypto.tensor`` temporary."""
+    slot: Slot
+    shape: list
+    dtype: str
+    format: str = "ND"
+    role: str = "input"
+    cache_policy: str = "default"
+    where: str = ""
+
+
+@dataclass(eq=False)
+class OpRec:
+    fields: dict
+    inputs: list                 # traced values
+    out: Any                     # Slot (new value) or a traced value (assemble target)
+    where: str
+    cond: tuple = ()
+
+
+@dataclass(eq=False)
+class LoopRec:
+    head: dict
+    where: str
+    body: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class StateRec:
+    key: str                     # set_vec_tile_shapes / set_cube_tile_shapes / sg_set_scope
+    value: Any
+    where: str
+
+
+_STATE_KEYS = ("set_vec_tile_shapes", "set_cube_tile_shapes", "sg_set_scope")
+_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+class Recorder:
+    def __init__(self, function: str, source: Path, shown: str):
+        self.function, self.source, self.shown = function, str(source.resolve()), shown
+        self.params: dict[str, int] = {}
+        self.decls: list[TensorDecl] = []
+        self.body: list = []
+        self.stack: list[list] = [self.body]
+        self.conds: list[str] = []
+        self.segment = 0
+        self.state: dict[str, Any] = {k: None for k in _STATE_KEYS}
+        self.label: str | None = None
+        self.active_idx: list[str] = []
+        self.used_names: set[str] = set()
+        self.loop_count = 0
+        self.notes: list[str] = []
+        self.options: dict[str, dict] = {}
+
+    # -- where am I ---------------------------------------------------------------------
+    def where(self) -> str:
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename == self.source:
+                return f"{self.shown}:{frame.f_lineno}"
+            frame = frame.f_back
+        return self.shown
+
+    def fail(self, what: str, supported="", hint: str = "") -> Unsupported:
+        return Unsupported(what, where=self.where(), function=self.function,
+                           supported=supported, hint=hint)
+
+    # -- names ----------------------------------------------------------------------------
+    def reserve(self, hint: str) -> str:
+        """A fresh identifier for a param, loop or loop index."""
+        base = _identifier(hint)
+        name, n = base, 2
+        while name in self.used_names:
+            name, n = f"{base}_{n}", n + 1
+        self.used_names.add(name)
+        return name
+
+    def add_param(self, name: str, value: int) -> SymInt:
+        name = self.reserve(name)
+        self.params[name] = int(value)
+        return SymInt(name, int(value))
+
+    def on_concrete(self, sym: SymInt, reason: str) -> int:
+        if sym.value is None:
+            raise self.fail(f"the symbolic value '{sym.text}' {reason}; it depends on a "
+                            f"loop index, which has no value while tracing",
+                            hint="keep loop indices in shapes, offsets, pypto.cond/if tests and "
+                                 "loop bounds; a Python range/list needs a static int")
+        note = f"'{sym.text}' = {sym.value} {reason} at {self.where()}: the config holds " \
+               f"that value, re-import to change it"
+        if note not in self.notes:
+            self.notes.append(note)
+        return sym.value
+
+    def check_dims(self, dims, what: str) -> list:
+        """Dims as config values; a name must be a param or an enclosing loop index."""
+        out = []
+        for d in dims:
+            try:
+                value = d if isinstance(d, str) else as_dim(d)
+            except TypeError:
+                raise self.fail(f"{what} {list(dims)!r} holds {d!r}, which is not an int or a "
+                                f"symbolic int") from None
+            if isinstance(value, str):
+                known = set(self.params) | set(self.active_idx) | {
+                    f"{i}_unroll" for i in self.active_idx} | {"min", "max", "ceil_div"}
+                for node in ast.walk(ast.parse(value, mode="eval")):
+                    if isinstance(node, ast.Name) and node.id not in known:
+                        raise self.fail(f"{what} uses '{node.id}' ({value}), a loop index "
+                                        f"outside its pypto.loop")
+            out.append(value)
+        return out
+
+    # -- tensors ----------------------------------------------------------------------------
+    def declare(self, decl: TensorDecl) -> TensorDecl:
+        self.decls.append(decl)
+        return decl
+
+    # -- statements --------------------------------------------------------------------------
+    def op(self, fields: dict, inputs: list, out, where: str) -> OpRec:
+        for value in inputs + ([out] if hasattr(out, "slot") else []):
+            self.check_usable(value)
+        if self.label is not None:
+            fields.setdefault("label", self.label)
+        rec = OpRec(fields, list(inputs), out, where, tuple(self.conds))
+        self.stack[-1].append(rec)
+        return rec
+
+    def window(self, fields: dict, inputs: list, out, where: str) -> OpRec:
+        """A view or in-place reshape of GM: only a window on a tensor, costing nothing, so
+        it is declared in each root function that uses it, where it is first used."""
+        if self.label is not None:
+            fields.setdefault("label", self.label)
+        return OpRec(fields, list(inputs), out, where, tuple(self.conds))
+
+    def check_usable(self, value) -> None:
+        if value.decl is not None and value.kind != "view":
+            return          # a kernel tensor is visible everywhere
+        if value.kind == "view" and self.segment not in value.present:
+            self._declare_window(value)
+        if self.segment not in value.present:
+            raise self.fail(f"'{value.slot.root().hint}' (made at {value.where}) is used in "
+                            f"another root function than the one that made it (across a "
+                            f"pypto.loop boundary); values cross loops only through GM "
+                            f"tensors, which is not supported yet for on-chip values",
+                            hint="assemble it into a pypto.tensor and view that tensor where "
+                                 "it is needed")
+        if tuple(self.conds[:len(value.conds)]) != tuple(value.conds):
+            raise self.fail(f"'{value.slot.root().hint}' (made at {value.where}) exists only "
+                            f"where {' and '.join(value.conds)}, and is used where that is not "
+                            f"known to hold",
+                            hint="bind the variable in both branches of the if")
+
+    def _declare_window(self, value) -> None:
+        rec = value.defined_by
+        for name in ("shape", "offsets", "valid_shape"):
+            if name in rec.fields:
+                self.check_dims(rec.fields[name], f"{rec.fields['op']} {name} (from {rec.where})")
+        for source in rec.inputs:
+            self.check_usable(source)
+        self.stack[-1].append(OpRec(dict(rec.fields), list(rec.inputs), rec.out, rec.where,
+                                    rec.cond))
+        value.present.add(self.segment)
+
+    def set_state(self, key: str, value) -> None:
+        if self.state[key] != value:
+            self.state[key] = value
+            self.stack[-1].append(StateRec(key, value, self.where()))
+
+    # -- loops --------------------------------------------------------------------------------
+    def loop_begin(self, head: dict, where: str) -> tuple[LoopRec, dict]:
+        if self.conds:
+            raise self.fail("a pypto.loop inside a symbolic if is not supported yet (a loop "
+                            "statement carries no condition)")
+        rec = LoopRec(head, where)
+        self.stack[-1].append(rec)
+        self.stack.append(rec.body)
+        self.active_idx.append(head["idx"])
+        if head.get("style", "pypto") == "pypto":
+            self.segment += 1
+        return rec, dict(self.state)
+
+    def loop_end(self, rec: LoopRec, entry: dict) -> None:
+        if self.stack[-1] is not rec.body:
+            raise self.fail("a pypto.loop body ended early (break, return or an exception "
+                            "inside it); break and continue are not supported")
+        self.stack.pop()
+        self.active_idx.pop()
+        if rec.head.get("style", "pypto") == "pypto":
+            self.segment += 1
+        if not rec.body:
+            raise self.fail(f"pypto.loop '{rec.head['name']}' has an empty body")
+        # Upstream scopes tile shapes and scope per loop: every iteration starts from the
+        # state at loop entry, and the state after the loop is that state again.
+        changed = [k for k in _STATE_KEYS if self.state[k] != entry[k] and entry[k] is not None]
+        rec.body[:0] = [StateRec(k, entry[k], rec.where) for k in changed]
+        for k in changed:
+            self.set_state(k, entry[k])
+
+    # -- symbolic if ----------------------------------------------------------------------------
+    def branch_begin(self, cond: str) -> dict:
+        self.conds.append(cond)
+        return {**self.state, "label": self.label}
+
+    def branch_switch(self, cond: str, pre: dict) -> dict:
+        after_a = dict(self.state)
+        self.conds[-1] = f"not ({cond})"
+        self.label = pre["label"]        # the else branch starts from the state before the if
+        for k in _STATE_KEYS:
+            if pre[k] is not None:
+                self.set_state(k, pre[k])
+        return after_a
+
+    def branch_end(self, after_a: dict) -> None:
+        self.conds.pop()
+        differ = [k for k in _STATE_KEYS if self.state[k] != after_a[k]]
+        if differ:
+            raise self.fail(f"the branches of a symbolic if leave different {', '.join(differ)}; "
+                            f"the state after the if would depend on data",
+                            hint="set the same tile shapes / scope at the end of both branches")
+
+    def tie(self, a, b):
+        """Both branches bound one variable: one name, existing where the if exists."""
+        ra, rb = a.slot.root(), b.slot.root()
+        if ra is not rb:
+            rb.parent = ra
+        b.conds = tuple(self.conds)
+        return b
+
+    # -- output ---------------------------------------------------------------------------------
+    def final_names(self) -> None:
+        """Give every slot its config name: arguments keep theirs, the rest are made unique."""
+        taken = set(self.params) | set(self.used_names)
+        taken |= {d.slot.hint for d in self.decls if d.slot.fixed}
+        seen: dict[int, str] = {}
+
+        def name_of(slot: Slot) -> str:
+            root = slot.root()
+            if root.fixed:
+                return root.hint
+            if id(root) not in seen:
+                base = _identifier(root.hint)
+                name, n = base, 2
+                while name in taken:
+                    name, n = f"{base}_{n}", n + 1
+                taken.add(name)
+                seen[id(root)] = name
+            return seen[id(root)]
+        for decl in self.decls:
+            name_of(decl.slot)
+        self.name_of = name_of
+
+
+def _identifier(hint: str) -> str:
+    name = _NAME.sub("_", hint) or "t"
+    if name[0].isdigit():
+        name = "t" + name
+    if keyword.iskeyword(name) or name in ("min", "max", "ceil_div"):
+        name += "_"
+    return name

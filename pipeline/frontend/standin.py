@@ -1,0 +1,94 @@
+"""Build the stand-in ``pypto`` module: the API surface the tracer supports.
+
+Names upstream has but the kernel language cannot hold yet resolve to functions that stop
+with the list of what is supported; enum namespaces (CastMode, PrecisionType, ...) resolve
+to plain member names so module-level code imports.
+"""
+from __future__ import annotations
+
+import types
+
+from . import context, control, ops, tensor
+from .symbols import SymInt
+
+ENTRY_POINTS = (
+    "jit", "frontend.jit", "options", "Tensor", "tensor", "DYNAMIC", "STATIC", "DT_FP32",
+    "DT_FP16", "DT_BF16", "DT_INT8", "DT_INT32", "TileOpFormat.TILEOP_NZ", "loop(stop | start, "
+    "stop, step, name=, idx_name=, unroll_list=, parallel=)", "loop_unroll", "Python for",
+    "is_loop_begin", "is_loop_end", "cond", "if on loop conditions", "set_vec_tile_shapes",
+    "get_vec_tile_shapes", "set_cube_tile_shapes", "get_cube_tile_shapes",
+    "set_pass_options(sg_set_scope=)", "set_semantic_label", *ops.SUPPORTED_OPS,
+    "Tensor.move", "slicing", "slice assignment", "ceildiv", "min", "max")
+
+
+class _Status:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"pypto.{self.name}"
+
+
+DYNAMIC, STATIC = _Status("DYNAMIC"), _Status("STATIC")
+
+
+def _missing(name: str):
+    def fn(*args, **kwargs):
+        if context.active is None:
+            raise RuntimeError(f"pypto.{name} is not supported by the ptolab tracing stand-in")
+        raise context.rec().fail(f"pypto.{name} is not supported by the tracing stand-in",
+                                 supported=ENTRY_POINTS)
+    fn.__name__ = name
+    return fn
+
+
+class _Module(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name[:1].isupper() and not name.startswith("DT_"):
+            value = tensor.Enum(name)
+        else:
+            value = _missing(name)
+        setattr(self, name, value)
+        return value
+
+
+def build() -> dict[str, types.ModuleType]:
+    """Fresh modules for ``pypto``, ``pypto.frontend`` and ``pypto.experimental``."""
+    pypto = _Module("pypto", "ptolab's tracing stand-in for PyPTO (see pipeline/frontend)")
+    frontend = _Module("pypto.frontend")
+    experimental = _Module("pypto.experimental")
+    frontend.jit = control.jit
+    frontend.dynamic = _missing("frontend.dynamic")
+    experimental.set_operation_options = control.set_operation_options
+    names = {
+        "frontend": frontend, "experimental": experimental, "jit": control.jit,
+        "options": control.options, "Tensor": tensor.Tensor, "tensor": tensor.Tensor,
+        "DataType": tensor.DataType, "TileOpFormat": tensor.TileOpFormat,
+        "CachePolicy": tensor.CachePolicy, "DYNAMIC": DYNAMIC, "STATIC": STATIC,
+        "RunMode": tensor.Enum("RunMode", NPU=0, SIM=1),
+        "loop": control.loop, "loop_unroll": control.loop_unroll,
+        "is_loop_begin": control.is_loop_begin, "is_loop_end": control.is_loop_end,
+        "cond": control.cond, "set_vec_tile_shapes": control.set_vec_tile_shapes,
+        "get_vec_tile_shapes": control.get_vec_tile_shapes,
+        "set_cube_tile_shapes": control.set_cube_tile_shapes,
+        "get_cube_tile_shapes": control.get_cube_tile_shapes,
+        "set_pass_options": control.set_pass_options,
+        "set_semantic_label": control.set_semantic_label, "ceildiv": control.ceildiv,
+        "min": control.sym_min, "max": control.sym_max, "SymbolicScalar": SymInt,
+        "symbolic_scalar": SymInt, "matmul": ops.matmul, "view": ops.view,
+        "reshape": ops.reshape, "assemble": ops.assemble, "transpose": ops.transpose,
+        "concat": ops.concat, "full": ops.full, "cast": ops.cast, "softmax": ops.softmax,
+        "sigmoid": ops.sigmoid,
+    }
+    for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
+               "neg", "reciprocal", "sum", "amax", "amin"):
+        names[op] = getattr(ops, op)
+    for name in (*tensor.KERNEL_DTYPES, *tensor.OTHER_DTYPES):
+        names[name] = getattr(tensor.DataType, name)
+    for name in ops.UNSUPPORTED:
+        names[name] = ops._unsupported(name)
+    for key, value in names.items():
+        setattr(pypto, key, value)
+    return {"pypto": pypto, "pypto.frontend": frontend, "pypto.experimental": experimental}

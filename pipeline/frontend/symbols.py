@@ -1,0 +1,195 @@
+"""Symbolic integers: shapes, offsets and loop indices as kernel-language expressions.
+
+A ``SymInt`` carries the expression text the kernel config will hold (``"b*NQ + 4"``,
+in the grammar of simcore.spec.expr) and, where it is known at import time, its value.
+Loop indices have no value: they stay names.  Dynamic dims (params) have a value from
+``--dim``; Python code that needs a real int from one (``range(x.shape[0])``) gets that
+value, and the tracer notes the specialisation in the config's header.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+# Set by the tracer while a kernel runs: called with (SymInt, reason) when Python forces a
+# symbolic value to a concrete one.
+on_concrete: Callable[["SymInt", str], int] | None = None
+
+
+def _text(x) -> str:
+    return x.text if isinstance(x, SymInt) else str(int(x))
+
+
+def _atom(x) -> str:
+    """Operand text, parenthesised unless it is a name or a non-negative number."""
+    t = _text(x)
+    return t if t.replace("_", "a").isalnum() else f"({t})"
+
+
+def _value(x):
+    return x.value if isinstance(x, SymInt) else int(x)
+
+
+def is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+class SymInt:
+    __slots__ = ("text", "value", "loop")
+
+    def __init__(self, text: str, value: int | None = None, loop=None):
+        self.text, self.value, self.loop = text, value, loop
+
+    # -- arithmetic -----------------------------------------------------------------------
+    def _bin(self, other, sym: str, fn, reverse=False):
+        if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
+            return NotImplemented
+        a, b = (other, self) if reverse else (self, other)
+        va, vb = _value(a), _value(b)
+        value = fn(va, vb) if va is not None and vb is not None else None
+        simple = _simplify(a, b, sym)
+        if simple is not None:
+            return simple
+        return SymInt(f"{_atom(a)}{sym}{_atom(b)}", value)
+
+    def __add__(self, o): return self._bin(o, " + ", lambda a, b: a + b)
+    def __radd__(self, o): return self._bin(o, " + ", lambda a, b: a + b, True)
+    def __sub__(self, o): return self._bin(o, " - ", lambda a, b: a - b)
+    def __rsub__(self, o): return self._bin(o, " - ", lambda a, b: a - b, True)
+    def __mul__(self, o): return self._bin(o, "*", lambda a, b: a * b)
+    def __rmul__(self, o): return self._bin(o, "*", lambda a, b: a * b, True)
+    def __floordiv__(self, o): return self._bin(o, " // ", lambda a, b: a // b)
+    def __rfloordiv__(self, o): return self._bin(o, " // ", lambda a, b: a // b, True)
+    def __mod__(self, o): return self._bin(o, " % ", lambda a, b: a % b)
+    def __rmod__(self, o): return self._bin(o, " % ", lambda a, b: a % b, True)
+
+    def __neg__(self):
+        return SymInt(f"-{_atom(self)}", None if self.value is None else -self.value)
+
+    def __pos__(self):
+        return self
+
+    def __truediv__(self, o):
+        raise TypeError("a symbolic int divides with // (the kernel language has no '/')")
+
+    __rtruediv__ = __truediv__
+
+    def min(self, other):
+        return _call("min", self, other, min)
+
+    def max(self, other):
+        return _call("max", self, other, max)
+
+    # -- comparisons give conditions ------------------------------------------------------
+    def _cmp(self, other, sym, fn):
+        if isinstance(other, bool) or not isinstance(other, (int, SymInt)):
+            return NotImplemented
+        va, vb = _value(self), _value(other)
+        value = int(fn(va, vb)) if va is not None and vb is not None else None
+        return SymBool(f"{_text(self)} {sym} {_text(other)}", value)
+
+    def __eq__(self, o): return self._cmp(o, "==", lambda a, b: a == b)
+    def __ne__(self, o): return self._cmp(o, "!=", lambda a, b: a != b)
+    def __lt__(self, o): return self._cmp(o, "<", lambda a, b: a < b)
+    def __le__(self, o): return self._cmp(o, "<=", lambda a, b: a <= b)
+    def __gt__(self, o): return self._cmp(o, ">", lambda a, b: a > b)
+    def __ge__(self, o): return self._cmp(o, ">=", lambda a, b: a >= b)
+
+    def __hash__(self):
+        return hash(self.text)
+
+    # -- Python wants a real int ------------------------------------------------------------
+    def concrete(self, reason: str = "is used as a Python int") -> int:
+        if on_concrete is not None:
+            return on_concrete(self, reason)
+        if self.value is None:
+            raise TypeError(f"'{self.text}' is symbolic and has no value here")
+        return self.value
+
+    def __index__(self):
+        return self.concrete("is used as a Python int (range, index, list size)")
+
+    __int__ = __index__
+
+    def __bool__(self):
+        return bool(self.concrete("decides a Python branch outside an if statement"))
+
+    def __repr__(self):
+        return f"SymInt({self.text!r})" if self.value is None else \
+            f"SymInt({self.text!r}={self.value})"
+
+    __str__ = __repr__
+
+
+class SymBool(SymInt):
+    """A condition: 1 where it holds, 0 elsewhere (the kernel language's ``cond``)."""
+    __slots__ = ()
+
+    def negate(self) -> "SymBool":
+        return SymBool(f"not ({self.text})", None if self.value is None else int(not self.value))
+
+    __invert__ = negate
+
+    def __and__(self, other):
+        return _logic(self, other, "and")
+
+    def __or__(self, other):
+        return _logic(self, other, "or")
+
+
+def _logic(a, b, word):
+    if not isinstance(b, (SymInt, int)):
+        return NotImplemented
+    va, vb = _value(a), _value(b)
+    value = None if va is None or vb is None else int(bool(va) and bool(vb) if word == "and"
+                                                      else bool(va) or bool(vb))
+    return SymBool(f"({_text(a)}) {word} ({_text(b)})", value)
+
+
+def _call(name, a, b, fn):
+    va, vb = _value(a), _value(b)
+    if isinstance(a, int) and isinstance(b, int):
+        return fn(a, b)
+    return SymInt(f"{name}({_text(a)}, {_text(b)})",
+                  fn(va, vb) if va is not None and vb is not None else None)
+
+
+def _simplify(a, b, sym):
+    """x + 0, x * 1, x * 0 and friends, so offsets read like the kernel's source."""
+    if sym.strip() in ("+", "-") and is_int(b) and b == 0:
+        return a
+    if sym.strip() == "+" and is_int(a) and a == 0:
+        return b
+    if sym == "*":
+        if is_int(a) and a == 1:
+            return b
+        if is_int(b) and b == 1:
+            return a
+        if (is_int(a) and a == 0) or (is_int(b) and b == 0):
+            return 0
+    if sym.strip() == "//" and is_int(b) and b == 1:
+        return a
+    return None
+
+
+def as_dim(x):
+    """int or expression text, what a kernel config's Dim holds."""
+    if isinstance(x, SymInt):
+        return x.text
+    if is_int(x):
+        return x
+    raise TypeError(f"{x!r} is not an int or a symbolic int")
+
+
+def same_dim(a, b) -> bool:
+    if isinstance(a, SymInt) or isinstance(b, SymInt):
+        if _text(a) == _text(b):
+            return True
+        va, vb = _value(a), _value(b)
+        return va is not None and va == vb
+    return a == b
+
+
+def ceil_div(a, b):
+    if is_int(a) and is_int(b):
+        return -(-a // b)
+    return _call("ceil_div", a, b, lambda x, y: -(-x // y))

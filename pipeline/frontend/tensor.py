@@ -1,0 +1,313 @@
+"""The stand-in's tensors and dtypes: placeholders that record what a kernel does to them.
+
+A ``Tensor`` is either in GM (a kernel argument, a ``pypto.tensor`` temporary, or a view
+or in-place reshape of one) or on chip (the result of an op).  Ops and their shape rules
+live in ops.py; this module holds the value and the Python syntax on it (operators,
+slicing, slice assignment, ``.move``).
+"""
+from __future__ import annotations
+
+import ast
+
+from simcore.spec.expr import ExprError, evaluate, parse
+
+from . import context
+from .recorder import Slot, TensorDecl
+from .symbols import SymInt, is_int
+
+
+class DType:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return f"DataType.{self.name}"
+
+
+# upstream DataType members; the kernel language holds the first five
+KERNEL_DTYPES = {"DT_FP32": "fp32", "DT_FP16": "fp16", "DT_BF16": "bf16", "DT_INT8": "int8",
+                 "DT_INT32": "int32"}
+OTHER_DTYPES = ("DT_INT4", "DT_INT16", "DT_INT64", "DT_FP8", "DT_HF4", "DT_HF8", "DT_FP8E4M3",
+                "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1", "DT_FP4_E2M1X2", "DT_FP4_E1M2",
+                "DT_FP4_E1M2X2", "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64", "DT_BOOL",
+                "DT_DOUBLE")
+
+
+class _DataTypes:
+    def __init__(self):
+        for name in (*KERNEL_DTYPES, *OTHER_DTYPES):
+            setattr(self, name, DType(name))
+
+
+DataType = _DataTypes()
+BY_SCHEMA = {v: getattr(DataType, k) for k, v in KERNEL_DTYPES.items()}
+
+
+def schema_dtype(dtype, of: str = "") -> str:
+    of = f" of {of}" if of else ""
+    if not isinstance(dtype, DType):
+        raise context.rec().fail(f"{dtype!r}{of} is not a pypto dtype",
+                                 supported=[f"pypto.{k}" for k in KERNEL_DTYPES])
+    if dtype.name not in KERNEL_DTYPES:
+        raise context.rec().fail(f"dtype {dtype.name}{of} is not in the kernel language yet",
+                                 supported=[f"pypto.{k}" for k in KERNEL_DTYPES])
+    return KERNEL_DTYPES[dtype.name]
+
+
+class Enum:
+    """An upstream enum namespace (CastMode, PrecisionType, ...): members are names only."""
+
+    def __init__(self, name: str, **values):
+        self._name = name
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def __getattr__(self, member):
+        if member.startswith("_"):
+            raise AttributeError(member)
+        value = EnumMember(self._name, member)
+        setattr(self, member, value)
+        return value
+
+
+class EnumMember:
+    def __init__(self, owner: str, name: str):
+        self.owner, self.name = owner, name
+
+    def __repr__(self):
+        return f"{self.owner}.{self.name}"
+
+
+TileOpFormat = Enum("TileOpFormat")
+CachePolicy = Enum("CachePolicy")
+
+
+class TensorAnnotation:
+    """``pypto.Tensor[shape, dtype]`` / ``pypto.Tensor(shape, dtype)`` in a signature."""
+
+    def __init__(self, shape=None, dtype=None, name="", format=None):
+        self.shape, self.dtype, self.name, self.format = shape, dtype, name, format
+
+    def __repr__(self):
+        return f"pypto.Tensor({self.shape!r}, {self.dtype!r})"
+
+
+def _format_name(fmt) -> str:
+    if fmt is None or (isinstance(fmt, EnumMember) and fmt.name == "TILEOP_ND"):
+        return "ND"
+    if isinstance(fmt, EnumMember) and fmt.name == "TILEOP_NZ":
+        return "NZ"
+    raise context.rec().fail(f"tensor format {fmt!r} is not known",
+                             supported=["pypto.TileOpFormat.TILEOP_ND", "TILEOP_NZ"])
+
+
+class Tensor:
+    """A traced tensor.  Outside a trace, ``pypto.Tensor(...)`` makes an annotation."""
+
+    def __new__(cls, shape=None, dtype=None, name="", format=None, *rest, **kwargs):
+        if context.active is None:
+            return TensorAnnotation(shape, dtype, name, format)
+        return temporary(shape, dtype, name, format)
+
+    def __class_getitem__(cls, params):
+        if not isinstance(params, tuple):
+            params = (params,)
+        shape = dtype = fmt = None
+        name = ""
+        for p in params:
+            if isinstance(p, (list, tuple)) or p is Ellipsis:
+                shape = p
+            elif isinstance(p, DType):
+                dtype = p
+            elif isinstance(p, EnumMember):
+                fmt = p
+            elif isinstance(p, str):
+                name = p
+            elif isinstance(p, dict):
+                shape, dtype = p.get("shape", shape), p.get("dtype", dtype)
+                fmt, name = p.get("format", fmt), p.get("name", name)
+        return TensorAnnotation(shape, dtype, name, fmt)
+
+    # -- properties ---------------------------------------------------------------------
+    @property
+    def shape(self):
+        return list(self._shape)
+
+    @property
+    def valid_shape(self):
+        return list(self._valid or self._shape)
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def dim(self):
+        return len(self._shape)
+
+    @property
+    def format(self):
+        return getattr(TileOpFormat, "TILEOP_" + (self.decl.format if self.decl else "ND"))
+
+    @property
+    def name(self):
+        return self.slot.root().hint
+
+    def __repr__(self):
+        return f"Tensor({self.slot.root().hint}, {self._shape}, {self._dtype})"
+
+    def __bool__(self):
+        raise context.rec().fail("a tensor decides a Python branch; tensor values are data "
+                                 "and are not known while tracing")
+
+    def __iter__(self):
+        raise context.rec().fail("a tensor is not iterable")
+
+    def __len__(self):
+        return int(self._shape[0])
+
+    # -- operators -------------------------------------------------------------------------
+    def __add__(self, o): return _ops().add(self, o)
+    def __radd__(self, o): return _ops().add(o, self)
+    def __sub__(self, o): return _ops().sub(self, o)
+    def __rsub__(self, o): return _ops().sub(o, self)
+    def __mul__(self, o): return _ops().mul(self, o)
+    def __rmul__(self, o): return _ops().mul(o, self)
+    def __truediv__(self, o): return _ops().div(self, o)
+    def __rtruediv__(self, o): return _ops().div(o, self)
+    def __neg__(self): return _ops().neg(self)
+    def __pos__(self): return self
+
+    def __matmul__(self, other):
+        out = other.dtype if other.dtype.name != "DT_INT8" else DataType.DT_INT32
+        return _ops().matmul(self, other, out)
+
+    def _compare(self, other):
+        raise context.rec().fail("tensor comparisons (>, <, ==, ...) are not in the kernel "
+                                 "language yet")
+
+    __gt__ = __lt__ = __ge__ = __le__ = _compare
+    __eq__ = __ne__ = _compare
+    __hash__ = object.__hash__
+
+    def __floordiv__(self, o):
+        raise context.rec().fail("tensor // and % are not in the kernel language yet")
+
+    __mod__ = __pow__ = __floordiv__
+
+    # -- slicing ----------------------------------------------------------------------------
+    def __getitem__(self, key):
+        offsets, shape = _region(self, key, "read")
+        if offsets is None:
+            return self
+        return _ops().view(self, shape, offsets)
+
+    def __setitem__(self, key, value):
+        offsets, _ = _region(self, key, "write")
+        _ops().assemble(value, offsets or [0] * len(self._shape), self)
+
+    def move(self, other):
+        _ops().assemble(other, [0] * len(self._shape), self)
+
+    def set_cache_policy(self, policy, value: bool) -> None:
+        R = context.rec()
+        if self.decl is None or self.kind == "local":
+            raise R.fail("set_cache_policy on an on-chip value; it applies to GM tensors")
+        if getattr(policy, "name", "") != "NONE_CACHEABLE":
+            raise R.fail(f"cache policy {policy!r} is not modeled",
+                         supported=["pypto.CachePolicy.NONE_CACHEABLE"])
+        self.decl.cache_policy = "bypass" if value else "default"
+
+    # method forms of the ops
+    def __getattr__(self, attr):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        fn = _ops().METHODS.get(attr)
+        if fn is None:
+            raise context.rec().fail(f"Tensor.{attr} is not supported by the tracing stand-in",
+                                     supported=["Tensor." + m for m in sorted(_ops().METHODS)]
+                                     + ["shape", "dtype", "dim", "valid_shape", "format", "move",
+                                        "set_cache_policy", "slicing", "slice assignment"])
+        return lambda *a, **k: fn(self, *a, **k)
+
+
+def _ops():
+    from . import ops
+    return ops
+
+
+def make(kind: str, shape, dtype: DType, hint: str, decl: TensorDecl | None = None,
+         valid=None) -> Tensor:
+    R = context.rec()
+    t = object.__new__(Tensor)
+    t.kind, t._shape, t._dtype, t._valid = kind, list(shape), dtype, valid
+    t.decl = decl
+    t.slot = decl.slot if kind in ("arg", "temp") else Slot(hint)
+    t.conds = tuple(R.conds) if kind not in ("arg", "temp") else ()
+    # root-function segments where the value exists; a GM window is declared on first use
+    t.present = set() if kind == "view" else {R.segment}
+    t.defined_by = None
+    t.where = R.where()
+    return t
+
+
+def argument(name: str, shape, dtype: DType, fmt: str) -> Tensor:
+    R = context.rec()
+    decl = R.declare(TensorDecl(Slot(name, fixed=True), R.check_dims(shape, f"'{name}' shape"),
+                                schema_dtype(dtype, f"argument '{name}'"), fmt, "input"))
+    return make("arg", shape, dtype, name, decl)
+
+
+def temporary(shape, dtype, name="", format=None) -> Tensor:
+    """``pypto.tensor(shape, dtype, name)``: a GM temporary of the kernel."""
+    R = context.rec()
+    if shape is None or not isinstance(shape, (list, tuple)):
+        raise R.fail(f"pypto.tensor needs a shape list, got {shape!r}")
+    dims = R.check_dims(shape, "pypto.tensor shape")
+    dtype = dtype or DataType.DT_FP32
+    decl = R.declare(TensorDecl(Slot(name or "tmp", named=bool(name)), dims, schema_dtype(dtype),
+                                _format_name(format), "temporary", where=R.where()))
+    return make("temp", list(shape), dtype, decl.slot.hint, decl)
+
+
+def _region(t: Tensor, key, mode: str):
+    """(offsets, shape) of a basic slice, or (None, None) for ``[:]`` / ``[...]``."""
+    R = context.rec()
+    if key is Ellipsis or (isinstance(key, slice) and key == slice(None)):
+        return None, None
+    key = key if isinstance(key, tuple) else (key,)
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(t._shape) - len(key) + 1) + key[i + 1:]
+    key = key + (slice(None),) * (len(t._shape) - len(key))
+    if len(key) != len(t._shape):
+        raise R.fail(f"index {key!r} has more entries than the {len(t._shape)} dims of the tensor")
+    if not all(isinstance(k, slice) for k in key):
+        raise R.fail(f"tensor element {'reads' if mode == 'read' else 'writes'} (an int index "
+                     f"such as x[b] or x[b, i]) give data-dependent scalars, which are not "
+                     f"supported yet", supported=["slices x[a:b, :]", "pypto.view"])
+    offsets, shape = [], []
+    for k, dim in zip(key, t._shape):
+        if k.step not in (None, 1):
+            raise R.fail("a slice with a step is not supported", supported=["step 1"])
+        start = 0 if k.start is None else k.start
+        stop = dim if k.stop is None else k.stop
+        if (is_int(start) and start < 0) or (is_int(stop) and stop < 0):
+            raise R.fail("negative slice bounds are not supported")
+        offsets.append(start)
+        shape.append(_constant(stop - start))
+    return offsets, shape
+
+
+def _constant(extent):
+    """x[b:b + 1] has extent 1 whatever b is: fold an extent that does not vary."""
+    if not isinstance(extent, SymInt):
+        return extent
+    names = {n.id for n in ast.walk(parse(extent.text)) if isinstance(n, ast.Name)}
+    try:
+        values = {evaluate(extent.text, {n: k * 7 + 3 for n in names}) for k in range(3)}
+    except ExprError:
+        return extent
+    return values.pop() if len(values) == 1 else extent

@@ -1,0 +1,314 @@
+"""ptolab import: PyPTO Python kernels traced into kernel configs.
+
+The kernels under tests/kernels_py are our own, written in PyPTO's Python API; each must
+import to a config whose compile gives the counts of the hand-written config it mirrors.
+"""
+from __future__ import annotations
+
+import hashlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.cli import main
+from pipeline.frontend import kernel_text, trace_file
+from simcore.compiler import compile_kernel
+from simcore.spec.errors import ConfigError
+from simcore.spec.hardware import load_hardware
+from simcore.spec.kernel import Kernel
+
+REPO = Path(__file__).resolve().parents[1]
+PY = REPO / "tests" / "kernels_py"
+COUNTS = ("root_calls", "loop_bodies", "leaf_functions", "leaf_tasks", "dev_tasks")
+
+
+@pytest.fixture(scope="module")
+def hw():
+    return load_hardware("dav_2201")
+
+
+def imported(path: Path, function=None, dims=None, args=None) -> tuple[Kernel, str]:
+    text = kernel_text(trace_file(path, function, dims, args), "test")
+    return Kernel.model_validate(yaml.safe_load(text)), text
+
+
+def write(tmp_path: Path, body: str, name="k.py") -> Path:
+    path = tmp_path / name
+    path.write_text("import pypto\n" + textwrap.dedent(body))
+    return path
+
+
+@pytest.mark.parametrize("name", ["multi_stitch_add", "softmax", "rmsnorm", "tiling_bmm",
+                                  "glm_attention"])
+def test_python_kernel_compiles_like_its_config(name, hw):
+    kernel, _ = imported(PY / f"{name}.py")
+    from simcore.spec.kernel import load_kernel
+    want = compile_kernel(load_kernel(REPO / "configs" / "kernels" / f"{name}.yaml"), hw).counts()
+    got = compile_kernel(kernel, hw).counts()
+    assert {k: got[k] for k in COUNTS} == {k: want[k] for k in COUNTS}
+
+
+def test_glm_branches_share_names_under_exclusive_conditions():
+    kernel, _ = imported(PY / "glm_attention.py")
+    ops = [s for s in kernel.body[0].body[0].body if getattr(s, "op", None)]
+    m_new = [o for o in ops if o.out == "m_new"]
+    assert len(m_new) == 2 and {o.cond for o in m_new} == {"s2 == 0", "not (s2 == 0)"}
+    assert kernel.options.pass_options.cube_l1_reuse_setting == {"0": 4}
+    assert kernel.body[0].body[0].loop.unroll_list == [8, 4, 2, 1]
+
+
+def test_header_names_source_and_hash_and_output_is_deterministic():
+    path = PY / "softmax.py"
+    text1 = kernel_text(trace_file(path), "cmd")
+    text2 = kernel_text(trace_file(path), "cmd")
+    assert text1 == text2
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert digest in text1.splitlines()[0] and path.as_posix() in text1.splitlines()[0]
+    assert "# softmax.py:" in text1        # every statement points at its source line
+
+
+def test_standins_leave_sys_modules_as_they_were():
+    before = {k for k in sys.modules if k.split(".")[0] in ("pypto", "torch")}
+    trace_file(PY / "rmsnorm.py")
+    assert {k for k in sys.modules if k.split(".")[0] in ("pypto", "torch")} == before
+
+
+@pytest.mark.skipif("torch" in sys.modules, reason="torch is installed")
+def test_module_level_torch_works_without_torch(tmp_path):
+    path = write(tmp_path, """
+        import torch
+        from torch import nn
+        DT = torch.float16
+
+        @pypto.jit
+        def k(x: pypto.Tensor([64, 64], pypto.DT_FP16), y: pypto.Tensor([64, 64], pypto.DT_FP16)):
+            pypto.set_vec_tile_shapes(32, 32)
+            y[:] = x * 2.0
+        """)
+    kernel, _ = imported(path)
+    assert kernel.tensors["y"].role == "output"
+
+
+def test_real_pypto_is_not_shadowed(tmp_path, monkeypatch):
+    (tmp_path / "site" / "pypto").mkdir(parents=True)
+    (tmp_path / "site" / "pypto" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(ConfigError, match="real PyPTO"):
+        trace_file(PY / "rmsnorm.py")
+
+
+def test_dynamic_dims_become_params(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+              y: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32), block: int):
+            pypto.set_vec_tile_shapes(16, 64)
+            for i in pypto.loop(pypto.ceildiv(x.shape[0], block)):
+                y[i * block:(i + 1) * block, :] = pypto.view(x, [block, 64], [i * block, 0]) + 1.0
+        """)
+    kernel, text = imported(path, dims={"x_0": 256, "y_0": 256}, args={"block": 32})
+    assert kernel.params == {"x_0": 256, "y_0": 256}
+    assert compile_kernel(kernel, hw).root_calls == 8
+    bigger = Kernel.model_validate({**yaml.safe_load(text), "params": {"x_0": 512, "y_0": 512}})
+    assert compile_kernel(bigger, hw).root_calls == 16   # the trip count stayed symbolic
+
+
+def test_caller_shapes_come_from_arg(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(a: pypto.Tensor[[...], pypto.DT_FP16], out: pypto.Tensor[[...], pypto.DT_FP16]):
+            pypto.set_vec_tile_shapes(32, 32)
+            out[:] = (a + a) * 2.0
+        """)
+    with pytest.raises(ConfigError, match="--arg a="):
+        trace_file(path)
+    kernel, _ = imported(path, args={"a": [64, 64], "out": [64, 64]})
+    assert kernel.tensors["a"].shape == [64, 64] and kernel.tensors["a"].dtype == "fp16"
+    assert compile_kernel(kernel, hw).leaf_tasks == 4
+
+
+def test_loop_start_step_and_loop_unroll(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([13 * 32], pypto.DT_FP32), y: pypto.Tensor([13 * 32], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32)
+            for i in pypto.loop(2, 10, 2):
+                y[i * 32:(i + 1) * 32] = pypto.view(x, [32], [i * 32]) + 1.0
+            for j, n in pypto.loop_unroll(0, 13, 1, unroll_list=[4], name="u"):
+                y[j * 32:(j + n) * 32] = pypto.view(x, [n * 32], [j * 32]) * 2.0
+        """)
+    kernel, _ = imported(path)
+    program = compile_kernel(kernel, hw)
+    # 4 iterations of the stepped loop, then 3 chunks of 4 and 1 chunk of 1
+    assert program.root_calls == 4 + 3 + 1
+    assert program.leaf_tasks == 4 + 13
+
+
+UNSUPPORTED = {
+    "keepdim": ("y[:] = pypto.sum(x, dim=-1)", "keepdim=False"),
+    "rank broadcast": ("y[:] = x * pypto.view(x, [64], [0, 0])", "rank broadcast"),
+    "element read": ("n = x[0, 0]", "element reads"),
+    "unknown op": ("y[:] = pypto.erfc(x)", "erfc"),
+    "view of on-chip": ("y[:] = pypto.view(x + 1.0, [64, 64], [0, 0]) * 1.0", "on-chip"),
+    "scalar minus tensor": ("y[:] = 1.0 - x", "scalar sub tensor"),
+    "3-D matmul": ("z = pypto.matmul(pypto.reshape(x, [1, 64, 64], inplace=True), x, "
+                   "pypto.DT_FP32)", "batched"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSUPPORTED))
+def test_unsupported_constructs_stop_with_where_and_what_is_supported(tmp_path, case):
+    line, words = UNSUPPORTED[case]
+    path = write(tmp_path, f"""
+        @pypto.jit
+        def kern(x: pypto.Tensor([64, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 32)
+            pypto.set_cube_tile_shapes([32, 32], [32, 32], [32, 32])
+            {line}
+        """)
+    with pytest.raises(ConfigError) as err:
+        trace_file(path)
+    message = str(err.value)
+    assert words in message
+    assert "kern()" in message and "k.py:7" in message and "Supported:" in message
+
+
+def test_symbolic_if_around_a_loop_and_one_branch_value_are_refused(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def kern(x: pypto.Tensor([64], pypto.DT_FP32), y: pypto.Tensor([64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(64)
+            for i in pypto.loop(4):
+                if pypto.is_loop_begin(i):
+                    t = x + 1.0
+                y[:] = t
+        """)
+    with pytest.raises(ConfigError, match="exists only where i == 0"):
+        trace_file(path)
+
+
+def test_cli_writes_the_config_and_refuses_with_exit_2(tmp_path, capsys):
+    out = tmp_path / "sm.yaml"
+    assert main(["import", f"{PY / 'softmax.py'}:softmax", "--out", str(out)]) == 0
+    assert Kernel.model_validate(yaml.safe_load(out.read_text())).name == "softmax"
+    bad = write(tmp_path, """
+        @pypto.jit
+        def kern(x: pypto.Tensor([64], pypto.DT_FP32), y: pypto.Tensor([64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(64)
+            y[:] = pypto.erfc(x)
+        """, "bad.py")
+    assert main(["import", str(bad), "--out", str(tmp_path / "bad.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "erfc" in err and "Traceback" not in err and not (tmp_path / "bad.yaml").exists()
+
+
+def test_composites_trace_into_primitive_ops(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.jit
+        def kern(x: pypto.Tensor([64, 64], pypto.DT_FP16), y: pypto.Tensor([64, 64], pypto.DT_FP16),
+                 z: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            y[:] = pypto.softmax(x, -1)
+            z[:] = pypto.sigmoid(pypto.cast(x, pypto.DT_FP32))
+        """)
+    kernel, _ = imported(path)
+    ops = [s.op for s in kernel.body if getattr(s, "op", None)]
+    assert ops[:8] == ["cast", "amax", "sub", "exp", "sum", "div", "cast", "assemble"]
+    assert ops[8:] == ["cast", "mul", "exp", "add", "full", "div", "assemble"]
+    assert compile_kernel(kernel, hw).root_calls == 1
+
+
+def test_python_min_of_loop_offsets_stays_symbolic(tmp_path):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([100, 64], pypto.DT_FP32), y: pypto.Tensor([100, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            for i in pypto.loop(4):
+                end = min((i + 1) * 32, 100)
+                t = pypto.view(x, [32, 64], [i * 32, 0], valid_shape=[end - i * 32, 64])
+                y[i * 32:(i + 1) * 32, :] = t * 2.0
+        """)
+    kernel, text = imported(path)
+    assert "min((i + 1)*32, 100)" in text
+
+
+def test_a_python_error_in_the_kernel_names_its_line(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def kern(x: pypto.Tensor([64], pypto.DT_FP32), cfg):
+            pypto.set_vec_tile_shapes(64)
+            t = pypto.cast(x * cfg.scale, cfg.dtype)
+        """)
+    with pytest.raises(ConfigError, match=r"kern\(\) at .*k.py:6: the kernel raised AttributeError"):
+        trace_file(path, args={"cfg": {"eps": 1e-6}})
+    kernel, _ = imported(path, args={"cfg": {"scale": 0.5, "dtype": "pypto.DT_BF16"}})
+    assert kernel.body[1].scalar == 0.5 and kernel.body[2].dtype == "bf16"   # cfg.x from JSON
+
+
+def test_gm_views_made_before_a_loop_are_declared_where_used(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([4, 16, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            x2 = pypto.reshape(x, [64, 64], inplace=True)
+            head = x2[0:16, :]
+            pypto.set_vec_tile_shapes(16, 64)
+            for i in pypto.loop(4):
+                y[i * 16:(i + 1) * 16, :] = pypto.view(x2, [16, 64], [i * 16, 0]) + head
+        """)
+    kernel, text = imported(path)
+    loop_ops = [s.op for s in kernel.body[-1].body]
+    assert loop_ops == ["reshape", "view", "view", "add", "assemble"]
+    assert compile_kernel(kernel, hw).root_calls == 4
+
+
+def test_on_chip_values_do_not_cross_a_loop(tmp_path):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([64, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(16, 64)
+            t = x[0:16, :] * 2.0
+            for i in pypto.loop(4):
+                y[i * 16:(i + 1) * 16, :] = pypto.view(x, [16, 64], [i * 16, 0]) + t
+        """)
+    with pytest.raises(ConfigError, match="across a pypto.loop boundary"):
+        trace_file(path)
+
+
+def test_nz_format_cache_policy_and_host_options(tmp_path):
+    path = write(tmp_path, """
+        @pypto.frontend.jit(host_options={"compile_monitor_enable": 0},
+                            runtime_options={"ready_on_host_tensors": ["w"]})
+        def kern(a: pypto.Tensor([64, 64], pypto.DT_BF16),
+                 w: pypto.Tensor([64, 64], pypto.DT_BF16, format=pypto.TileOpFormat.TILEOP_NZ),
+                 c: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            a.set_cache_policy(pypto.CachePolicy.NONE_CACHEABLE, True)
+            pypto.set_cube_tile_shapes([64, 64], [64, 64], [64, 64])
+            c[:] = a @ w
+        """)
+    kernel, text = imported(path)
+    assert kernel.tensors["w"].format == "NZ" and kernel.tensors["a"].cache_policy == "bypass"
+    assert kernel.options.runtime_options.ready_on_host_tensors == ["w"]
+    assert "host_options" in text and "not modeled" in text     # said, not silently dropped
+
+
+def test_and_or_of_loop_conditions_build_one_condition(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([4 * 32], pypto.DT_FP32), y: pypto.Tensor([4 * 32], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32)
+            for i in pypto.loop(4):
+                xi = pypto.view(x, [32], [i * 32])
+                if pypto.is_loop_begin(i) or (i == 3 and True):
+                    yi = xi * 2.0
+                else:
+                    yi = xi + 1.0
+                y[i * 32:(i + 1) * 32] = yi
+        """)
+    kernel, _ = imported(path)
+    ops = [s for s in kernel.body[-1].body if getattr(s, "op", None) in ("mul", "add")]
+    # `and True` leaves the condition as it is
+    assert [o.cond for o in ops] == ["(i == 0) or (i == 3)", "not ((i == 0) or (i == 3))"]
+    assert compile_kernel(kernel, hw).leaf_tasks == 4
