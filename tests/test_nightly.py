@@ -1,4 +1,4 @@
-"""Nightly regression reports (issue 8).
+"""Nightly regression reports.
 
 The end-to-end tests build one scratch project with the real `snakemake` and
 `ptolab`: the shipped multi_stitch study on dav_2201 plus a scratch study on

@@ -201,9 +201,9 @@ def test_dev_task_gaps_fire_on_idle_hand_overs(tmp_path):
     gappy = [("AIV", 25, 10.0 * s, 2.0, s, 0, "x") for s in range(4)]      # 8 us idle of 32
     found = advisor.advise(write_stage(tmp_path / "a", tasks=tasks_df(gappy)))
     f = next(f for f in found if f["rule"] == "dev_task_gaps")
-    assert "4 dev tasks" in f["evidence"] and "Stitch 调优" in f["seed_section"]
+    assert "4 dev tasks" in f["evidence"] and "Stitch 调优" in f["guide_section"]
     assert set(advisor.advise(tmp_path / "a")[0]) >= {"rule", "title", "evidence",
-                                                       "seed_section", "severity"}
+                                                       "guide_section", "severity"}
     tight = [("AIV", 25, 2.0 * s, 2.0, s, 0, "x") for s in range(4)]
     assert "dev_task_gaps" not in rules(advisor.advise(write_stage(tmp_path / "b",
                                                                    tasks=tasks_df(tight))))
@@ -217,9 +217,9 @@ def test_small_isomorphic_groups_pick_vec_or_cube(tmp_path):
     found = advisor.advise(write_stage(tmp_path / "s", tasks=tasks_df(rows), topo=topo))
     vec = next(f for f in found if f["rule"] == "small_isomorphic_vec")
     cube = next(f for f in found if f["rule"] == "small_isomorphic_cube")
-    assert "12 leaf tasks" in vec["evidence"] and "Vector 广度方向合图" in vec["seed_section"]
+    assert "12 leaf tasks" in vec["evidence"] and "Vector 广度方向合图" in vec["guide_section"]
     assert "vec_nbuffer_setting" in vec["action"]
-    assert "Matmul 广度方向合图" in cube["seed_section"] and "cube_nbuffer" in cube["action"]
+    assert "Matmul 广度方向合图" in cube["guide_section"] and "cube_nbuffer" in cube["action"]
     long_ = [("AIV", 25, 20.0 * i, 15.0, 0, i, "big") for i in range(12)]
     assert not {"small_isomorphic_vec"} & rules(advisor.advise(
         write_stage(tmp_path / "l", tasks=tasks_df(long_))))
@@ -229,7 +229,7 @@ def test_few_vector_cores(tmp_path):
     rows = [("AIV", 25 + i % 3, float(i), 1.0, 0, i, "x") for i in range(6)]
     st = write_stage(tmp_path / "f", tasks=tasks_df(rows), phases=phases_df(aiv_lanes(48)))
     f = next(f for f in advisor.advise(st) if f["rule"] == "few_vector_cores")
-    assert "3 of 48 AIV cores" in f["evidence"] and "不到一半的Vector核" in f["seed_section"]
+    assert "3 of 48 AIV cores" in f["evidence"] and "不到一半的Vector核" in f["guide_section"]
     st = write_stage(tmp_path / "g", tasks=tasks_df(rows), phases=phases_df(aiv_lanes(4)))
     assert "few_vector_cores" not in rules(advisor.advise(st))
 
@@ -240,7 +240,7 @@ def test_reduce_axis_split_reads_program_fields(tmp_path):
     f = next(f for f in advisor.advise(write_stage(tmp_path / "r", ops=split))
              if f["rule"] == "reduce_axis_split")
     assert "[56, 1024]" in f["evidence"] and "[56, 256]" in f["evidence"]
-    assert "Vector 初始 Tiling 配置" in f["seed_section"] and f["severity"] == "high"
+    assert "Vector 初始 Tiling 配置" in f["guide_section"] and f["severity"] == "high"
     whole = ops_df([{"opcode": "ROWSUM", "axis": -1, "in_shape": [8, 1024],
                      "raw_shape": [56, 1024]}])
     assert advisor.advise(write_stage(tmp_path / "w", ops=whole)) == []
@@ -253,7 +253,7 @@ def test_many_to_many_fires_on_misaligned_tiles_only(tmp_path):
                    (0, 3, 1, 0, [10, 11]), (0, 10, 2, 0, []), (0, 11, 2, 0, [])])
     f = next(f for f in advisor.advise(write_stage(tmp_path / "m", topo=m2m))
              if f["rule"] == "many_to_many")
-    assert "6 dependencies" in f["evidence"] and "多对多依赖" in f["seed_section"]
+    assert "6 dependencies" in f["evidence"] and "多对多依赖" in f["guide_section"]
     one = topo_df([(0, i, 1, 0, [10 + i]) for i in range(6)] +
                   [(0, 10 + i, 2, 0, []) for i in range(6)])
     fan_in = topo_df([(0, i, 1, 0, [10]) for i in range(6)] + [(0, 10, 2, 0, [])])
@@ -276,7 +276,7 @@ def test_repeated_gm_loads_count_loading_tasks(tmp_path):
     f = next(f for f in advisor.advise(write_stage(tmp_path / "g", ops=ops, topo=topo))
              if f["rule"] == "repeated_gm_loads")
     assert "loaded 2 times" in f["evidence"] and "mm_a, mm_b" in f["evidence"]
-    assert "L1Reuse" in f["seed_section"] and "cube_l1_reuse_setting" in f["action"]
+    assert "L1Reuse" in f["guide_section"] and "cube_l1_reuse_setting" in f["action"]
     symbolic = ops_df([{"opcode": "COPY_IN", "raw": 3, "in_shape": [128, 64]}] * 3)
     assert advisor.advise(write_stage(tmp_path / "s", ops=symbolic)) == []
 
@@ -293,7 +293,7 @@ def test_first_task_latency_dominated_by_build(tmp_path):
     f = next(f for f in advisor.advise(write_stage(tmp_path / "b", phases=_ctrl(40.0)))
              if f["rule"] == "first_task_build")
     assert "38.00 us" in f["evidence"] and "DEV_TASK_BUILD(0)" in f["evidence"]
-    assert "Stitch 调优" in f["seed_section"]
+    assert "Stitch 调优" in f["guide_section"]
     assert advisor.advise(write_stage(tmp_path / "q", phases=_ctrl(3.0))) == []
 
 

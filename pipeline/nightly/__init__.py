@@ -1,4 +1,4 @@
-"""Nightly regression reports (issue 8).
+"""Nightly regression reports.
 
 A nightly job builds the nightly study set, then compares every metric of every
 stage with a baseline committed under ``baselines/``.  The model is

@@ -1,6 +1,6 @@
 """``configs/nightly.yaml``: which studies the nightly checks, and how much change is allowed.
 
-Every metric of DESIGN §3 has a built-in threshold; the file only states what
+Every metric of metrics.json has a built-in threshold; the file only states what
 differs from it.  Times may drift by 2 % before they count, counts must match
 exactly, because in a deterministic model a different count is a different
 program.  A threshold can be written in full or as a shorthand: ``exact`` or a
@@ -74,7 +74,7 @@ def _t(**kw) -> Threshold:
     return Threshold(**kw)
 
 
-# The metrics of DESIGN §3 (plus loop_bodies, which compile.json adds) and the
+# The metrics of metrics.json (plus loop_bodies, which compile.json adds) and the
 # built-in thresholds.  Times and traffic regress upwards, utilization and hit
 # rate downwards; counts and identities must not move at all.
 BUILTIN: dict[str, Threshold] = {

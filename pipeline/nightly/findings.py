@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KEYS = ("rule", "title", "evidence", "seed_section", "severity")
+KEYS = ("rule", "title", "evidence", "guide_section", "severity")
 
 
 @dataclass

@@ -1,9 +1,9 @@
-"""Bottleneck advisor: the seeds' tuning advice, fired by evidence in a stage's parsed files.
+"""Bottleneck advisor: the tuning advice of PyPTO's performance guide, fired by evidence in a stage's parsed files.
 
 ``advise(stage_dir, knobs)`` reads only ``<stage_dir>/parsed/`` (metrics.json, tasks,
 topo, phases and, when parse writes it, ops.parquet from program.json), so it runs the
 same on simulated and on device-captured runs.  Each finding names the rule, a one-line
-title, the evidence (numbers and task names), the seed section it follows (its Chinese
+title, the evidence (numbers and task names), the guide section it follows (its Chinese
 heading quoted, with the sentence that gives the advice), a severity, the time it
 explains and, given the stage's kernel (``knobs``), ``--set`` lines to try that run as
 printed.  Findings are ranked by the time they explain; one whose cause a higher one
@@ -25,17 +25,17 @@ from .knobs import KernelKnobs
 # --- thresholds (each with the reason for its value) -------------------------------
 # Idle time between consecutive dev tasks, as a share of the kernel window, above which
 # the swimlane shows the "大量空隙" the Stitch section blames on a small stitch; 20% is
-# where the gaps are visible at a glance in the seeds' stitch=1 swimlane.
+# where the gaps are visible at a glance in the guide's stitch=1 swimlane.
 DEV_GAP_SHARE = 0.20
 # "大量空隙" means many gaps: a single gap (two dev tasks) is one hand-over, which the
 # first-task rule explains better than "stitch too small".
 MIN_GAPS = 2
-# The seed's own number: isomorphic groups of subgraphs "耗时在10u以下".
+# The guide's own number: isomorphic groups of subgraphs "耗时在10u以下".
 SMALL_TASK_US = 10.0
 # "大量的小子图": fewer than this many tasks do not pay for a breadth merge; 8 is the
 # smallest group that fills one merge of vecNBuffer's usual factors (2/4/8).
 MANY_TASKS = 8
-# The seed's own number: "只使用了不到一半的Vector核".
+# The guide's own number: "只使用了不到一半的Vector核".
 VECTOR_CORE_SHARE = 0.5
 # A dependency counts as many-to-many when producers feed more than one consumer AND
 # consumers wait on more than one producer on average (the Sqrt->Cast 3-to-2 case);
@@ -56,32 +56,32 @@ FIRST_TASK_SHARE = 0.10
 # Opcodes that reduce an axis (upstream names and ptolab's); matched as substrings.
 REDUCE_WORDS = ("SUM", "MAX", "MIN", "MEAN", "PROD", "REDUCE")
 
-_GUIDE = "PyPTO 性能调优指南"
-SEED = {
-    "stitch": f"{_GUIDE} › 深度性能调优 › 「Stitch 调优」: “当泳道图中出现大量空隙时，"
+GUIDE_NAME = "PyPTO 性能调优指南"
+GUIDE = {
+    "stitch": f"{GUIDE_NAME} › 深度性能调优 › 「Stitch 调优」: “当泳道图中出现大量空隙时，"
               "可能是Stitch配置的值太小导致的。”",
-    "stitch_down": f"{_GUIDE} › 深度性能调优 › 「Stitch 调优」: “参数过大会导致调度耗时明显增加，"
+    "stitch_down": f"{GUIDE_NAME} › 深度性能调优 › 「Stitch 调优」: “参数过大会导致调度耗时明显增加，"
                    "进而导致端到端耗时得不偿失。”（定位首任务启动慢：「方式二：AI CPU/AI Core 联合采集」）",
-    "vec_nbuffer": f"{_GUIDE} › 合图调优 › 「Vector 广度方向合图」: “当泳道图内有同构子图组具有大量的"
+    "vec_nbuffer": f"{GUIDE_NAME} › 合图调优 › 「Vector 广度方向合图」: “当泳道图内有同构子图组具有大量的"
                    "小子图（耗时在10u以下）时，应该使用该功能进行优化，以减少调度开销和kernel的头开销。”",
-    "cube_nbuffer": f"{_GUIDE} › 合图调优 › 「Matmul 广度方向合图」: “CubeNBuffer可以在不同分支的"
+    "cube_nbuffer": f"{GUIDE_NAME} › 合图调优 › 「Matmul 广度方向合图」: “CubeNBuffer可以在不同分支的"
                     "矩阵乘之间进行合并”（同构Cube子图，配置cube_nbuffer_setting）",
-    "tile_smaller": f"{_GUIDE} › TileShape 调优 › 「Vector TileShape 调优」: “当泳道图上某一部分并行的"
+    "tile_smaller": f"{GUIDE_NAME} › TileShape 调优 › 「Vector TileShape 调优」: “当泳道图上某一部分并行的"
                     "核数较少（如只使用了不到一半的Vector核）时，应尝试减小该处Operation的TileShape。”",
-    "reduce": f"{_GUIDE} › 开箱性能调优 › 「Vector 初始 Tiling 配置」: “归约类计算(Reduce运算，如："
+    "reduce": f"{GUIDE_NAME} › 开箱性能调优 › 「Vector 初始 Tiling 配置」: “归约类计算(Reduce运算，如："
               "sum、max、min等)尽可能不要在归约轴上进行切分。”",
-    "align": f"{_GUIDE} › TileShape 调优 › 「Vector TileShape 调优」: “上下游Operation的TileShape"
+    "align": f"{GUIDE_NAME} › TileShape 调优 › 「Vector TileShape 调优」: “上下游Operation的TileShape"
              "不对齐时，可能产生多对多依赖，无法正常合图。”",
-    "l1reuse": f"{_GUIDE} › 合图调优 › 「Matmul 广度方向合图」: “前者用于合并具有冗余L1搬运的子图…"
+    "l1reuse": f"{GUIDE_NAME} › 合图调优 › 「Matmul 广度方向合图」: “前者用于合并具有冗余L1搬运的子图…"
                "L1Reuse可以减少L1搬运量”",
 }
 
 
-def _finding(rule: str, title: str, evidence: str, seed: str, severity: str, action: str,
+def _finding(rule: str, title: str, evidence: str, guide: str, severity: str, action: str,
              explains_us: float, explains: str, tries: list[str] | None = None,
              caused_by: dict[str, str] | None = None) -> dict:
     """One finding; ``caused_by`` maps a rule to why that rule's cause explains this one."""
-    return {"rule": rule, "title": title, "evidence": evidence, "seed_section": SEED[seed],
+    return {"rule": rule, "title": title, "evidence": evidence, "guide_section": GUIDE[guide],
             "severity": severity, "action": action, "tries": list(tries or []),
             "explains_us": round(float(explains_us), 2), "explains": explains,
             "caused_by": dict(caused_by or {}), "folded": [], "because": ""}

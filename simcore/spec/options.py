@@ -1,7 +1,7 @@
 """PyPTO's jit options, with upstream's names, defaults and ranges.
 
-Defaults and ranges follow reference/upstream-formats.md §12 (tile_fwk_config.json
-and its schema).  A kernel file gives per-kernel defaults; a study stage or
+Defaults and ranges follow upstream's framework/src/interface/configs/tile_fwk_config.json
+and tile_fwk_config_schema.json (hicann/pypto).  A kernel file gives per-kernel defaults; a study stage or
 ``--set`` overrides single keys.
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ class Stage(Strict):
     name: str = Field(pattern=NAME)
     description: str = Field(min_length=1)   # what changed and why, one sentence
     set: dict[str, Any] = Field(default_factory=dict)
-    # Figures the seeds document for this stage (e.g. kernel_us, e2e_us): reports overlay
+    # Figures PyPTO's documentation gives for this stage (docs/cases.md) (e.g. kernel_us, e2e_us): reports overlay
     # them and tests compare against them; the model never reads them.
     documented: dict[str, float] = Field(default_factory=dict)
 
