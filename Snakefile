@@ -35,6 +35,7 @@ def hardware_fit(w):
     return [str(overlay)] if overlay.exists() else []
 
 
+include: "workflow/rules/import.smk"
 include: "workflow/rules/stage.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/nightly.smk"

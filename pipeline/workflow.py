@@ -24,11 +24,22 @@ from simcore.spec.study import Study, Workflow, find_config, load_study
 class StudyPlan:
     study: Study
     path: Path
-    kernel_path: Path
+    kernel_path: Path            # the kernel config the stages run (imported for a .py kernel)
     hardware_path: Path
+    kernel_source: Path | None = None   # the PyPTO Python kernel it is imported from
 
     def stage_sets(self, stage: str) -> dict[str, Any]:
         return next(s.set for s in self.study.stages if s.name == stage)
+
+    def import_args(self) -> str:
+        """``ptolab import`` arguments for a Python kernel: SOURCE[:FUNCTION], dims, args."""
+        _, function = self.study.python_kernel
+        source = str(self.kernel_source) + (f":{function}" if function else "")
+        words = [shlex.quote(source)]
+        words += [f"--dim {shlex.quote(f'{k}={v}')}" for k, v in self.study.dims.items()]
+        words += [f"--arg {shlex.quote(f'{k}={_arg_text(v)}')}"
+                  for k, v in self.study.args.items()]
+        return " ".join(words)
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,9 @@ class Plan:
     def reports(self) -> list[str]:
         return [f"{self.results}/{name}/report.html" for name in self.studies]
 
+    def imported_kernels(self) -> dict[str, StudyPlan]:
+        return {name: sp for name, sp in self.studies.items() if sp.kernel_source is not None}
+
     def stage_files(self, study: str, relative: str) -> list[str]:
         return [f"{self.results}/{study}/{stage.name}/{relative}"
                 for stage in self.studies[study].study.stages]
@@ -70,7 +84,8 @@ def code_version() -> str:
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted([*root.glob("simcore/**/*.py"), *root.glob("pipeline/emit/**/*.py"),
-                        *root.glob("pipeline/parse/**/*.py"), root / "pipeline" / "runner.py"]):
+                        *root.glob("pipeline/parse/**/*.py"), *root.glob("pipeline/formats/**/*.py"),
+                        *root.glob("pipeline/frontend/**/*.py"), root / "pipeline" / "runner.py"]):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -86,20 +101,57 @@ def load_plan(configs: Path, config: dict) -> Plan:
         if study.name != name:
             raise ConfigError(f"field 'name' is '{study.name}' but the file is listed as "
                               f"'{name}' in workflow.yaml; make them the same.", source=str(path))
-        kernel_path = find_config(configs / "kernels", study.kernel, "kernel")
         hardware_path = find_config(configs / "hardware", study.hardware, "hardware")
         load_hardware(hardware_path)
-        _check_stages(study, path, kernel_path)
-        studies[name] = StudyPlan(study, path, kernel_path, hardware_path)
+        if study.python_kernel is None:
+            kernel_path = find_config(configs / "kernels", study.kernel, "kernel")
+            _check_stages(study, path, kernel_path, _read_config(kernel_path))
+            studies[name] = StudyPlan(study, path, kernel_path, hardware_path)
+        else:
+            source = _python_source(configs, study, path)
+            kernel_path = Path(workflow.results) / name / "kernel.yaml"
+            _check_stages(study, path, source, _imported(study, source))
+            studies[name] = StudyPlan(study, path, kernel_path, hardware_path, source)
     return Plan(configs, workflow.results, studies)
 
 
-def _check_stages(study: Study, path: Path, kernel_path: Path) -> None:
+def _arg_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _python_source(configs: Path, study: Study, path: Path) -> Path:
+    file, _ = study.python_kernel
+    source = Path(file) if Path(file).is_absolute() else configs / file
+    if not source.is_file():
+        raise ConfigError(f"field 'kernel': Python kernel '{source}' does not exist; give "
+                          f"FILE.py[:FUNCTION] relative to {configs}.", source=str(path))
+    return source
+
+
+def _read_config(kernel_path: Path) -> dict:
+    from simcore.spec.loader import read_mapping
+    return read_mapping(kernel_path)
+
+
+def _imported(study: Study, source: Path) -> dict:
+    """The config ``ptolab import`` would write, traced now so a bad kernel or stage stops
+    the run before any job starts."""
+    import yaml
+
+    from .frontend import kernel_text, parse_values, trace_file
+    _, function = study.python_kernel
+    dims = parse_values([f"{k}={v}" for k, v in study.dims.items()], "dims")
+    args = parse_values([f"{k}={_arg_text(v)}" for k, v in study.args.items()], "args")
+    try:
+        return yaml.safe_load(kernel_text(trace_file(source, function, dims, args), "plan"))
+    except ConfigError as exc:
+        raise exc.located(str(source)) from None
+
+
+def _check_stages(study: Study, path: Path, kernel_path: Path, raw: dict) -> None:
     """Validate every stage's kernel + overrides now, naming the stage on failure."""
     from simcore.spec.kernel import Kernel
-    from simcore.spec.loader import read_mapping
 
-    raw = read_mapping(kernel_path)
     for i, stage in enumerate(study.stages):
         try:
             validate(Kernel, apply(raw, stage.set), str(kernel_path), "kernel")

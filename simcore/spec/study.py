@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .base import Strict
 from .errors import ConfigError
@@ -25,10 +25,32 @@ class Stage(Strict):
 class Study(Strict):
     name: str = Field(pattern=NAME)
     description: str = ""
+    # a kernel config by name (configs/kernels/<name>.toml|yaml) or a PyPTO Python kernel,
+    # "kernels/attn.py:ifa_kernel" (relative to configs/), imported by ``ptolab import``
     kernel: str
+    # for a Python kernel: dynamic dims (``--dim``) and arguments (``--arg``: a tensor
+    # shape such as "fp16[64, 64]" or a plain value)
+    dims: dict[str, int] = Field(default_factory=dict)
+    args: dict[str, Any] = Field(default_factory=dict)
     hardware: str = "dav_2201"
     rounds: int = Field(1, ge=1, le=200)
     stages: list[Stage] = Field(min_length=1)
+
+    @property
+    def python_kernel(self) -> tuple[str, str | None] | None:
+        """(file, function) when the kernel is a PyPTO Python file, else None."""
+        path, sep, function = self.kernel.rpartition(":")
+        if sep and path.endswith(".py"):
+            return path, function or None
+        return (self.kernel, None) if self.kernel.endswith(".py") else None
+
+    @model_validator(mode="after")
+    def _inputs_need_a_python_kernel(self) -> "Study":
+        if (self.dims or self.args) and self.python_kernel is None:
+            raise ValueError(f"'dims' and 'args' belong to a Python kernel (kernel: "
+                             f"FILE.py:FUNCTION); kernel '{self.kernel}' is a config, whose "
+                             f"shapes are its params: set them in a stage's 'set' instead")
+        return self
 
     @field_validator("stages")
     @classmethod
