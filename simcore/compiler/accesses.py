@@ -13,6 +13,12 @@ class GmBuffer:
     name: str
     shape: tuple[int, ...]      # the whole buffer, for its flat byte layout
     elem: int                   # bytes per element
+    storage: str = ""           # the tensor whose bytes these are: an inplace reshape is
+                                # another geometry of its base's bytes ("": its own)
+
+    @property
+    def base(self) -> str:
+        return self.storage or self.name
 
     @property
     def bytes(self) -> int:

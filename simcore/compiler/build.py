@@ -267,7 +267,8 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     full = np.minimum(L2_REGION_BYTES, total - index * L2_REGION_BYTES)
     return RegionAccesses(
         task=acc.task[row].astype(np.int64),
-        region=(acc.buffer[row].astype(np.int64) << 40) + index,
+        region=(np.unique([b.base for b in acc.buffers], return_inverse=True)[1].ravel()
+                [acc.buffer[row]].astype(np.int64) << 40) + index,   # keyed on the storage
         bytes=(acc.bytes[row] / count[row]).astype(float), region_bytes=full.astype(float),
         write=acc.write[row].astype(bool), bypass=acc.bypass[row].astype(bool))
 
@@ -283,7 +284,7 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
     work = Work.concat([t.work for t in calls])
     acc = Accesses.concat([t.acc for t in calls], starts[:-1])
     edge_src, edge_dst = region_edges(acc.task, acc.buffer, acc.lo, acc.hi,
-                                      acc.write.astype(bool), acc.tag, n) \
+                                      acc.write.astype(bool), acc.tag, n, acc.buffers) \
         if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     task_leaf, leaf_functions = _used_leaves(cat([t.leaf for t in calls]), leaves.items)
     call_leaf_tasks = sizes

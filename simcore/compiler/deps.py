@@ -8,12 +8,23 @@ box several times under different tags: a reader waits for all of them, while th
 partial writes do not wait for each other.
 Vectorised per buffer: candidates come from a window on the first axis, so the
 cost follows the number of overlapping boxes, not the square of the tasks.
+
+An inplace reshape is another geometry of its base tensor's bytes.  Accesses of a
+tensor seen through one geometry compare boxes as above; a tensor seen through
+several meets on flat byte ranges instead, so a box written as [64, 512] rows
+overlaps the [128, 256] rows read from the same bytes.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .rows import row_ids
+
+# A box of a tensor seen through several geometries is compared as the contiguous
+# byte runs it covers (one run for a box of whole trailing rows).  Past this many runs
+# it is compared as the hull of its bytes instead: conservative (it may add an edge to
+# a writer of bytes between its runs, never miss one) and bounded in cost.
+MAX_RUNS_PER_BOX = 1024
 
 
 def _box_ids(buf, lo, hi, tag) -> tuple[np.ndarray, np.ndarray]:
@@ -29,47 +40,148 @@ def _expand_windows(start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np
     return q, np.repeat(start, counts) + offsets
 
 
-def region_edges(task, buf, lo, hi, write, tag, n_tasks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Edges (src, dst), sorted, for accesses of tasks numbered in program order."""
+def _geometries(buf: np.ndarray, buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: its geometry (one id per distinct storage and shape), its storage id, and
+    whether that storage is seen through more than one geometry."""
+    if not buffers:
+        return buf, buf, np.zeros(buf.size, bool)
+    geo_ids: dict = {}
+    store_ids: dict = {}
+    geo = np.asarray([geo_ids.setdefault((b.base, tuple(b.shape), b.elem), len(geo_ids))
+                      for b in buffers], np.int64)
+    store = np.asarray([store_ids.setdefault(b.base, len(store_ids)) for b in buffers],
+                       np.int64)
+    shapes_of = np.bincount(np.unique(np.stack([store, geo], 1), axis=0)[:, 0],
+                            minlength=len(store_ids))
+    return geo[buf], store[buf], (shapes_of > 1)[store[buf]]
+
+
+def flat_runs(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], elem: int,
+              max_runs: int = MAX_RUNS_PER_BOX):
+    """(box index, first byte, end byte) of the contiguous runs each row-major box covers.
+
+    The run of a box spans its dims from ``j`` on, where every dim after ``j`` is whole;
+    the dims before ``j`` enumerate the runs.  A box of more than ``max_runs`` runs
+    gives its hull: the bytes from its first to its last element.
+    """
+    rank = len(shape)
+    lo, hi = lo[:, :rank].astype(np.int64), hi[:, :rank].astype(np.int64)
+    ext = hi - lo
+    strides = np.cumprod((list(shape[1:]) + [1])[::-1])[::-1].astype(np.int64)
+    whole = ext == np.asarray(shape, np.int64)
+    # j: the first dim from which every later dim is whole
+    later_whole = np.flip(np.cumprod(np.flip(np.concatenate(
+        [whole[:, 1:], np.ones((len(lo), 1), bool)], axis=1), axis=1), axis=1), axis=1)
+    j = np.argmax(later_whole.astype(bool), axis=1)
+    outer = np.arange(rank)[None, :] < j[:, None]
+    count = np.prod(np.where(outer, ext, 1), axis=1)
+    hull = count > max_runs
+    count = np.where(hull, 1, count)
+    box = np.repeat(np.arange(len(lo)), count)
+    o = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    start = np.zeros(box.size, np.int64)
+    for d in range(rank - 1, -1, -1):
+        digit = np.where(outer[box, d] & ~hull[box], o % np.maximum(ext[box, d], 1), 0)
+        o = np.where(outer[box, d] & ~hull[box], o // np.maximum(ext[box, d], 1), o)
+        start += (lo[box, d] + digit) * strides[d]
+    rows = np.arange(len(lo))
+    length = np.where(hull, (hi - 1) @ strides + 1 - lo @ strides,
+                      ext[rows, j] * strides[j])[box]
+    return box, start * elem, (start + length) * elem
+
+
+def _box_pairs(qrows, qlo, qhi, boxes, box_lo, box_hi):
+    """(query row, box) pairs whose boxes overlap, from a window on the first axis."""
+    order = boxes[np.argsort(box_lo[boxes, 0], kind="stable")]
+    lo0 = box_lo[order, 0]
+    reach = int((box_hi[order, 0] - box_lo[order, 0]).max())
+    start = np.searchsorted(lo0, qlo[:, 0] - reach, side="right")
+    stop = np.searchsorted(lo0, qhi[:, 0], side="left")
+    qi, pos = _expand_windows(start, stop)
+    cand = order[pos]
+    hit = np.all((box_lo[cand] < qhi[qi]) & (qlo[qi] < box_hi[cand]), axis=1)
+    return qrows[qi[hit]], cand[hit]
+
+
+def _runs(ids, rows, buf, lo, hi, buffers):
+    """(id, first byte, end byte) of the runs of access ``rows``, each owned by its ``ids``."""
+    owner, first, end = [], [], []
+    for b in np.unique(buf[rows]):
+        sel = np.flatnonzero(buf[rows] == b)
+        spec = buffers[int(b)]
+        k, s, e = flat_runs(lo[rows[sel]], hi[rows[sel]], tuple(spec.shape), spec.elem)
+        owner.append(ids[sel][k])
+        first.append(s)
+        end.append(e)
+    return np.concatenate(owner), np.concatenate(first), np.concatenate(end)
+
+
+def _storage_pairs(queries, boxes, box_row, buf, lo, hi, buffers):
+    """(query row, box) pairs of one storage seen through several geometries: the byte
+    runs of every query against the byte runs of every box written."""
+    q_row, q_first, q_end = _runs(queries, queries, buf, lo, hi, buffers)
+    b_box, b_first, b_end = _runs(boxes, box_row[boxes], buf, lo, hi, buffers)
+    order = np.argsort(b_first, kind="stable")
+    b_box, b_first, b_end = b_box[order], b_first[order], b_end[order]
+    reach = int((b_end - b_first).max())
+    start = np.searchsorted(b_first, q_first - reach, side="right")
+    stop = np.searchsorted(b_first, q_end, side="left")
+    qi, pos = _expand_windows(start, stop)
+    hit = q_first[qi] < b_end[pos]
+    pairs = np.unique(np.stack([q_row[qi[hit]], b_box[pos[hit]]], 1), axis=0)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
+                 buffers=()) -> tuple[np.ndarray, np.ndarray]:
+    """Edges (src, dst), sorted, for accesses of tasks numbered in program order.
+
+    ``buffers`` (the ``GmBuffer`` of every ``buf`` index) says which buffers are
+    geometries of one storage; without it every buffer is its own.
+    """
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     w = np.flatnonzero(write)
     if w.size == 0:
         return empty
-    box_id, first = _box_ids(buf[w], lo[w], hi[w], tag[w])
-    box_buf, box_lo, box_hi = buf[w][first], lo[w][first], hi[w][first]
-    box_tag = tag[w][first]
+    geo, store, mixed = _geometries(buf, buffers)
+    box_id, first = _box_ids(geo[w], lo[w], hi[w], tag[w])
+    box_row = w[first]
+    box_lo, box_hi, box_tag = lo[box_row], hi[box_row], tag[box_row]
+    box_geo, box_mixed = geo[box_row], mixed[box_row]
     # writes of each box ordered by task, keyed box * n + task for searchsorted
     keys = np.sort(box_id.astype(np.int64) * (n_tasks + 1) + task[w])
-    src, dst = [], []
-    for b in np.unique(buf):
-        boxes = np.flatnonzero(box_buf == b)
+    q_all, c_all = [], []
+    for g in np.unique(geo[~mixed]):
+        boxes = np.flatnonzero((box_geo == g) & ~box_mixed)
         if boxes.size == 0:
             continue
-        order = boxes[np.argsort(box_lo[boxes, 0], kind="stable")]
-        lo0 = box_lo[order, 0]
-        reach = int((box_hi[order, 0] - box_lo[order, 0]).max())
-        queries = np.flatnonzero(buf == b)
-        qlo, qhi = lo[queries], hi[queries]
-        start = np.searchsorted(lo0, qlo[:, 0] - reach, side="right")
-        stop = np.searchsorted(lo0, qhi[:, 0], side="left")
-        qi, pos = _expand_windows(start, stop)
-        cand = order[pos]
-        hit = np.all((box_lo[cand] < qhi[qi]) & (qlo[qi] < box_hi[cand]), axis=1)
-        # partial sums accumulate in any order: one chunk's write never waits for another's
-        both_partial = write[queries][qi] & (tag[queries][qi] > 0) & (box_tag[cand] > 0)
-        hit &= ~both_partial
-        qi, cand = qi[hit], cand[hit]
-        qtask = task[queries][qi]
-        k = np.searchsorted(keys, cand * (n_tasks + 1) + qtask, side="left") - 1
-        ok = k >= 0
-        found = keys[np.maximum(k, 0)]
-        ok &= found // (n_tasks + 1) == cand
-        pred = found % (n_tasks + 1)
-        ok &= pred != qtask
-        src.append(pred[ok])
-        dst.append(qtask[ok])
-    if not src:
+        queries = np.flatnonzero((geo == g) & ~mixed)
+        q, c = _box_pairs(queries, lo[queries], hi[queries], boxes, box_lo, box_hi)
+        q_all.append(q)
+        c_all.append(c)
+    for s in np.unique(store[mixed]):
+        boxes = np.flatnonzero(box_mixed & (store[box_row] == s))
+        if boxes.size == 0:
+            continue
+        queries = np.flatnonzero(mixed & (store == s))
+        q, c = _storage_pairs(queries, boxes, box_row, buf, lo, hi, buffers)
+        q_all.append(q)
+        c_all.append(c)
+    if not q_all:
         return empty
-    s, d = np.concatenate(src), np.concatenate(dst)
+    q, cand = np.concatenate(q_all), np.concatenate(c_all)
+    # partial sums accumulate in any order: one chunk's write never waits for another's
+    both_partial = write[q] & (tag[q] > 0) & (box_tag[cand] > 0)
+    q, cand = q[~both_partial], cand[~both_partial]
+    qtask = task[q]
+    k = np.searchsorted(keys, cand * (n_tasks + 1) + qtask, side="left") - 1
+    ok = k >= 0
+    found = keys[np.maximum(k, 0)]
+    ok &= found // (n_tasks + 1) == cand
+    pred = found % (n_tasks + 1)
+    ok &= pred != qtask
+    s, d = pred[ok], qtask[ok]
+    if not s.size:
+        return empty
     pairs = np.unique(s * (n_tasks + 1) + d)
     return pairs // (n_tasks + 1), pairs % (n_tasks + 1)

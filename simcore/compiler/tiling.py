@@ -66,10 +66,11 @@ class _AccessRows:
             operand, to_l1: bool = False, shape: tuple[int, ...] = ()):
         if len(tasks) == 0:
             return
+        storage = {p.buffer: p.storage for p in value.pieces} if value is not None else {}
         for n in names:
             if n not in self.buffers:
                 whole = tuple(value.buffer_shape) if value is not None else tuple(shape)
-                self.buffers[n] = GmBuffer(n, whole, elem)
+                self.buffers[n] = GmBuffer(n, whole, elem, storage.get(n, ""))
         ids = {n: i for i, n in enumerate(self.buffers)}
         bufs = np.asarray([ids[n] for n in names])[index]
         n = np.prod(hi - lo, axis=1) * elem
@@ -143,7 +144,8 @@ class RootCallTiler:
         if len(src.pieces) != 1:
             raise ConfigError(f"field '{op.where}': view of a gathered tensor is not modeled.")
         (p,) = src.pieces
-        piece = Piece(p.buffer, tuple(a + b for a, b in zip(p.offsets, offsets)), shape)
+        piece = Piece(p.buffer, tuple(a + b for a, b in zip(p.offsets, offsets)), shape,
+                      p.storage)
         valid = op.get("valid_shape")
         if valid is not None and (len(valid) != len(shape) or any(v > s for v, s in
                                                                   zip(valid, shape))):
@@ -161,14 +163,16 @@ class RootCallTiler:
         if isinstance(src, LocalValue) or not op.get("inplace"):
             raise ConfigError(f"field '{op.where}': only inplace reshape of GM tensors is "
                               f"modeled; reshape before the data goes on chip.")
+        if len(src.pieces) != 1 or src.pieces[0].shape != src.buffer_shape:
+            raise ConfigError(f"field '{op.where}': reshape of a partial view or a gather is "
+                              f"not modeled; reshape the whole tensor, then view it.")
         (p,) = src.pieces
-        if p.shape != src.buffer_shape:
-            raise ConfigError(f"field '{op.where}': reshape of a partial view is not modeled; "
-                              f"reshape the whole tensor, then view it.")
-        # An inplace reshape renames the buffer's geometry: same bytes, new box coordinates.
-        buffer = f"{p.buffer}@{'x'.join(map(str, shape))}"
-        self.values[op.out] = GmValue((Piece(buffer, (0,) * len(shape), shape),), shape,
-                                     src.dtype, src.format, src.bypass, shape)
+        # An inplace reshape is a new geometry of the same bytes: its boxes have new
+        # coordinates, but it shares its base tensor's storage, so dependencies and L2
+        # meet accesses made through any geometry (deps.py, build.l2_regions).
+        buffer = f"{p.base}@{'x'.join(map(str, shape))}"
+        self.values[op.out] = GmValue((Piece(buffer, (0,) * len(shape), shape, p.base),),
+                                     shape, src.dtype, src.format, src.bypass, shape)
 
     def _op_gather(self, op: TracedOp) -> None:
         """Paged gather: ``count`` blocks of ``block_rows`` rows stacked along axis 0."""
@@ -186,8 +190,8 @@ class RootCallTiler:
         if op.get("permute"):
             ids = (ids * op.get("permute")) % n_blocks   # a deterministic block table
         tail = src.shape[1:]
-        pieces = tuple(Piece(p.buffer, (int(b) * rows,) + (0,) * len(tail), (rows,) + tail)
-                       for b in ids)
+        pieces = tuple(Piece(p.buffer, (int(b) * rows,) + (0,) * len(tail), (rows,) + tail,
+                             p.storage) for b in ids)
         self.values[op.out] = GmValue(pieces, (rows * count,) + tail, src.dtype, src.format,
                                      src.bypass, src.buffer_shape)
 

@@ -15,9 +15,14 @@ MAX_RANK = 4
 
 @dataclass(frozen=True)
 class Piece:
-    buffer: str
+    buffer: str                 # the geometry its offsets are in: a tensor or an inplace reshape
     offsets: tuple[int, ...]
     shape: tuple[int, ...]
+    storage: str = ""           # the tensor whose bytes it is ("": the buffer itself)
+
+    @property
+    def base(self) -> str:
+        return self.storage or self.buffer
 
 
 @dataclass(frozen=True)
