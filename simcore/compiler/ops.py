@@ -183,6 +183,13 @@ def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
                            capacity=capacity)
 
 
+def padded_rows(rows: np.ndarray, m_l0: int) -> np.ndarray:
+    """Rows the Cube computes for tiles of ``rows`` valid rows: every L0 block that holds
+    data is a whole mL0 block (rounded up to the 16-row fractal)."""
+    block = -(-m_l0 // FRACTAL) * FRACTAL
+    return np.ceil(rows / m_l0) * block
+
+
 def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     a, b = inputs
     if op.cube_tile is None:
@@ -214,9 +221,15 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
         b_lo, b_hi = b_lo[:, ::-1], b_hi[:, ::-1]
     out_dtype = op.get("dtype") or "fp32"
     sa, sb, sc = DTYPE_BYTES[a.dtype], DTYPE_BYTES[b.dtype], DTYPE_BYTES[out_dtype]
-    fractals = np.ceil(ms / FRACTAL) * np.ceil(ns / FRACTAL) * np.ceil(ks / FRACTAL)
+    # The Cube works on whole L0 tiles: a tile with fewer valid rows than mL0 still
+    # fills L0A with mL0 x kL0 and multiplies every fractal of it, as upstream's cost
+    # model prices a tile op on its tile shape, not its valid shape
+    # (framework/src/cost_model/simulation/arch/PipeSimulatorFast.cpp).  GM traffic
+    # (MTE2 in, FIXP out) stays the valid rows: padding lives only on chip.
+    padded_m = padded_rows(ms, t.m[0])
+    fractals = np.ceil(padded_m / FRACTAL) * np.ceil(ns / FRACTAL) * np.ceil(ks / FRACTAL)
     # A is fed to L0A once per n L0 block, B to L0B once per m L0 block.
-    mte1_bytes = ms * ks * sa * np.ceil(ns / t.n[0]) + ks * ns * sb * np.ceil(ms / t.m[0])
+    mte1_bytes = padded_m * ks * sa * np.ceil(ns / t.n[0]) + ks * ns * sb * np.ceil(ms / t.m[0])
     steps = np.ceil(ks / t.k[1])
     return Node(index=index, op=op, kind="cube", inputs=inputs, out_shape=(m, n),
                 out_dtype=out_dtype, out_lo=lo, out_hi=hi, in_lo=[a_lo, b_lo], in_hi=[a_hi, b_hi],

@@ -1,0 +1,76 @@
+"""The Cube computes and MTE1 feeds whole L0 tiles: an m tile larger than the valid rows
+costs the padded tile, while GM traffic stays the valid rows."""
+import numpy as np
+import pytest
+
+from simcore.compiler import compile_kernel
+from simcore.compiler.ops import padded_rows
+from simcore.machine.costs import static_pipe_us
+from simcore.machine.engine import simulate
+from simcore.spec.hardware import load_hardware
+
+from pipeline.runner import resolve_kernel
+
+HW = load_hardware("dav_2201")
+
+MATMUL = """
+name: mm
+params: {M: 16, K: 1024, N: 1024}
+tensors:
+  a: {shape: [M, K], dtype: fp16, role: input}
+  b: {shape: [K, N], dtype: fp16, role: input}
+  c: {shape: [M, N], dtype: fp32, role: output}
+tiles:
+  cube: {m: [MT, MT], k: [64, 256], n: [128, 128]}
+body:
+  - set_cube_tile_shapes: cube
+  - {op: matmul, inputs: [a, b], dtype: fp32, out: o}
+  - {op: assemble, inputs: [o], out: c, offsets: [0, 0]}
+"""
+
+
+def run(tmp_path, m_tile, M):
+    path = tmp_path / f"mm_{m_tile}_{M}.yaml"
+    path.write_text(MATMUL.replace("MT", str(m_tile)).replace("M: 16", f"M: {M}"))
+    kernel = resolve_kernel(path, {})
+    p = compile_kernel(kernel, HW)
+    return p, simulate(HW, p, kernel.options.runtime_options)
+
+
+def test_padded_rows_are_whole_l0_blocks():
+    assert padded_rows(np.array([16, 100, 128, 129, 256]), 128).tolist() == [128, 128, 128,
+                                                                            256, 256]
+    assert padded_rows(np.array([12]), 16).tolist() == [16]
+    assert padded_rows(np.array([12]), 24).tolist() == [32]   # mL0 itself rounds to a fractal
+
+
+def test_an_oversized_m_tile_costs_more_for_a_small_m(tmp_path):
+    big, tl_big = run(tmp_path, 128, M=16)
+    small, tl_small = run(tmp_path, 16, M=16)
+    assert big.leaf_tasks == small.leaf_tasks == 8          # N / nL1 tiles, one m tile each
+    # 128 padded rows vs 16: 8x the fractals, per task (128/16) x (128/16) x (1024/16)
+    assert np.allclose(big.work.cube.fractals, 8 * 8 * 64)
+    assert np.allclose(small.work.cube.fractals, 1 * 8 * 64)
+    # L0A is fed the padded A tile; L0B the same B either way
+    a_side = lambda mt: padded_rows(np.array([16]), mt)[0] * 1024 * 2   # K x fp16, one n block
+    b_side = 1024 * 128 * 2
+    assert np.allclose(big.work.mte1_bytes, a_side(128) + b_side)
+    assert np.allclose(small.work.mte1_bytes, a_side(16) + b_side)
+    # GM traffic is the valid rows only
+    assert np.allclose(big.work.mte2_bytes, small.work.mte2_bytes)
+    assert np.allclose(big.work.fixp_bytes, small.work.fixp_bytes)
+    assert np.allclose(big.work.flops, small.work.flops)
+    us_big, us_small = static_pipe_us(HW, big), static_pipe_us(HW, small)
+    assert np.all(us_big["cube"] > us_small["cube"]) and np.all(us_big["mte1"] > us_small["mte1"])
+    assert tl_big.kernel_us > tl_small.kernel_us
+
+
+@pytest.mark.parametrize("m_tile", [16, 64, 128])
+def test_no_padding_when_the_m_tile_divides_m(tmp_path, m_tile):
+    M, K, N = 256, 1024, 1024
+    p, _ = run(tmp_path, m_tile, M=M)
+    # exactly the fractals and L0 feeds of the valid matrix, whatever the m tile
+    assert p.work.cube.fractals.sum() == M * N * K / 16 ** 3
+    a_bytes = M * K * 2 * (N // 128)                     # A once per n L0 block
+    b_bytes = K * N * 2 * (M // m_tile)                  # B once per m L0 block
+    assert p.work.mte1_bytes.sum() == a_bytes + b_bytes
