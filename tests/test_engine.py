@@ -31,9 +31,12 @@ HW = _BASE.model_copy(update={
     "pipes": _BASE.pipes.model_copy(update={"mte2": _BASE.pipes.mte2.model_copy(update={
         "bytes_per_cycle": 1000.0, "fixed_cycles": 1000.0, "l2_hit_fixed_cycles": 500.0,
         "burst_setup_cycles": 0.0}),
-        # one vector byte per cycle and no start-up: a task's vector bytes are its cycles
+        # one vector byte per cycle, 1-byte repeats, no start-up, issue or waits: a task's
+        # vector bytes are its cycles
         "vector": {"default": _BASE.pipes.vector["default"].model_copy(update={
-            "bytes_per_cycle": 1.0, "fixed_cycles": 0.0})}}),
+            "bytes_per_cycle": 1.0, "fixed_cycles": 0.0})},
+        "vector_issue": _BASE.pipes.vector_issue.model_copy(update={
+            "repeat_bytes": 1, "issue_cycles": 0.0, "dependency_cycles": 0.0})}),
     "aicpu": _BASE.aicpu.model_copy(update={
         "threads": 3, "init_us": 5.0, "handshake_us": 3.0,
         "build_dev_task_us": 1.0, "build_per_root_call_us": 0.5, "build_per_leaf_task_us": 0.25,

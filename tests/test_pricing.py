@@ -31,8 +31,8 @@ def test_vector_and_cube_rates_change_a_compiled_program_without_recompiling():
     kernel, program = _compiled("softmax")
     base = _times(HW, kernel, program)
     exp = HW.pipes.vector["exp"]
-    slow_exp = with_values(HW, {"pipes.vector.exp.bytes_per_cycle": exp.bytes_per_cycle / 50,
-                                "pipes.vector.exp.fixed_cycles": exp.fixed_cycles * 50})
+    slow_exp = with_values(HW, {"pipes.vector.exp.bytes_per_cycle": exp.bytes_per_cycle / 500,
+                                "pipes.vector.exp.fixed_cycles": exp.fixed_cycles * 500})
     slow = _times(slow_exp, kernel, program)
     assert slow[0] > base[0] and slow[1] > base[1]
     kernel, program = _compiled("matmul_fp16")
@@ -51,10 +51,11 @@ def _work(vector: VectorWork, cube: CubeWork, n: int, **columns) -> Work:
 
 
 def test_every_op_kind_and_dtype_is_priced_at_its_rate_scaled_by_valid_tiles():
-    # task 0: two add tiles (one half valid) and an unlisted kind; task 1: an fp32 and an
-    # int8 matmul tile with two k steps
+    # task 0: two add tiles of 4 rows x 256 B (one half valid) and an unlisted kind; task 1:
+    # an fp32 and an int8 matmul tile with two k steps
     vector = VectorWork(("add", "warp"), np.array([0, 0]), np.array([0, 1]),
-                        np.array([1024.0, 256.0]), np.array([1.5, 1.0]))
+                        np.array([1536.0, 256.0]), np.array([1.5, 1.0]),
+                        rows=np.array([6.0, 1.0]), row_bytes=np.array([256.0, 256.0]))
     cube = CubeWork(("fp32", "int8"), np.array([1, 1]), np.array([0, 1]),
                     np.array([8.0, 8.0]), np.array([1.0, 1.0]))
     work = _work(vector, cube, 2, mte1_bytes=[0, 4096], mte1_steps=[0, 2], fixp_bytes=[0, 512],
@@ -62,8 +63,10 @@ def test_every_op_kind_and_dtype_is_priced_at_its_rate_scaled_by_valid_tiles():
     got = pipe_cycles(HW, work)
     p = HW.pipes
     add, default = p.vector["add"], p.vector["default"]
-    assert got["vector"][0] == pytest.approx(1.5 * add.fixed_cycles + 1024 / add.bytes_per_cycle
-                                             + default.fixed_cycles
+    issue = p.vector_issue.issue_cycles   # one 256-B repeat per row, one instruction per tile
+    assert got["vector"][0] == pytest.approx(1.5 * (add.fixed_cycles + issue)
+                                             + 6 * 256 / add.bytes_per_cycle
+                                             + default.fixed_cycles + issue
                                              + 256 / default.bytes_per_cycle)
     per = p.cube.cycles_per_fractal
     assert got["cube"][1] == pytest.approx(2 * p.cube.fixed_cycles + 8 * per["fp32"]

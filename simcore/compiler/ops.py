@@ -42,6 +42,9 @@ class Node:
     in_flight: np.ndarray         # k steps a cube tile pipelines
     vector_kind: str = ""         # key of the hardware's vector rate table
     vector_bytes: np.ndarray | None = None   # per tile: bytes the vector op works on
+    vector_rows: np.ndarray | None = None    # per tile: rows (all dims but the last)
+    vector_row_bytes: np.ndarray | None = None   # per tile: bytes of one row
+    vector_reduce: bool = False   # folds every row (a reduction along the last axis)
     cube_dtype: str = ""          # A's dtype: it sets the cycles per fractal
     fractals: np.ndarray | None = None       # per tile: 16x16x16 fractals
     mte1_bytes: np.ndarray | None = None     # per tile: A and B fed to L0A/L0B
@@ -62,6 +65,14 @@ class Node:
 
 def _elements(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.prod(hi - lo, axis=1)
+
+
+def _rows(lo: np.ndarray, hi: np.ndarray, elem: int) -> dict:
+    """The row structure of a vector tile: rows and the bytes of one row."""
+    ext = hi - lo
+    rows = np.prod(ext[:, :-1], axis=1) if ext.shape[1] > 1 else np.ones(len(ext), np.int64)
+    tail = ext[:, -1] if ext.shape[1] else np.ones(len(ext), np.int64)
+    return {"vector_rows": rows.astype(float), "vector_row_bytes": (tail * elem).astype(float)}
 
 
 def _vec_tile(op: TracedOp, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -120,7 +131,7 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi, flops=flops,
                 ub_bytes=ub, in_flight=np.ones(len(n)), vector_kind=kind,
-                vector_bytes=n * elem)
+                vector_bytes=n * elem, **_rows(lo, hi, elem))
 
 
 def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
@@ -141,7 +152,8 @@ def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     node = Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=src.dtype, out_lo=out_lo, out_hi=out_hi, in_lo=[lo], in_hi=[hi],
                 flops=n.astype(np.float64), ub_bytes=ub, in_flight=np.ones(len(n)),
-                vector_kind=f"row{op.op}", vector_bytes=n * elem)
+                vector_kind=f"row{op.op}", vector_bytes=n * elem, **_rows(lo, hi, elem),
+                vector_reduce=axis == len(src.shape) - 1)
     node.extra["splits"] = splits
     node.extra["axis"] = axis
     return node
@@ -161,7 +173,8 @@ def combine(index: int, partial: Node, value: LocalValue) -> Node:
     return Node(index=index, op=op, kind="vector", inputs=[value], out_shape=final,
                 out_dtype=partial.out_dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo], in_hi=[in_hi],
                 flops=n.astype(np.float64), ub_bytes=n * elem * 2, in_flight=np.ones(len(n)),
-                vector_kind=f"row{op.op}", vector_bytes=n * elem, combine_of=partial.index)
+                vector_kind=f"row{op.op}", vector_bytes=n * elem, combine_of=partial.index,
+                **_rows(in_lo, in_hi, elem), vector_reduce=axis == len(final) - 1)
 
 
 def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
@@ -255,7 +268,8 @@ def transpose(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> 
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[lo[:, inv]],
                 in_hi=[hi[:, inv]], flops=np.zeros(len(n)), ub_bytes=ub,
-                in_flight=np.ones(len(n)), vector_kind="transpose", vector_bytes=n * elem)
+                in_flight=np.ones(len(n)), vector_kind="transpose", vector_bytes=n * elem,
+                **_rows(lo, hi, elem))
 
 
 def concat(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
@@ -285,7 +299,7 @@ def concat(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=inputs[0].dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi,
                 flops=np.zeros(len(n)), ub_bytes=2 * n * elem, in_flight=np.ones(len(n)),
-                vector_kind="copy", vector_bytes=n * elem)
+                vector_kind="copy", vector_bytes=n * elem, **_rows(lo, hi, elem))
 
 
 BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full",)},

@@ -381,7 +381,9 @@ class RootCallTiler:
         acc = _AccessRows()
         sums = _TaskSums(n_tasks, tile_per_task=not one_task)
         for node, tasks in zip(nodes, task_of):
-            sums.add(node, tasks, self._valid_fraction(node))
+            # an op reading a result of this leaf task waits for it; loaded data it does not
+            waits = any(isinstance(v, LocalValue) and v.node in members for v in node.inputs)
+            sums.add(node, tasks, self._valid_fraction(node), waits)
             self._reads(acc, node, tasks, members)
             self._writes(acc, node, tasks, sums)
         if one_task:   # an op's tiles are parallel branches; a chain of ops is not
@@ -461,7 +463,8 @@ class _TaskSums:
 
     def __init__(self, n: int, tile_per_task: bool):
         self.n, self.tile_per_task = n, tile_per_task
-        self.vector: dict[str, tuple[np.ndarray, np.ndarray]] = {}   # kind: bytes, tiles
+        self.vector_kinds: dict[str, int] = {}
+        self.vector: list[tuple] = []        # VectorWork rows, op by op
         self.cube: dict[str, tuple[np.ndarray, np.ndarray]] = {}     # dtype: fractals, tiles
         self.mte1_bytes, self.mte1_steps = np.zeros(n), np.zeros(n)
         self.fixp_bytes, self.fixp_tiles = np.zeros(n), np.zeros(n)
@@ -478,11 +481,19 @@ class _TaskSums:
             table[key] = (np.zeros(self.n), np.zeros(self.n))
         return table[key]
 
-    def add(self, node: Node, tasks: np.ndarray, frac: np.ndarray) -> None:
+    def add(self, node: Node, tasks: np.ndarray, frac: np.ndarray, waits: bool = False) -> None:
         if node.kind == "vector":
-            nbytes, tiles = self._table(self.vector, node.vector_kind)
-            self.put(nbytes, tasks, node.vector_bytes * frac)
-            self.put(tiles, tasks, frac)
+            kind = self.vector_kinds.setdefault(node.vector_kind, len(self.vector_kinds))
+            if not waits:
+                dependent = 0.0
+            elif self.tile_per_task:
+                dependent = frac
+            else:   # the op's tiles in one task: one wait for the op before them
+                dependent = np.zeros(len(tasks))
+                dependent[:1] = frac[:1]
+            self.vector.append((tasks, kind, node.vector_bytes * frac, frac,
+                                node.vector_rows * frac, node.vector_row_bytes,
+                                node.vector_reduce, dependent))
         else:
             fractals, tiles = self._table(self.cube, node.cube_dtype)
             self.put(fractals, tasks, node.fractals * frac)
@@ -499,7 +510,8 @@ class _TaskSums:
 
     def work(self) -> Work:
         return Work.from_columns(
-            VectorWork.per_task(self.vector), CubeWork.per_task(self.cube), self.n,
+            VectorWork.of_rows(tuple(self.vector_kinds), self.vector),
+            CubeWork.per_task(self.cube), self.n,
             mte1_bytes=self.mte1_bytes, mte1_steps=self.mte1_steps, fixp_bytes=self.fixp_bytes,
             fixp_tiles=self.fixp_tiles, mte3_bytes=self.mte3_bytes, flops=self.flops,
             in_flight=self.in_flight)

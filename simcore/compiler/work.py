@@ -26,22 +26,58 @@ def _key_table(tables: list[tuple[str, ...]]) -> tuple[tuple[str, ...], list[np.
 
 @dataclass(frozen=True)
 class VectorWork:
-    """Vector pipe work: a row per leaf task and op kind.
+    """Vector pipe work: a row per leaf task and op tile (or, built ``per_task``, per
+    task and op kind).
 
     A kind is a key of the hardware's vector rate table ("add", "adds", "rowsum",
-    "dup", "copy", "transpose", ...).  A task merged from several may hold several
-    rows of one kind; pricing adds them up.
+    "dup", "copy", "transpose", ...); pricing adds up the rows of a task.  How an op
+    becomes instructions depends on the shape of its tile, so a row keeps it: the
+    tile's ``rows`` (every dim but the last) and the bytes of one row.  ``reduce``
+    marks a reduction along that last axis, which folds each row to one value;
+    ``dependent`` counts the waits for a result an earlier op of the same task
+    produced (an op reading only loaded data waits for none).  All but ``row_bytes``
+    scale with the valid fraction of the tile, as ``tiles`` does.
     """
     kinds: tuple[str, ...]
     task: np.ndarray
     kind: np.ndarray            # index into kinds
     bytes: np.ndarray           # bytes the kind's op tiles work on
     tiles: np.ndarray           # op tiles, each paying the kind's fixed cycles
+    rows: np.ndarray | None = None       # tile rows (default: one row per tile)
+    row_bytes: np.ndarray | None = None  # bytes of one tile row (default: the whole tile)
+    reduce: np.ndarray | None = None     # a row reduction along the last axis
+    dependent: np.ndarray | None = None  # waits for an earlier op's result in the task
+
+    def __post_init__(self):
+        n = self.task.size
+        if self.rows is None:
+            object.__setattr__(self, "rows", np.asarray(self.tiles, float))
+        if self.row_bytes is None:
+            per_tile = np.divide(self.bytes, self.tiles, out=np.zeros(n),
+                                 where=np.asarray(self.tiles) > 0)
+            object.__setattr__(self, "row_bytes", per_tile)
+        if self.reduce is None:
+            object.__setattr__(self, "reduce", np.zeros(n, bool))
+        if self.dependent is None:
+            object.__setattr__(self, "dependent", np.zeros(n))
 
     @classmethod
     def per_task(cls, table: dict[str, tuple[np.ndarray, np.ndarray]]) -> "VectorWork":
         """From {kind: (bytes per task, tiles per task)} over the same tasks."""
         return cls(tuple(table), *_rows_of(table))
+
+    @classmethod
+    def of_rows(cls, kinds: tuple[str, ...], columns: list[tuple]) -> "VectorWork":
+        """From parts of rows: (task, kind, bytes, tiles, rows, row_bytes, reduce, dependent)."""
+        if not columns:
+            z = np.zeros(0)
+            return cls(kinds, z.astype(np.int64), z.astype(np.int64), z, z, z, z,
+                       z.astype(bool), z)
+        cat = [np.concatenate([np.broadcast_to(np.asarray(c[i]), np.shape(c[0])) for c in columns])
+               for i in range(len(VECTOR_COLUMNS))]
+        return cls(kinds, cat[0].astype(np.int64), cat[1].astype(np.int64),
+                   *[c.astype(float) for c in cat[2:6]], cat[6].astype(bool),
+                   cat[7].astype(float))
 
     def moved(self, task: np.ndarray) -> "VectorWork":
         return replace(self, task=task[self.task] if self.task.size else self.task)
@@ -49,8 +85,12 @@ class VectorWork:
     @classmethod
     def concat(cls, parts: list["VectorWork"], offsets) -> "VectorWork":
         kinds, maps = _key_table([p.kinds for p in parts])
-        return cls(kinds, *_concat_rows([(p.task, p.kind, p.bytes, p.tiles) for p in parts],
-                                        maps, offsets))
+        return cls.of_rows(kinds, [(p.task + off, m[p.kind] if p.kind.size else p.kind,
+                                    *[getattr(p, c) for c in VECTOR_COLUMNS[2:]])
+                                   for p, m, off in zip(parts, maps, offsets)])
+
+
+VECTOR_COLUMNS = ("task", "kind", "bytes", "tiles", "rows", "row_bytes", "reduce", "dependent")
 
 
 @dataclass(frozen=True)

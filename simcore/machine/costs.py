@@ -21,14 +21,50 @@ def _per_task(task: np.ndarray, cycles: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(task, weights=cycles, minlength=n).astype(float) if n else np.zeros(0)
 
 
+# A row reduction folds the repeats of each row pairwise with the matching elementwise
+# instruction, then reduces the last repeat of every row with its reduce instruction
+# (pto-isa's TRowReduce: vadd/vmax/vmin then vcadd/vcmax/vcmin, docs/sources.md §2).
+REDUCE_FOLD = {"rowsum": "add", "rowamax": "maximum", "rowamin": "minimum"}
+
+
 def vector_cycles(hw: Hardware, vector: VectorWork, n: int) -> np.ndarray:
-    """Each op kind at its rate from the vector table (its "default" for unlisted kinds)."""
-    table = hw.pipes.vector
-    rates = [table.get(k, table["default"]) for k in vector.kinds]
-    fixed = np.asarray([r.fixed_cycles for r in rates] or [0.0])
-    per_byte = np.asarray([r.bytes_per_cycle for r in rates] or [1.0])
+    """Each op tile as the instructions it issues (docs/sources.md §2, Vector unit).
+
+    An instruction costs its start-up plus a rate per repeat; a row shorter than a
+    repeat still takes one, so small tiles pay per row, not per byte.  A tile op pays
+    the scalar issue; one that waits for an earlier op's result also pays the pipe
+    drain.  A reduction along the last axis with k repeats per row folds them in
+    k - 1 dependent steps of the fold instruction (each over every row), then
+    reduces each row once.  Unlisted kinds use the table's "default".
+    """
+    table, issue = hw.pipes.vector, hw.pipes.vector_issue
+    if vector.task.size == 0:
+        return np.zeros(n)
+    rep = float(issue.repeat_bytes)
+    rate = lambda k: table.get(k, table["default"])
+    own = [rate(k) for k in vector.kinds]
+    fold = [rate(REDUCE_FOLD.get(k, k)) for k in vector.kinds]
+    fixed = np.asarray([r.fixed_cycles for r in own])
+    per_rep = rep / np.asarray([r.bytes_per_cycle for r in own])
+    fold_fixed = np.asarray([r.fixed_cycles for r in fold])
+    fold_rep = rep / np.asarray([r.bytes_per_cycle for r in fold])
     k = vector.kind
-    return _per_task(vector.task, vector.tiles * fixed[k] + vector.bytes / per_byte[k], n)
+    tiles, rows, red = vector.tiles, vector.rows, vector.reduce
+    per_row = np.ceil(vector.row_bytes / rep)
+    tile_rows = np.divide(rows, tiles, out=np.zeros(rows.size), where=tiles > 0)
+    # elementwise: every row's repeats in instructions of at most max_repeats
+    repeats = np.where(red, 1.0, per_row) * rows
+    tile_reps = np.where(red, 1.0, per_row) * tile_rows
+    instr = tiles * np.ceil(tile_reps / issue.max_repeats)
+    # a reduction's own instructions reduce each row once (its rate); a reduction that is
+    # not along the last axis is all folding, priced as the elementwise fold instruction
+    folds_only = np.asarray([kk in REDUCE_FOLD for kk in vector.kinds])[k] & ~red
+    cycles = instr * np.where(folds_only, fold_fixed[k], fixed[k]) \
+        + repeats * np.where(folds_only, fold_rep[k], per_rep[k])
+    steps = np.where(red, np.maximum(per_row - 1.0, 0.0), 0.0)   # dependent fold steps per tile
+    cycles += steps * (instr * fold_fixed[k] + rows * fold_rep[k] + tiles * issue.dependency_cycles)
+    cycles += tiles * issue.issue_cycles + vector.dependent * issue.dependency_cycles
+    return _per_task(vector.task, cycles, n)
 
 
 def cube_cycles(hw: Hardware, cube: CubeWork, n: int) -> np.ndarray:

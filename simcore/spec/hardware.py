@@ -42,7 +42,10 @@ class Memory(Strict):
 
 
 class PipeRate(Strict):
-    """Cycles for one op on one tile: fixed_cycles + bytes / bytes_per_cycle."""
+    """Cycles for one op on one tile: fixed_cycles + bytes / bytes_per_cycle.
+
+    In the vector table a rate is one instruction's: fixed_cycles of start-up, then
+    ``repeat_bytes / bytes_per_cycle`` cycles per repeat (``VectorIssue``)."""
     bytes_per_cycle: PositiveFloat
     fixed_cycles: float = Field(ge=0)
 
@@ -68,6 +71,21 @@ class CubeRate(Strict):
         return table
 
 
+class VectorIssue(Strict):
+    """How tile ops become Vector instructions and wait for one another.
+
+    An instruction works on repeats of ``repeat_bytes``; a tile row shorter than that
+    still takes a whole repeat, and one instruction issues at most ``max_repeats``.
+    Every tile op pays ``issue_cycles`` of scalar issue; an op that reads the result
+    of an earlier op of its leaf task waits ``dependency_cycles`` for the pipe to
+    drain (pipe_barrier(PIPE_V)), and so does each folding step of a row reduction.
+    """
+    repeat_bytes: PositiveInt
+    max_repeats: PositiveInt
+    issue_cycles: float = Field(ge=0)
+    dependency_cycles: float = Field(ge=0)
+
+
 class Pipes(Strict):
     mte2: Mte2Rate        # GM -> UB/L1 (copy in)
     mte1: PipeRate        # L1 -> L0A/L0B
@@ -75,6 +93,7 @@ class Pipes(Strict):
     fixp: PipeRate        # L0C -> GM
     mte3: PipeRate        # UB -> GM (copy out)
     vector: dict[str, PipeRate]  # per op kind; key "default" for the rest
+    vector_issue: VectorIssue
 
     @field_validator("vector")
     @classmethod

@@ -1,0 +1,122 @@
+"""Vector ops priced as instructions: per-row repeats, scalar issue, and the wait of an op
+for the result of the op before it in its leaf task; row reductions fold, then reduce."""
+import numpy as np
+import pytest
+
+from pipeline.calibrate import with_values
+from simcore.compiler import compile_kernel
+from simcore.machine.costs import REDUCE_FOLD, vector_cycles
+from simcore.spec.hardware import HARDWARE_DIR, load_hardware
+from simcore.spec.kernel import Kernel
+
+HW = load_hardware("dav_2201")
+ISSUE = HW.pipes.vector_issue
+
+
+def _program(ops, shape, tile, dtype="fp32", hw=HW):
+    """x -> ops (each a list of (op, input names)) -> assembled outputs, one root call."""
+    tensors = {"x": {"shape": list(shape), "dtype": dtype, "role": "input"}}
+    body = [{"set_vec_tile_shapes": list(tile)}]
+    for i, (op, inputs, extra) in enumerate(ops):
+        body.append({"op": op, "inputs": inputs, "out": f"t{i}", **extra})
+    outs = [f"t{i}" for i in range(len(ops)) if not any(f"t{i}" in o[1] for o in ops)]
+    for name in outs:
+        out_shape = list(shape) if ops[int(name[1:])][0] != "sum" and \
+            ops[int(name[1:])][0] not in ("amax", "amin") else list(shape[:-1]) + [1]
+        tensors[f"y_{name}"] = {"shape": out_shape, "dtype": dtype, "role": "output"}
+        body.append({"op": "assemble", "inputs": [name], "out": f"y_{name}",
+                     "offsets": [0] * len(shape)})
+    k = Kernel.model_validate({"name": "k", "params": {}, "tensors": tensors, "tiles": {},
+                               "body": body, "options": {}})
+    return compile_kernel(k, hw)
+
+
+def _chain(n, shape, dtype="fp32"):
+    ops = [("exp", ["x" if i == 0 else f"t{i - 1}"], {}) for i in range(n)]
+    return _program(ops, shape, shape, dtype)
+
+
+def _cycles(program, hw=HW):
+    return vector_cycles(hw, program.work.vector, program.work.tasks)
+
+
+def _instr(kind, repeats, hw=HW):
+    """One instruction of ``kind`` over ``repeats`` repeats (at most max_repeats each)."""
+    r = hw.pipes.vector.get(kind, hw.pipes.vector["default"])
+    count = max(np.ceil(repeats / hw.pipes.vector_issue.max_repeats), 1)
+    return count * r.fixed_cycles + repeats * hw.pipes.vector_issue.repeat_bytes / r.bytes_per_cycle
+
+
+def test_a_chain_of_small_dependent_ops_costs_a_latency_per_op():
+    costs = [_cycles(_chain(n, (16, 16))).sum() for n in range(1, 9)]
+    assert all(_chain(n, (16, 16)).work.tasks == 1 for n in (1, 8))
+    steps = np.diff(costs)
+    # every op after the first waits for its input: the same price each, linear in N
+    assert steps == pytest.approx(np.full(7, steps[0]))
+    # a [16,16] fp32 tile has 16 rows of 64 B: each row takes a whole 256-B repeat
+    exp_tile = _instr("exp", 16) + ISSUE.issue_cycles
+    assert costs[0] == pytest.approx(exp_tile)
+    assert steps[0] == pytest.approx(exp_tile + ISSUE.dependency_cycles)
+    # most of a small op's price is latency, not bytes: per byte it costs far more than
+    # the same chain on big tiles ([64,512] fp16: 2 ops fit UB in one leaf task)
+    small = _chain(2, (16, 16), "fp16")
+    big = _chain(2, (64, 512), "fp16")
+    assert big.work.tasks == 1
+    per_byte = lambda p: _cycles(p).sum() / p.work.vector.bytes.sum()
+    assert per_byte(small) > 10 * per_byte(big)
+
+
+def test_independent_ops_do_not_wait():
+    # exp(x) and sqrt(x) read the same loaded tile: one leaf task, neither waits
+    siblings = _program([("exp", ["x"], {}), ("sqrt", ["x"], {})], (16, 16), (16, 16))
+    chained = _program([("exp", ["x"], {}), ("sqrt", ["t0"], {})], (16, 16), (16, 16))
+    assert siblings.work.tasks == chained.work.tasks == 1
+    assert siblings.work.vector.dependent.sum() == 0
+    assert chained.work.vector.dependent.sum() == 1
+    slow_sync = with_values(HW, {"pipes.vector_issue.dependency_cycles": 1000.0})
+    assert _cycles(siblings, slow_sync).sum() == pytest.approx(_cycles(siblings).sum())
+    assert _cycles(chained, slow_sync).sum() - _cycles(chained).sum() == \
+        pytest.approx(1000.0 - ISSUE.dependency_cycles)
+
+
+def _reduce(op, cols, rows=8):
+    p = _program([(op, ["x"], {"axis": -1, "keepdim": True})], (rows, cols), (rows, cols))
+    assert p.work.tasks == 1 and bool(p.work.vector.reduce.all())
+    return _cycles(p).sum()
+
+
+@pytest.mark.parametrize("op, kind", [("sum", "rowsum"), ("amax", "rowamax"),
+                                      ("amin", "rowamin")])
+def test_row_reductions_fold_each_row_then_reduce_it(op, kind):
+    fold = REDUCE_FOLD[kind]
+    rows = 8
+    # 64 fp32 = one repeat per row: the reduce instruction alone, one repeat per row
+    narrow = _reduce(op, 64, rows)
+    assert narrow == pytest.approx(_instr(kind, rows) + ISSUE.issue_cycles)
+    # 512 fp32 = 8 repeats per row: 7 dependent fold steps over all rows, then the reduce
+    wide = _reduce(op, 512, rows)
+    folds = 7 * (_instr(fold, rows) + ISSUE.dependency_cycles)
+    assert wide == pytest.approx(folds + _instr(kind, rows) + ISSUE.issue_cycles)
+    assert wide / rows > narrow / rows
+    # twice the rows: every instruction takes twice the repeats, start-ups stay
+    assert _reduce(op, 512, 2 * rows) - wide == pytest.approx(
+        7 * (_instr(fold, 2 * rows) - _instr(fold, rows))
+        + _instr(kind, 2 * rows) - _instr(kind, rows))
+
+
+def test_the_facts_price_the_three_reductions_alike_at_their_sourced_rates(tmp_path):
+    # the facts file alone (the fit overlay next to it is for the old model's fit)
+    facts = tmp_path / "dav_2201.toml"
+    facts.write_text((HARDWARE_DIR / "dav_2201.toml").read_text())
+    hw = load_hardware(facts)
+    reduce_rates = {hw.pipes.vector[k].bytes_per_cycle for k in REDUCE_FOLD}
+    # vcadd, vcmax and vcmin take the same time per repeat, well below their fold steps'
+    assert len(reduce_rates) == 1
+    (reduce_rate,) = reduce_rates
+    assert all(hw.pipes.vector[f].bytes_per_cycle > 2 * reduce_rate for f in REDUCE_FOLD.values())
+    for shape in [(8, 64), (8, 512), (32, 256)]:
+        p = {k: _program([(op, ["x"], {"axis": -1, "keepdim": True})], shape, shape, hw=hw)
+             for k, op in (("rowsum", "sum"), ("rowamax", "amax"), ("rowamin", "amin"))}
+        c = {k: _cycles(v, hw).sum() for k, v in p.items()}
+        # max and min are the same instructions; the sum's vcadd and vadd start slower
+        assert c["rowamax"] == pytest.approx(c["rowamin"]) and c["rowsum"] > c["rowamax"]
