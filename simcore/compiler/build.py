@@ -249,18 +249,38 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     a range of lines.  A tile of one op and a differently shaped tile of another op
     that touch the same bytes then meet in the same lines, so a consumer with other
     tiles still hits, and a column tile marks only the lines of its own columns.
+    Many tasks read the same box (a matmul's panels), so each distinct box is cut once.
     """
     if not acc.size:
         return RegionAccesses.empty()
-    n, rank = acc.size, acc.lo.shape[1]
+    boxes = np.concatenate([acc.buffer[:, None], acc.lo, acc.hi], axis=1).astype(np.int64)
+    unique, box_of = np.unique(boxes, axis=0, return_inverse=True)
+    box_of = box_of.reshape(-1)
+    owner, index, nbytes, lines = _box_lines(acc.buffers, unique)
+    ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
+    count = ptr[box_of + 1] - ptr[box_of]
+    a = np.repeat(np.arange(acc.size), count)
+    r = np.arange(a.size) - np.repeat(np.cumsum(count) - count, count) + ptr[box_of][a]
+    return RegionAccesses(
+        task=acc.task[a].astype(np.int64),
+        region=(acc.buffer[a].astype(np.int64) << 40) + index[r],
+        bytes=nbytes[r], lines=lines[r],
+        write=acc.write[a].astype(bool), bypass=acc.bypass[a].astype(bool))
+
+
+def _box_lines(buffers, boxes: np.ndarray):
+    """Per box (rows of buffer, lo, hi): its (box, region index, bytes, line bitmap) rows,
+    grouped by box in box order."""
+    rank = (boxes.shape[1] - 1) // 2
+    buffer, lo, hi = boxes[:, 0], boxes[:, 1:1 + rank], boxes[:, 1 + rank:]
+    n = len(boxes)
     shape = np.ones((n, rank), np.int64)
     elem = np.zeros(n, np.int64)
-    for b in np.unique(acc.buffer):
-        sel = acc.buffer == b
-        buffer = acc.buffers[int(b)]
-        shape[sel, :len(buffer.shape)] = buffer.shape    # unused trailing dims: size 1
-        elem[sel] = buffer.elem
-    lo, hi = acc.lo.astype(np.int64), acc.hi.astype(np.int64)
+    for b in np.unique(buffer):
+        sel = buffer == b
+        whole = buffers[int(b)]
+        shape[sel, :len(whole.shape)] = whole.shape      # unused trailing dims: size 1
+        elem[sel] = whole.elem
     stride = np.ones((n, rank), np.int64)                # elements, row-major
     for d in range(rank - 2, -1, -1):
         stride[:, d] = stride[:, d + 1] * shape[:, d + 1]
@@ -277,16 +297,21 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     # one row per run, in increasing address order within its box
     row = np.repeat(np.arange(n), runs)
     k = np.arange(row.size) - np.repeat(np.cumsum(runs) - runs, runs)
-    index = (k[:, None] // inner[row]) % outer[row]
-    start = base[row] + (index * stride[row]).sum(axis=1) * elem[row]
+    start = base[row]
+    for d in range(rank - 1):
+        if (outer[:, d] > 1).any():          # dims every box covers in one step add nothing
+            start += (k // inner[row, d]) % outer[row, d] * (stride[row, d] * elem[row])
     end = start + run_len[row]
-    # one row per (run, region it touches)
+    # one row per (run, region it touches); most runs stay inside one region
     per_region = L2_REGION_BYTES // L2_LINE_BYTES
     first, last = start // L2_LINE_BYTES, (end - 1) // L2_LINE_BYTES
     count = last // per_region - first // per_region + 1
-    piece = np.repeat(np.arange(row.size), count)
-    region = first[piece] // per_region + \
-        (np.arange(piece.size) - np.repeat(np.cumsum(count) - count, count))
+    if (count == 1).all():
+        piece, region = np.arange(row.size), first // per_region
+    else:
+        piece = np.repeat(np.arange(row.size), count)
+        region = first[piece] // per_region + \
+            (np.arange(piece.size) - np.repeat(np.cumsum(count) - count, count))
     low = np.maximum(first[piece], region * per_region) - region * per_region
     high = np.minimum(last[piece], region * per_region + per_region - 1) - region * per_region
     mask = (np.uint64(2 ** 64 - 1) >> (63 - (high - low)).astype(np.uint64)) \
@@ -295,15 +320,12 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
         - np.maximum(start[piece], region * L2_REGION_BYTES)
     # runs of one box that meet in a region become one row
     owner = row[piece]
+    if not owner.size:
+        return owner, owner, np.zeros(0), np.zeros(0, np.uint64)
     head = np.flatnonzero(np.concatenate([[True], (owner[1:] != owner[:-1])
                                           | (region[1:] != region[:-1])]))
-    a = owner[head]
-    return RegionAccesses(
-        task=acc.task[a].astype(np.int64),
-        region=(acc.buffer[a].astype(np.int64) << 40) + region[head],
-        bytes=np.add.reduceat(inside, head).astype(float),
-        lines=np.bitwise_or.reduceat(mask, head),
-        write=acc.write[a].astype(bool), bypass=acc.bypass[a].astype(bool))
+    return owner[head], region[head], np.add.reduceat(inside, head).astype(float), \
+        np.bitwise_or.reduceat(mask, head)
 
 
 def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
