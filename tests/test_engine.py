@@ -19,7 +19,6 @@ from simcore.compiler.program import (CoreType, LeafFunction, Program, RegionAcc
                                       RootFunction)
 from simcore.compiler.work import CubeWork, VectorWork, Work
 from simcore.machine.engine import Machine
-from simcore.machine.l2 import L2Cache, TaskRegions
 from simcore.spec.hardware import load_hardware
 from simcore.spec.options import RuntimeOptions
 
@@ -58,7 +57,7 @@ def make_program(cycles, *, edges=(), call_of=None, dev_task_of_call=None, core=
     ``call_of[t]``: the root call of task t (default all in call 0);
     ``dev_task_of_call[c]``: the dev task of call c (default all in dev task 0);
     ``core[t]``: AIV or AIC (default AIV); ``edges``: (producer, consumer) pairs;
-    ``accesses``: (task, region, bytes, region_bytes, write, bypass) GM accesses.
+    ``accesses``: (task, region, bytes, line bitmap, write, bypass) GM accesses.
     """
     n = len(cycles)
     task_call = np.asarray(call_of if call_of is not None else [0] * n, np.int64)
@@ -90,7 +89,7 @@ def make_program(cycles, *, edges=(), call_of=None, dev_task_of_call=None, core=
             mte2_loads=np.bincount(read_task, minlength=n).astype(float)),
         regions=RegionAccesses(
             task=acc[:, 0].astype(np.int64), region=acc[:, 1].astype(np.int64),
-            bytes=acc[:, 2], region_bytes=acc[:, 3], write=acc[:, 4].astype(bool),
+            bytes=acc[:, 2], lines=acc[:, 3].astype(np.uint64), write=acc[:, 4].astype(bool),
             bypass=acc[:, 5].astype(bool)),
         edge_src=np.array([s for s, _ in edges], np.int64),
         edge_dst=np.array([d for _, d in edges], np.int64), workspace_bytes=0)
@@ -270,48 +269,3 @@ def test_running_one_machine_twice_gives_the_same_timeline_and_leaves_the_first_
     assert _snapshot(first) == before
     assert first.task_start is not second.task_start and first.sched[0] is not second.sched[0]
     assert before["task_l2_bytes"] == [0.0, region, 0.0, region, region]   # exercised L2
-
-
-# -- L2Cache on its own ----------------------------------------------------------------
-def _cache(capacity, per_task):
-    """An L2Cache over ``per_task``: for each task, its (region, bytes, region_bytes, write,
-    bypass) accesses."""
-    rows = [a for accesses in per_task for a in accesses]
-    ptr = np.cumsum([0] + [len(a) for a in per_task]).tolist()
-    cols = list(zip(*rows))
-    return L2Cache(capacity, TaskRegions(
-        ptr=ptr, region=list(cols[0]), nbytes=list(cols[1]), region_bytes=list(cols[2]),
-        write=list(cols[3]), bypass=list(cols[4])))
-
-
-def test_l2_a_read_hits_only_a_region_filled_to_its_size():
-    half, full = 4096.0, 8192.0
-    cache = _cache(1 << 20, [[(1, half, full, False, False)],     # first half: miss
-                             [(1, half, full, False, False)],     # second half: miss, fills
-                             [(1, half, full, False, False)]])    # now complete: hit
-    assert [cache.access(t) for t in range(3)] == [(0.0, half), (0.0, half), (half, 0.0)]
-
-
-def test_l2_writes_fill_and_bypassed_accesses_are_not_kept():
-    r = 8192.0
-    cache = _cache(1 << 20, [
-        [(1, r, r, True, False)],                            # write region 1: no read bytes
-        [(1, r, r, False, False), (2, r, r, False, True)],   # 1 hits; 2 bypassed: miss
-        [(2, r, r, False, False)],                           # 2 was not kept: miss again
-        [(1, r, r, True, True)],                             # bypassed write drops region 1
-        [(1, r, r, False, False)]])
-    assert [cache.access(t) for t in range(5)] == [
-        (0.0, 0.0), (r, r), (0.0, r), (0.0, 0.0), (0.0, r)]
-    assert cache.used == 2 * r                               # regions 2 and 1, read back
-
-
-def test_l2_evicts_the_least_recently_used_region():
-    r = 8192.0
-    cache = _cache(2 * r, [
-        [(1, r, r, False, False)], [(2, r, r, False, False)],
-        [(1, r, r, False, False)],                           # hit: 1 is now the newest
-        [(3, r, r, False, False)],                           # over capacity: 2 goes
-        [(1, r, r, False, False), (2, r, r, False, False)]])
-    assert [cache.access(t) for t in range(5)] == [
-        (0.0, r), (0.0, r), (r, 0.0), (0.0, r), (r, r)]
-    assert cache.used == 2 * r

@@ -12,7 +12,8 @@ from .accesses import Accesses
 from .deps import region_edges
 from .limits import Limits
 from .merge import choose, merged_index
-from .program import CoreType, LeafFunction, Program, RegionAccesses, RootFunction
+from .program import (L2_LINE_BYTES, CoreType, LeafFunction, Program, RegionAccesses,
+                      RootFunction)
 from .rows import row_ids
 from .stitch import stitch
 from .tiling import RootCallTiler, TaskBatch
@@ -235,42 +236,98 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     return _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
 
 
-L2_REGION_BYTES = 8192   # L2 tracks data by region of this size, not by byte or cache line
+# L2 tracks data by region of this many bytes, each a bitmap of its L2 lines: 64 lines fit
+# one uint64, and a region is the unit L2 evicts (far below any capacity in lines)
+L2_REGION_BYTES = 64 * L2_LINE_BYTES
 
 
 def l2_regions(acc: Accesses) -> RegionAccesses:
-    """Expand accesses into the L2 regions their flat byte range covers.
+    """Expand accesses into the L2 regions, and the lines in them, their bytes cover.
 
-    A tile of one op and a differently shaped tile of another op that touch the same
-    bytes then meet in the same regions, so a consumer with other tiles still hits.
+    A box of a row-major buffer is one contiguous run of bytes per row of its outer
+    dimensions (the inner dimensions it covers whole join the run); each run touches
+    a range of lines.  A tile of one op and a differently shaped tile of another op
+    that touch the same bytes then meet in the same lines, so a consumer with other
+    tiles still hits, and a column tile marks only the lines of its own columns.
+    Many tasks read the same box (a matmul's panels), so each distinct box is cut once.
     """
     if not acc.size:
         return RegionAccesses.empty()
-    n = acc.size
-    start = np.zeros(n, np.int64)
-    end = np.zeros(n, np.int64)
-    for b in np.unique(acc.buffer):
-        sel = np.flatnonzero(acc.buffer == b)
-        buffer = acc.buffers[int(b)]
-        rank = len(buffer.shape)
-        strides = np.cumprod((list(buffer.shape[1:]) + [1])[::-1])[::-1].astype(np.int64)
-        lo, hi = acc.lo[sel, :rank], acc.hi[sel, :rank]
-        start[sel] = (lo @ strides) * buffer.elem
-        end[sel] = ((hi - 1) @ strides + 1) * buffer.elem
-    first, last = start // L2_REGION_BYTES, (end - 1) // L2_REGION_BYTES
-    count = np.maximum(last - first + 1, 1)
-    row = np.repeat(np.arange(n), count)
-    offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    index = first[row] + offset
-    sizes = np.asarray([b.bytes for b in acc.buffers], np.int64)
-    total = sizes[acc.buffer[row]]
-    full = np.minimum(L2_REGION_BYTES, total - index * L2_REGION_BYTES)
+    boxes = np.concatenate([acc.buffer[:, None], acc.lo, acc.hi], axis=1).astype(np.int64)
+    unique, box_of = np.unique(boxes, axis=0, return_inverse=True)
+    box_of = box_of.reshape(-1)
+    owner, index, nbytes, lines = _box_lines(acc.buffers, unique)
+    ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
+    count = ptr[box_of + 1] - ptr[box_of]
+    a = np.repeat(np.arange(acc.size), count)
+    r = np.arange(a.size) - np.repeat(np.cumsum(count) - count, count) + ptr[box_of][a]
+    storage = np.unique([b.base for b in acc.buffers], return_inverse=True)[1].ravel()
     return RegionAccesses(
-        task=acc.task[row].astype(np.int64),
-        region=(np.unique([b.base for b in acc.buffers], return_inverse=True)[1].ravel()
-                [acc.buffer[row]].astype(np.int64) << 40) + index,   # keyed on the storage
-        bytes=(acc.bytes[row] / count[row]).astype(float), region_bytes=full.astype(float),
-        write=acc.write[row].astype(bool), bypass=acc.bypass[row].astype(bool))
+        task=acc.task[a].astype(np.int64),
+        # keyed on the storage: every geometry of one tensor (an inplace reshape) meets there
+        region=(storage[acc.buffer[a]].astype(np.int64) << 40) + index[r],
+        bytes=nbytes[r], lines=lines[r],
+        write=acc.write[a].astype(bool), bypass=acc.bypass[a].astype(bool))
+
+
+def _box_lines(buffers, boxes: np.ndarray):
+    """Per box (rows of buffer, lo, hi): its (box, region index, bytes, line bitmap) rows,
+    grouped by box in box order."""
+    rank = (boxes.shape[1] - 1) // 2
+    buffer, lo, hi = boxes[:, 0], boxes[:, 1:1 + rank], boxes[:, 1 + rank:]
+    n = len(boxes)
+    shape = np.ones((n, rank), np.int64)
+    elem = np.zeros(n, np.int64)
+    for b in np.unique(buffer):
+        sel = buffer == b
+        whole = buffers[int(b)]
+        shape[sel, :len(whole.shape)] = whole.shape      # unused trailing dims: size 1
+        elem[sel] = whole.elem
+    stride = np.ones((n, rank), np.int64)                # elements, row-major
+    for d in range(rank - 2, -1, -1):
+        stride[:, d] = stride[:, d + 1] * shape[:, d + 1]
+    # the run's dimension: the last one the box does not cover whole (0 if it covers all)
+    partial = (lo != 0) | (hi != shape)
+    run_dim = np.where(partial.any(axis=1), rank - 1 - np.argmax(partial[:, ::-1], axis=1), 0)
+    col = np.arange(rank)
+    run_len = (hi - lo)[np.arange(n), run_dim] * stride[np.arange(n), run_dim] * elem
+    outer = np.where(col < run_dim[:, None], hi - lo, 1)  # rows of runs per outer dim
+    inner = np.cumprod(outer[:, ::-1], axis=1)[:, ::-1]
+    runs = np.where(run_len > 0, inner[:, 0], 0)
+    inner = np.concatenate([inner[:, 1:], np.ones((n, 1), np.int64)], axis=1)
+    base = (lo * stride).sum(axis=1) * elem
+    # one row per run, in increasing address order within its box
+    row = np.repeat(np.arange(n), runs)
+    k = np.arange(row.size) - np.repeat(np.cumsum(runs) - runs, runs)
+    start = base[row]
+    for d in range(rank - 1):
+        if (outer[:, d] > 1).any():          # dims every box covers in one step add nothing
+            start += (k // inner[row, d]) % outer[row, d] * (stride[row, d] * elem[row])
+    end = start + run_len[row]
+    # one row per (run, region it touches); most runs stay inside one region
+    per_region = L2_REGION_BYTES // L2_LINE_BYTES
+    first, last = start // L2_LINE_BYTES, (end - 1) // L2_LINE_BYTES
+    count = last // per_region - first // per_region + 1
+    if (count == 1).all():
+        piece, region = np.arange(row.size), first // per_region
+    else:
+        piece = np.repeat(np.arange(row.size), count)
+        region = first[piece] // per_region + \
+            (np.arange(piece.size) - np.repeat(np.cumsum(count) - count, count))
+    low = np.maximum(first[piece], region * per_region) - region * per_region
+    high = np.minimum(last[piece], region * per_region + per_region - 1) - region * per_region
+    mask = (np.uint64(2 ** 64 - 1) >> (63 - (high - low)).astype(np.uint64)) \
+        << low.astype(np.uint64)
+    inside = np.minimum(end[piece], (region + 1) * L2_REGION_BYTES) \
+        - np.maximum(start[piece], region * L2_REGION_BYTES)
+    # runs of one box that meet in a region become one row
+    owner = row[piece]
+    if not owner.size:
+        return owner, owner, np.zeros(0), np.zeros(0, np.uint64)
+    head = np.flatnonzero(np.concatenate([[True], (owner[1:] != owner[:-1])
+                                          | (region[1:] != region[:-1])]))
+    return owner[head], region[head], np.add.reduceat(inside, head).astype(float), \
+        np.bitwise_or.reduceat(mask, head)
 
 
 def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,

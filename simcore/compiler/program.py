@@ -48,24 +48,33 @@ class RootFunction:
     name: str
 
 
+# L2 line: the unit L2 fills and the region bitmaps count.  512 B is CANN's cache line on
+# A2/A3 (the matmul tiling's CACHELINE; best practice 10_0014's efficient access unit) and
+# upstream's l2LineSize (docs/sources.md §3).
+L2_LINE_BYTES = 512
+
+
 @dataclass(frozen=True)
 class RegionAccesses:
-    """The L2 regions each leaf task reads or writes, one row per (access, region).
+    """The L2 regions each leaf task reads or writes, one row per (GM box, region).
 
-    A GM access covering several regions is split evenly over them; the L2 model
-    looks them up in the order a task starts.
+    A box covers, in its buffer's row-major layout, one contiguous run of bytes per
+    row of its outer dimensions; ``lines`` marks the lines of the region those runs
+    touch and ``bytes`` counts the box's bytes inside the region, so the rows of one
+    box add up to its bytes.  The L2 model looks them up in the order a task starts.
     """
     task: np.ndarray
-    region: np.ndarray          # (buffer << 40) + region index of L2_REGION_BYTES
+    region: np.ndarray          # (buffer << 40) + region index
     bytes: np.ndarray           # bytes of the access inside the region
-    region_bytes: np.ndarray    # size of the region (smaller at a buffer's end)
+    lines: np.ndarray           # uint64 bitmap of the region's L2 lines it touches
     write: np.ndarray
     bypass: np.ndarray          # set_cache_policy bypass: read from HBM, not kept
 
     @classmethod
     def empty(cls) -> "RegionAccesses":
         z = np.zeros(0)
-        return cls(z.astype(np.int64), z.astype(np.int64), z, z, z.astype(bool), z.astype(bool))
+        return cls(z.astype(np.int64), z.astype(np.int64), z, z.astype(np.uint64),
+                   z.astype(bool), z.astype(bool))
 
 
 @dataclass

@@ -143,7 +143,7 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         direct_send=options.device_sched_mode in (1, 3), fair=fair,
         dispatch_us=a.dispatch_us + (a.fairness_us if fair else 0.0),
         head_us=hw.core.head_overhead_us, clock_mhz=hw.cores.clock_mhz,
-        l2_bytes=hw.memory.l2_bytes, mte2=Mte2Model(hw),
+        l2_bytes=hw.memory.l2_effective_bytes, mte2=Mte2Model(hw),
         ctrl_ready=ctrl_ready, build_end=ctrl_ready + np.cumsum(build_cost),
         dev_task_tasks=tasks,
         first_ready=first_ready,
@@ -165,11 +165,13 @@ def _region_accesses(p: Program) -> TaskRegions:
     r = p.regions
     order = np.lexsort((r.write, r.task))     # per task, reads before writes
     task = r.task[order]
+    lines = r.lines[order]
     return TaskRegions(
         ptr=np.searchsorted(task, np.arange(p.leaf_tasks + 1)).tolist(),
         region=r.region[order].tolist(), nbytes=r.bytes[order].tolist(),
-        region_bytes=r.region_bytes[order].tolist(), write=r.write[order].tolist(),
-        bypass=r.bypass[order].tolist())
+        lines=lines.astype(np.uint64).tolist(),
+        nlines=np.bitwise_count(lines.astype(np.uint64)).astype(np.int64).tolist(),
+        write=r.write[order].tolist(), bypass=r.bypass[order].tolist())
 
 
 # -- idle cores -----------------------------------------------------------------------

@@ -36,9 +36,17 @@ class Buffers(Strict):
 
 
 class Memory(Strict):
+    """HBM and the shared L2.  ``l2_bytes`` is the nominal capacity; ``l2_usable_fraction``
+    of it is what one kernel's working set can keep there (the rest lost to the
+    unpublished set mapping and to other occupants): the L2 model's LRU capacity."""
     l2_bytes: PositiveInt
     hbm_gbps: PositiveFloat
     l2_gbps: PositiveFloat
+    l2_usable_fraction: float = Field(default=1.0, gt=0, le=1)
+
+    @property
+    def l2_effective_bytes(self) -> float:
+        return self.l2_bytes * self.l2_usable_fraction
 
 
 class PipeRate(Strict):

@@ -1,0 +1,209 @@
+"""The L2 model: line bitmaps per region, hits by line, LRU by region counted in lines,
+and the directions it must give on compiled kernels (column-tile reuse, write-allocate,
+capacity, L2-locality traversal of a GEMM)."""
+import numpy as np
+import pytest
+
+from pipeline.calibrate import with_values
+from simcore.compiler import compile_kernel
+from simcore.compiler.program import L2_LINE_BYTES
+from simcore.machine import simulate
+from simcore.machine.l2 import L2Cache, TaskRegions
+from simcore.spec.hardware import load_hardware
+from simcore.spec.kernel import Kernel
+
+HW = load_hardware("dav_2201")
+LINE = L2_LINE_BYTES
+
+
+def run(kernel, hw=HW):
+    program = compile_kernel(kernel, hw)
+    return program, simulate(hw, program, kernel.options.runtime_options)
+
+
+# -- L2Cache on its own ----------------------------------------------------------------
+def _cache(capacity, per_task):
+    """An L2Cache over ``per_task``: for each task, its (region, bytes, lines, write, bypass)
+    accesses."""
+    rows = [a for accesses in per_task for a in accesses]
+    ptr = np.cumsum([0] + [len(a) for a in per_task]).tolist()
+    cols = list(zip(*rows))
+    return L2Cache(capacity, TaskRegions(
+        ptr=ptr, region=list(cols[0]), nbytes=list(cols[1]), lines=list(cols[2]),
+        nlines=[m.bit_count() for m in cols[2]], write=list(cols[3]), bypass=list(cols[4])))
+
+
+def test_l2_a_read_hits_the_lines_held_and_misses_whole_lines():
+    cache = _cache(1 << 20, [
+        [(1, 2 * LINE, 0b0011, False, False)],     # lines 0, 1: both missed
+        [(1, 2 * LINE, 0b0110, False, False)],     # line 1 held, line 2 missed
+        [(1, 100.0, 0b1000, False, False)],        # 100 B of line 3: the whole line comes
+        [(1, 100.0, 0b1000, False, False)]])       # the rest of that line: a hit
+    assert [cache.access(t) for t in range(4)] == [
+        (0.0, 2 * LINE), (LINE, LINE), (0.0, LINE), (100.0, 0.0)]
+    assert cache.used == 4 * LINE
+
+
+def test_l2_writes_fill_and_bypassed_accesses_are_not_kept():
+    full = 2 ** 64 - 1
+    r = 64 * LINE
+    cache = _cache(1 << 20, [
+        [(1, r, full, True, False)],                             # write region 1: no read bytes
+        [(1, r, full, False, False), (2, r, full, False, True)],  # 1 hits; 2 bypassed: miss
+        [(2, r, full, False, False)],                            # 2 was not kept: miss again
+        [(1, LINE, 0b1, True, True)],                            # bypassed write drops line 0
+        [(1, r, full, False, False)]])                           # 63 of 64 lines still held
+    assert [cache.access(t) for t in range(5)] == [
+        (0.0, 0.0), (r, r), (0.0, r), (0.0, 0.0), (r - LINE, LINE)]
+    assert cache.used == 2 * r                                   # regions 2 and 1, whole
+
+
+def test_l2_evicts_the_least_recently_used_region_once_its_lines_exceed_capacity():
+    three = 0b111
+    cache = _cache(6 * LINE, [
+        [(1, 3 * LINE, three, False, False)], [(2, 3 * LINE, three, False, False)],
+        [(1, 3 * LINE, three, False, False)],       # hit: 1 is now the newest
+        [(3, LINE, 0b1, False, False)],             # 7 lines > 6: region 2 goes
+        [(1, 3 * LINE, three, False, False), (2, 3 * LINE, three, False, False)]])
+    assert [cache.access(t) for t in range(5)] == [
+        (0.0, 3 * LINE), (0.0, 3 * LINE), (3 * LINE, 0.0), (0.0, LINE), (3 * LINE, 3 * LINE)]
+
+
+# -- what the compiler lists ------------------------------------------------------------
+def _column_tile_twice(rows=64, cols=4096, width=64, at=128):
+    """Two root calls each read the same [rows, width] FP32 column tile of a row-major
+    [rows, cols] matrix (a row is 16 KiB, the tile 256 B of it) on their own cores."""
+    return Kernel.model_validate({
+        "name": "column_tile",
+        "tensors": {"x": {"shape": [rows, cols], "role": "input"},
+                    "y": {"shape": [2 * rows, width], "role": "output"}},
+        "body": [{"set_vec_tile_shapes": [rows, width]},
+                 {"loop": {"name": "twice", "idx": "i", "trip": 2}, "body": [
+                     {"op": "view", "inputs": ["x"], "out": "xi", "shape": [rows, width],
+                      "offsets": [0, at]},
+                     {"op": "exp", "inputs": ["xi"], "out": "e"},
+                     {"op": "assemble", "inputs": ["e"], "out": "y",
+                      "offsets": [f"i*{rows}", 0]}]}]})
+
+
+def test_a_column_tile_marks_one_line_per_row_in_each_region():
+    """Columns 128..191 of FP32 rows of 16 KiB are bytes 512..767 of each row: line 1 of
+    the row.  A 32 KiB region holds two rows, so each region gets lines 1 and 33, 512 B."""
+    p = compile_kernel(_column_tile_twice(), HW)
+    r = p.regions
+    reads = (r.task == 0) & ~r.write
+    assert reads.sum() == 32
+    assert r.bytes[reads].tolist() == [512.0] * 32
+    assert [int(m) for m in r.lines[reads]] == [(1 << 1) | (1 << 33)] * 32
+    assert r.bytes[reads].sum() == p.work.mte2_bytes[0]          # rows add up to the box
+
+
+def test_a_second_core_reading_the_same_column_tile_hits_l2():
+    p, tl = run(_column_tile_twice())
+    assert tl.task_core[0] != tl.task_core[1]
+    tile = 64 * 64 * 4
+    assert tl.task_l2_bytes.tolist() == [0.0, tile]
+    # the first loads whole lines: 64 rows x one 512 B line for 256 B asked of each
+    assert tl.task_hbm_bytes.tolist() == [64.0 * LINE, 0.0]
+
+
+def _chain(n=1 << 16, tile=16384):
+    """exp over x, then sqrt over its result with half the tile: the intermediate goes
+    through GM (and L2) between the two."""
+    return Kernel.model_validate({
+        "name": "chain",
+        "tensors": {"x": {"shape": [n], "role": "input"}, "y": {"shape": [n], "role": "output"}},
+        "body": [{"set_vec_tile_shapes": [tile]},
+                 {"op": "exp", "inputs": ["x"], "out": "e"},
+                 {"set_vec_tile_shapes": [tile // 2]},
+                 {"op": "sqrt", "inputs": ["e"], "out": "s"},
+                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}]})
+
+
+def test_a_consumer_of_data_just_written_hits_l2():
+    n = 1 << 16
+    p, tl = run(_chain(n))
+    producers = np.flatnonzero(p.task_leaf == p.task_leaf[0])
+    consumers = np.flatnonzero(p.task_leaf != p.task_leaf[0])
+    assert tl.task_hbm_bytes[producers].sum() == n * 4            # x comes from HBM
+    assert tl.task_l2_bytes[consumers].sum() == n * 4             # e is read back from L2
+    assert tl.task_hbm_bytes[consumers].sum() == 0
+
+
+def _twice(n):
+    """Two passes over x (exp, then sqrt with another tile), each writing its own output."""
+    return Kernel.model_validate({
+        "name": "twice",
+        "tensors": {"x": {"shape": [n]}, "y": {"shape": [n]}, "z": {"shape": [n]}},
+        "body": [{"set_vec_tile_shapes": [8192]},
+                 {"op": "exp", "inputs": ["x"], "out": "e"},
+                 {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0]},
+                 {"set_vec_tile_shapes": [4096]},
+                 {"op": "sqrt", "inputs": ["x"], "out": "s"},
+                 {"op": "assemble", "inputs": ["s"], "out": "z", "offsets": [0]}]})
+
+
+def _second_pass_hit_share(hw, n):
+    p, tl = run(_twice(n), hw)
+    second = p.task_leaf != p.task_leaf[0]
+    return tl.task_l2_bytes[second].sum() / p.work.mte2_bytes[second].sum()
+
+
+def test_a_stream_larger_than_l2_misses_when_read_again():
+    n = 1 << 20                                   # x: 4 MiB of FP32, y another 4 MiB
+    big = with_values(HW, {"memory.l2_bytes": 64 << 20})
+    small = with_values(HW, {"memory.l2_bytes": 4 << 20})
+    assert _second_pass_hit_share(big, n) == 1.0
+    assert _second_pass_hit_share(small, n) < 0.05
+
+
+def test_only_the_usable_share_of_l2_holds_a_working_set():
+    """x and the y written over it take 8 MiB: a 16 MiB L2 keeps them, a quarter of it not."""
+    n = 1 << 20
+    whole = with_values(HW, {"memory.l2_bytes": 16 << 20, "memory.l2_usable_fraction": 1.0})
+    quarter = with_values(HW, {"memory.l2_bytes": 16 << 20, "memory.l2_usable_fraction": 0.25})
+    assert _second_pass_hit_share(whole, n) == 1.0
+    assert _second_pass_hit_share(quarter, n) < 0.05
+
+
+# -- L2-locality traversal of a GEMM ----------------------------------------------------
+def gemm_blocks(m, k, n, mb, nb):
+    """C = A @ B in FP16 as mb x nb output blocks, one root call per block, block row by
+    block row (the output view-split of PyPTO's matmul guide, section on the L2 hit rate)."""
+    bm, bn = m // mb, n // nb
+    return Kernel.model_validate({
+        "name": "gemm_blocks",
+        "tensors": {"a": {"shape": [m, k], "dtype": "fp16", "role": "input"},
+                    "b": {"shape": [k, n], "dtype": "fp16", "role": "input"},
+                    "c": {"shape": [m, n], "dtype": "fp16", "role": "output"}},
+        "body": [{"set_cube_tile_shapes": {"m": [128, 128], "k": [128, 512], "n": [128, 128]}},
+                 {"loop": {"name": "mi", "idx": "i", "trip": mb, "style": "for"}, "body": [
+                     {"loop": {"name": "nj", "idx": "j", "trip": nb, "style": "for"}, "body": [
+                         {"op": "view", "inputs": ["a"], "out": "ai", "shape": [bm, k],
+                          "offsets": [f"i*{bm}", 0]},
+                         {"op": "view", "inputs": ["b"], "out": "bj", "shape": [k, bn],
+                          "offsets": [0, f"j*{bn}"]},
+                         {"op": "matmul", "inputs": ["ai", "bj"], "out": "o"},
+                         {"op": "assemble", "inputs": ["o"], "out": "c",
+                          "offsets": [f"i*{bm}", f"j*{bn}"]}]}]}],
+        "options": {"pass_options": {"cube_l1_reuse_setting": {"DEFAULT": 1}}}})
+
+
+def test_blocked_gemm_traversal_gains_l2_hits_when_the_gemm_exceeds_l2():
+    """A, B 4 MiB each and C 8 MiB against 4 MiB of usable L2: walking the whole output row
+    by row streams B through L2 once per row of tiles; 4 x 4 blocks keep a block's share of
+    A and B resident while its tiles run."""
+    hw = with_values(HW, {"memory.l2_bytes": 8 << 20})
+    _, naive = run(gemm_blocks(2048, 1024, 2048, 1, 1), hw)
+    _, blocked = run(gemm_blocks(2048, 1024, 2048, 4, 4), hw)
+    assert blocked.task_l2_bytes.sum() > naive.task_l2_bytes.sum()
+    assert blocked.task_hbm_bytes.sum() < 0.8 * naive.task_hbm_bytes.sum()
+    assert blocked.kernel_us < naive.kernel_us
+
+
+@pytest.mark.parametrize("mb, nb", [(1, 1), (4, 4)])
+def test_a_gemm_that_fits_l2_reads_each_input_byte_from_hbm_once(mb, nb):
+    """With L2 large enough, traversal cannot matter: HBM delivers A and B once."""
+    m, k, n = 1024, 512, 1024
+    _, tl = run(gemm_blocks(m, k, n, mb, nb))
+    assert tl.task_hbm_bytes.sum() == (m * k + k * n) * 2
