@@ -29,7 +29,7 @@ HW = _BASE.model_copy(update={
     "memory": _BASE.memory.model_copy(update={"hbm_gbps": 4000.0, "l2_gbps": 8000.0}),
     "pipes": _BASE.pipes.model_copy(update={"mte2": _BASE.pipes.mte2.model_copy(update={
         "bytes_per_cycle": 1000.0, "fixed_cycles": 1000.0, "l2_hit_fixed_cycles": 500.0,
-        "burst_setup_cycles": 0.0}),
+        "burst_setup_cycles": 0.0, "aiv_hbm_gbps": 1000.0, "aic_hbm_gbps": 1000.0}),
         # one vector byte per cycle, 1-byte repeats, no start-up, issue or waits: a task's
         # vector bytes are its cycles
         "vector": {"default": _BASE.pipes.vector["default"].model_copy(update={
@@ -99,9 +99,10 @@ def run(program, mode=0, hw=HW):
     return Machine(hw, program, RuntimeOptions(device_sched_mode=mode)).run()
 
 
-def test_a_chain_of_two_tasks_runs_back_to_back_through_the_ready_queue():
+def test_a_chain_of_two_tasks_runs_back_to_back_on_the_resolving_threads_core():
     """Producer 0 -> consumer 1: the consumer starts only after the producer's completion
-    was noticed and resolved and the ready id went through the shared queue."""
+    was noticed and resolved; the resolving thread then sends it to its own idle core, the
+    one just freed, without the shared queue (upstream BatchPushReadyQueue)."""
     tl = run(make_program([2000, 2000], edges=[(0, 1)]))
     # the control thread, started at init_us, builds one dev task of one call and two tasks
     built = A.init_us + A.build_dev_task_us + A.build_per_root_call_us \
@@ -112,11 +113,11 @@ def test_a_chain_of_two_tasks_runs_back_to_back_through_the_ready_queue():
     p_start = THREADS_READY + A.dispatch_us            # first thing core 1's thread does
     p_end = p_start + HEAD + 2000 / CLOCK
     noticed = p_end + A.completion_us + A.resolve_edge_us * 1      # one successor edge
-    c_start = noticed + A.ready_handoff_us + A.dispatch_us        # queue, then a dispatch
+    c_start = noticed + A.dispatch_us                              # no queue: a dispatch
     c_end = c_start + HEAD + 2000 / CLOCK
     assert tl.task_start.tolist() == [p_start, c_start]
     assert tl.task_end.tolist() == [p_end, c_end]
-    assert tl.task_core.tolist() == [CORE_1, CORE_1]   # the lowest idle AIV core, both times
+    assert tl.task_core.tolist() == [CORE_1, CORE_1]   # the lowest idle core, then the freed one
     assert tl.dev_end.tolist() == [c_end + A.completion_us]     # its completion noticed
     assert tl.kernel_us == c_end - p_start
 
@@ -134,25 +135,19 @@ def test_two_independent_tasks_run_side_by_side_on_two_cores():
     assert tl.task_start.tolist() == [start, start + A.dispatch_us]
 
 
-def test_a_task_waits_for_a_free_core():
-    """Three AIV tasks, two AIV cores: the third runs on the first core to come free, sent
-    by that core's thread once it has noticed the completion."""
+def test_a_task_with_every_core_busy_waits_in_a_pending_slot():
+    """Three AIV tasks, two AIV cores: the third is sent at once into a busy core's pending
+    slot (the threads tie, so thread 0's core 2) and starts the instant that core's task
+    ends, without a dispatch gap, even though core 1 comes free first: upstream picks pend-
+    ready cores round their index, not by who finishes first."""
     tl = run(make_program([1000, 2000, 2000]))
     start = THREADS_READY + A.dispatch_us
-    first_end = start + HEAD + 1000 / CLOCK                     # task 0 is the shorter one
-    third = first_end + A.completion_us + A.dispatch_us   # thread 1 notices, then sends
-    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_1]
-    assert tl.task_start.tolist() == [start, start, third]
-    assert tl.task_end[2] == third + HEAD + 2000 / CLOCK
-
-
-def test_tasks_ending_together_complete_in_the_order_they_were_sent():
-    """Tasks 0 and 1 end at the same instant; events tie-break by sequence, so task 0 (sent
-    first) completes first and task 2 takes its core."""
-    tl = run(make_program([2000, 2000, 2000]))
-    end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
-    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_1]
-    assert tl.task_start[2] == end + A.completion_us + A.dispatch_us
+    second_end = start + HEAD + 2000 / CLOCK
+    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_2]
+    assert tl.task_start.tolist() == [start, start, second_end]
+    assert tl.task_end[2] == second_end + HEAD + 2000 / CLOCK
+    # the send was paid while core 2 worked
+    assert tl.sched[0].first_send == [start] and tl.sched[0].sched_exec == [start + A.dispatch_us]
 
 
 def test_a_dev_task_starts_after_the_previous_one_ends_and_is_handed_over():
@@ -181,31 +176,43 @@ def _producer_consumer_and_bystander():
     return make_program([1000, 2000, 2000], edges=[(1, 2)])
 
 
-def test_mode_0_sends_the_readied_consumer_through_the_queue_to_the_lowest_idle_core():
-    tl = run(_producer_consumer_and_bystander(), mode=0)
+def test_both_modes_give_a_lone_consumer_to_the_resolving_threads_freed_core():
+    tl0 = run(_producer_consumer_and_bystander(), mode=0)
+    tl1 = run(_producer_consumer_and_bystander(), mode=1)
     p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
     noticed = p_end + A.completion_us + A.resolve_edge_us    # by thread 0, core 2's owner
-    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_1]
+    for tl in (tl0, tl1):
+        assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_2]
+        assert tl.task_start[2] == noticed + A.dispatch_us
+
+
+def _producer_with_two_consumers():
+    """Task 0 (short) on core 1, task 1 (long) on core 2; tasks 2 and 3 both consume 1."""
+    return make_program([1000, 2000, 2000, 2000], edges=[(1, 2), (1, 3)])
+
+
+def test_mode_0_keeps_one_consumer_and_queues_the_other_to_another_thread():
+    """Thread 0 frees core 2 and readies 2 and 3: the most recent (3) gets its own idle
+    core, 2 goes to the shared queue and, after the hand-off, to core 1 of thread 1."""
+    tl = run(_producer_with_two_consumers(), mode=0)
+    p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
+    noticed = p_end + A.completion_us + 2 * A.resolve_edge_us
+    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_1, CORE_2]
+    assert tl.task_start[3] == noticed + A.dispatch_us
     assert tl.task_start[2] == noticed + A.ready_handoff_us + A.dispatch_us
 
 
-def test_mode_1_sends_the_readied_consumer_straight_to_its_producers_core():
-    """The resolving thread skips the queue and sends the consumer to the core its producer
-    just left, so it runs where the producer's output is and saves the hand-off."""
-    tl = run(_producer_consumer_and_bystander(), mode=1)
+def test_mode_1_keeps_both_consumers_on_the_producers_core():
+    """L2 affinity: 2 goes straight to the freed core 2, and 3 into core 2's pending slot
+    (TrySendTaskDirectly's second choice), so both run where the producer's output is."""
+    tl = run(_producer_with_two_consumers(), mode=1)
     p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
-    noticed = p_end + A.completion_us + A.resolve_edge_us
-    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_2]
-    assert tl.task_start[2] == noticed + A.dispatch_us
-
-
-def test_mode_1_takes_the_queue_when_the_producers_core_runs_the_other_type():
-    """An AIC producer cannot hand its AIV consumer its own core."""
-    tl = run(make_program([2000, 2000], edges=[(0, 1)], core=[AIC, AIV]), mode=1)
-    p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK       # core 0, thread 0
-    noticed = p_end + A.completion_us + A.resolve_edge_us
-    assert tl.task_core.tolist() == [0, CORE_1]
-    assert tl.task_start[1] == noticed + A.ready_handoff_us + A.dispatch_us
+    noticed = p_end + A.completion_us + 2 * A.resolve_edge_us
+    c_start = noticed + A.dispatch_us
+    c_end = c_start + HEAD + 2000 / CLOCK
+    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_2, CORE_2]
+    assert tl.task_start[2] == c_start
+    assert tl.task_start[3] == c_end                   # pre-loaded: no gap
 
 
 def test_mode_2_takes_cores_round_the_threads_and_pays_for_the_balance():

@@ -2,9 +2,10 @@
 
 The compiler hands over hardware-independent work (simcore/compiler/work.py);
 everything but MTE2 is priced here once per program, vectorised over tasks.
-MTE2 depends on the memory system at the moment the task starts: how many of
-its bytes hit L2, and how many cores share HBM and L2 bandwidth then;
-``Mte2Model`` prices it at dispatch.  A task whose tiles pipeline (several in
+MTE2 depends on the memory system while the task loads: how many of its bytes
+hit L2 (looked up at the start) and how many cores share HBM meanwhile;
+``Mte2Model`` gives the latency and the per-loader HBM rates the engine re-prices
+as loaders come and go.  A task whose tiles pipeline (several in
 flight: NBuffer, L1Reuse or a multi-step K loop) overlaps its pipes; a
 single-tile task runs them back to back.
 """
@@ -98,7 +99,14 @@ def static_pipe_us(hw: Hardware, program: Program) -> dict[str, np.ndarray]:
 
 
 class Mte2Model:
-    """MTE2 time of a task from its L2 hits/misses and the bandwidth share at dispatch."""
+    """MTE2 time of a task: a latency, then its HBM bytes at the bandwidth share of the moment.
+
+    A copy-in pays the GM round trip and per-burst setup, then streams; L2 hits stream at
+    the core's copy rate (L2 is several times HBM, so its share is taken at the start).
+    The HBM bytes drain at a rate the engine re-prices whenever a loader joins or leaves
+    (``rates``): the chip's HBM is water-filled over the cores loading at that moment, each
+    held to its own per-core ceiling, so a lone loader runs at its cap and many share HBM.
+    """
 
     def __init__(self, hw: Hardware):
         m = hw.pipes.mte2
@@ -109,20 +117,44 @@ class Mte2Model:
         self.core_rate = m.bytes_per_cycle * clock          # bytes per us, one core
         self.hbm_rate = hw.memory.hbm_gbps * 1e3            # bytes per us, whole chip
         self.l2_rate = hw.memory.l2_gbps * 1e3
+        # per core type (CoreType: AIV 0, AIC 1), bytes per us one core pulls from HBM
+        self.caps = [(g * 1e3 if g else self.core_rate)
+                     for g in (m.aiv_hbm_gbps, m.aic_hbm_gbps)]
+
+    def latency_us(self, bursts: float, hbm_bytes: float, l2_bytes: float,
+                   running: int) -> float:
+        """Everything of the MTE2 phase but the HBM bytes: the GM latency, paid once per task
+        (its copy-ins queue back to back and pipelined tiles hide each other's latency),
+        burst setup and the L2 hits.  All-L2 tasks wait only the L2 round trip."""
+        fixed = self.fixed_us if hbm_bytes > 0 else self.l2_fixed_us
+        l2 = min(self.core_rate, self.l2_rate / max(running, 1))
+        return fixed + bursts * self.burst_us + (l2_bytes / l2 if l2_bytes else 0.0)
+
+    def rates(self, n_aiv: int, n_aic: int) -> tuple[float, float]:
+        """Bytes per us each AIV and each AIC loader gets with ``n_aiv`` and ``n_aic`` of
+        them active: equal shares of HBM, except that a core type whose cap is below the
+        equal share keeps its cap and leaves the rest to the other type (water-filling)."""
+        cap_v, cap_c = self.caps
+        n = n_aiv + n_aic
+        if n == 0:
+            return cap_v, cap_c
+        share = self.hbm_rate / n
+        if share <= cap_v and share <= cap_c:
+            return share, share
+        # one type is capped below the equal share: it takes its cap, the other the rest
+        if cap_v <= cap_c:
+            rest = (self.hbm_rate - n_aiv * cap_v) / n_aic if n_aic else cap_c
+            return cap_v, min(cap_c, rest)
+        rest = (self.hbm_rate - n_aic * cap_c) / n_aiv if n_aiv else cap_v
+        return min(cap_v, rest), cap_c
 
     def us(self, loads: float, bursts: float, hbm_bytes: float, l2_bytes: float,
            loaders: int) -> float:
-        """The GM latency is paid once per task: its copy-ins queue back to back and the
-        tiles of a pipelined task hide each other's latency.  A task whose every byte
-        hits L2 (a consumer of data just written) waits only the L2 round trip."""
+        """The whole MTE2 phase if ``loaders`` AIV loaders kept the same share throughout."""
         if loads == 0:
             return 0.0
-        share = max(loaders, 1)
-        hbm = min(self.core_rate, self.hbm_rate / share)
-        l2 = min(self.core_rate, self.l2_rate / share)
-        fixed = self.fixed_us if hbm_bytes > 0 else self.l2_fixed_us
-        return fixed + bursts * self.burst_us + hbm_bytes / hbm + l2_bytes / l2
-
+        hbm = self.rates(max(loaders, 1), 0)[0]
+        return self.latency_us(bursts, hbm_bytes, l2_bytes, loaders) + hbm_bytes / hbm
 
     def write_us(self, nbytes: float, loaders: int) -> float:
         return nbytes / (self.hbm_rate / max(loaders, 1)) if nbytes else 0.0

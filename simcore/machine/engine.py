@@ -3,19 +3,33 @@
 The control thread builds dev tasks one after another, ahead of execution; a
 bigger dev task takes longer to build.  A dev task is a synchronisation point:
 its leaf tasks start once it is built and the previous dev task has finished
-and been handed over.  Inside a dev task the schedule threads dispatch ready
-leaf tasks to idle cores of the right type (each thread owns a slice of the
-cores and pays per dispatch), notice completions and resolve successor edges
-(paying per edge); a successor becomes ready when that work is done and reaches
-the shared ready queue ``ready_handoff_us`` later (the runtime collects ready ids
-in a batch before pushing them).
+and been handed over.  Inside a dev task the schedule threads send ready leaf
+tasks to cores of the right type (each thread owns a slice of the cores and
+pays per send), notice completions and resolve successor edges (paying per
+edge).  As upstream's runtime (framework/src/machine/device/dynamic/
+aicore_manager.h), a core has a running slot and a pending slot: a thread may
+pre-load one task into a busy core, paying the send while the core works, and
+the core starts it the moment its running task ends.  Queued tasks go to idle
+cores first, then to free pending slots.
 
-``device_sched_mode``: 0 dispatches from the shared queue in FIFO order; 1 lets
-the thread that readied a task send it straight to the core its producer just
-left (upstream's TrySendTaskDirectly), skipping the queue, so the consumer runs
-while the producer's output is still in L2; a task that finds that core taken or
-of the other type takes the queue.  2 balances dispatches across the schedule
-threads at an extra cost per dispatch; 3 is 1 and 2.
+``device_sched_mode`` decides where a newly ready task goes.  0: the resolving
+thread first sends from the shared queue's head to the cores it just freed,
+then gives the newly ready tasks, most recent first, to its own idle cores and
+pushes the rest onto the queue's tail, where they arrive ``ready_handoff_us``
+later (the runtime batches ready ids).  1 (L2 affinity): each newly ready task
+goes straight to the thread's most recently freed idle core (its producer's,
+when that came free), else into a free pending slot of one of its cores, so the
+consumer runs while the producer's output is still in L2; the shared queue is
+popped from its tail after the first batch.  2 is 0 and 3 is 1 with the load
+balanced round the threads at an extra cost per send; 3 also refuses a pending
+slot while another thread has an idle core.
+
+A task's MTE2 phase is a latency (the GM round trip, bursts, L2 hits) and then
+its HBM bytes, drained at a rate that changes while it loads: the chip's HBM is
+water-filled over the loaders active at each moment, each held to its core
+type's cap, and every loader is re-priced when one joins or leaves.  The other
+pipes compose around that phase as before (serially, or overlapped when tiles
+are in flight).
 
 How the code is laid out:
 
@@ -28,11 +42,15 @@ How the code is laid out:
   the same Timeline twice and no run touches an earlier one's results.
 - A ``Run`` is a small event engine.  Events sit on a heap ordered by
   ``(time, sequence number)``, so ties break by arrival order and the same
-  input always gives the same timeline.  There are two kinds: a task is done
-  (``on_task_done``: its thread notices, resolves successor edges, frees the
-  core) and a task is ready (``on_task_ready``: it joins its type's queue).
-  After every event ``dispatch`` sends queued tasks to idle cores
-  (``start_task`` prices the task as it starts and schedules its completion).
+  input always gives the same timeline.  Four kinds: a task is done
+  (``on_task_done``), a task reaches the shared queue (``on_task_ready``), a
+  loader starts draining HBM bytes (``on_join``) and the first loader of a
+  core type has drained them (``on_drained``).  Loaders of one core type get
+  the same rate, so each keeps the byte count its type must reach for it to
+  be done, and only the earliest of them has an event in flight; re-pricing
+  bumps a version that makes the old event stale (skipped when popped), so a
+  change costs O(log loaders).  After a completion or a queue arrival
+  ``dispatch`` sends queued tasks to idle cores and pending slots.
 """
 from __future__ import annotations
 
@@ -53,7 +71,9 @@ from .timeline import SchedThread, Timeline
 # plain ints, not enum members: the hot loop indexes lists with them
 AIV, AIC = int(CoreType.AIV), int(CoreType.AIC)
 
-_DONE, _READY = 0, 1     # event kinds
+# event kinds: a task ends, a task reaches the ready queue, a loader starts draining HBM
+# bytes, the first loader of a core type has drained them (if not re-priced since)
+_DONE, _READY, _JOIN, _DRAIN = 0, 1, 2, 3
 _CORE_BEGIN = 0.005      # when the cores' own records start, us after the launch
 _SCHED_ALLOC = 0.01      # when a schedule thread has allocated its state
 
@@ -174,60 +194,125 @@ def _region_accesses(p: Program) -> TaskRegions:
         write=r.write[order].tolist(), bypass=r.bypass[order].tolist())
 
 
-# -- idle cores -----------------------------------------------------------------------
-class IdleCores:
-    """Idle cores of each type, lowest index first (modes 0 and 1)."""
+# -- cores: idle, running, pending -----------------------------------------------------
+class Cores:
+    """What every core is doing, grouped as the runtime sees it (upstream
+    ``framework/src/machine/device/dynamic/aicore_manager.h``): per schedule thread and
+    core type, the idle cores ("run ready", the most recently freed on top) and the busy
+    cores whose pending slot is free ("pend ready"); per core, the task pre-loaded into
+    its pending slot, which the core starts by itself the moment its running task ends.
 
-    def __init__(self, n_aic: int, n_aiv: int, n_threads: int):
-        self.heaps: list[list[int]] = [[], []]
-        self.heaps[AIV] = list(range(n_aic, n_aic + n_aiv))
-        self.heaps[AIC] = list(range(n_aic))
+    Without ``fair`` a take goes to the thread that is free first (the threads poll in
+    parallel, so the one not busy gets there first); with ``fair`` it goes round the
+    threads (modes 2, 3).  Pend-ready cores are taken in the order their slots came free,
+    as upstream walks them round from the last one it used.
+    """
 
-    def take(self, core_type: int) -> int | None:
-        heap = self.heaps[core_type]
-        return heapq.heappop(heap) if heap else None
+    def __init__(self, n_aic: int, n_aiv: int, n_threads: int, fair: bool):
+        n = n_aic + n_aiv
+        self.n_threads, self.fair, self.next_thread = n_threads, fair, 0
+        self.idle: list[list[list[int]]] = [[[], []] for _ in range(n_threads)]
+        for core in reversed(range(n)):          # the lowest index on top
+            self.idle[core % n_threads][AIC if core < n_aic else AIV].append(core)
+        self.n_idle = [0, 0]
+        self.n_idle[AIV], self.n_idle[AIC] = n_aiv, n_aic
+        # pend-ready cores: exact counts, and queues that may hold stale entries (a core
+        # that went idle or got a pending task since); ``queued`` keeps one entry per core
+        self.pend_q: list[list[deque]] = [[deque(), deque()] for _ in range(n_threads)]
+        self.n_pend: list[list[int]] = [[0, 0] for _ in range(n_threads)]
+        self.n_pend_all = [0, 0]
+        self.queued = [False] * n
+        self.pending = [-1] * n
+        self.busy = [False] * n
 
-    def give(self, core: int, core_type: int) -> None:
-        heapq.heappush(self.heaps[core_type], core)
-
-    def take_this(self, core: int, core_type: int) -> bool:
-        """Take ``core`` if it is idle and runs ``core_type``."""
-        return _take_from(self.heaps[core_type], core)
-
-
-class FairIdleCores:
-    """Idle cores per (schedule thread, type); a take goes round the threads (modes 2, 3)."""
-
-    def __init__(self, n_aic: int, n_aiv: int, n_threads: int):
-        self.n_threads = n_threads
-        self.by_thread: list[list[list[int]]] = [[[], []] for _ in range(n_threads)]
-        for core in range(n_aic + n_aiv):
-            self.by_thread[core % n_threads][AIC if core < n_aic else AIV].append(core)
-        self.next_thread = 0
-
-    def take(self, core_type: int) -> int | None:
+    def _round(self, lists, core_type: int) -> int:
+        """The next thread round from the last one used with a non-empty list (fair)."""
         n = self.n_threads
         for k in range(n):
             th = (self.next_thread + k) % n
-            heap = self.by_thread[th][core_type]
-            if heap:
+            if lists[th][core_type]:
                 self.next_thread = th + 1
-                return heapq.heappop(heap)
-        return None
+                return th
+        return -1
 
-    def give(self, core: int, core_type: int) -> None:
-        heapq.heappush(self.by_thread[core % self.n_threads][core_type], core)
+    def take_idle(self, core_type: int, free: list[float], batch: int) -> int:
+        """An idle core of ``core_type`` (one must exist); it turns busy.  ``batch``: the
+        thread that took the previous core in this dispatch pass, or -1.  A thread's pass
+        sends a batch, to as many of its idle cores as there are queued tasks
+        (upstream ``TryBatchSendTask``), so without ``fair`` it keeps the next core."""
+        idle = self.idle
+        if self.fair:
+            th = self._round(idle, core_type)
+        elif batch >= 0 and idle[batch][core_type]:
+            th = batch
+        else:
+            # the thread free first; a tie goes to the lower core index
+            th, key = -1, None
+            for t in range(self.n_threads):
+                stack = idle[t][core_type]
+                if stack:
+                    k = (free[t], stack[-1])
+                    if key is None or k < key:
+                        th, key = t, k
+        return self._busy(idle[th][core_type].pop(), th, core_type)
 
-    def take_this(self, core: int, core_type: int) -> bool:
-        return _take_from(self.by_thread[core % self.n_threads][core_type], core)
+    def take_any_pend(self, core_type: int, free: list[float], batch: int) -> int:
+        """A busy core with a free pending slot (one must exist), as ``take_idle`` picks."""
+        n_pend = self.n_pend
+        if self.fair:
+            return self.take_pend(self._round(n_pend, core_type), core_type)
+        if batch >= 0 and n_pend[batch][core_type]:
+            return self.take_pend(batch, core_type)
+        th, key = -1, 0.0
+        for t in range(self.n_threads):
+            if n_pend[t][core_type] and (th < 0 or free[t] < key):
+                th, key = t, free[t]
+        return self.take_pend(th, core_type)
 
+    def take_own_idle(self, th: int, core_type: int) -> int:
+        """The most recently freed idle core of thread ``th``, or -1."""
+        stack = self.idle[th][core_type]
+        if not stack:
+            return -1
+        return self._busy(stack.pop(), th, core_type)
 
-def _take_from(heap: list[int], core: int) -> bool:
-    if core not in heap:
-        return False
-    heap.remove(core)
-    heapq.heapify(heap)
-    return True
+    def _busy(self, core: int, th: int, core_type: int) -> int:
+        self.n_idle[core_type] -= 1
+        self.busy[core] = True
+        self.slot_free(core, th, core_type)
+        return core
+
+    def slot_free(self, core: int, th: int, core_type: int) -> None:
+        """``core`` runs a task and its pending slot is empty."""
+        self.n_pend[th][core_type] += 1
+        self.n_pend_all[core_type] += 1
+        if not self.queued[core]:
+            self.queued[core] = True
+            self.pend_q[th][core_type].append(core)
+
+    def take_pend(self, th: int, core_type: int) -> int:
+        """A busy core of thread ``th`` with a free pending slot (one must exist)."""
+        q, busy, pending, queued = self.pend_q[th][core_type], self.busy, self.pending, \
+            self.queued
+        while True:
+            core = q.popleft()
+            queued[core] = False
+            if busy[core] and pending[core] < 0:
+                self.n_pend[th][core_type] -= 1
+                self.n_pend_all[core_type] -= 1
+                return core
+
+    def other_idle(self, th: int, core_type: int) -> bool:
+        """Has another thread an idle core of ``core_type``? (fair modes refuse then)"""
+        return any(self.idle[t][core_type] for t in range(self.n_threads) if t != th)
+
+    def go_idle(self, core: int, th: int, core_type: int) -> None:
+        """``core``'s task ended with nothing pending: it joins its thread's idle cores."""
+        self.busy[core] = False
+        self.n_pend[th][core_type] -= 1
+        self.n_pend_all[core_type] -= 1
+        self.n_idle[core_type] += 1
+        self.idle[th][core_type].append(core)
 
 
 # -- one launch ------------------------------------------------------------------------
@@ -251,11 +336,24 @@ class Run:
         self.thread_free = [s.handshake for s in self.sched]
         self.events: list = []
         self.seq = itertools.count()
-        self.running = 0                      # tasks on cores: they share HBM
-        # the dev task under way: ready queues per core type, idle cores, and per schedule
-        # thread its first and last send and its dispatch count (set by run_dev_task)
+        self.running = 0                      # tasks on cores: L2 and writes share by it
+        # the dev task under way: ready queues per core type, the cores' state, and per
+        # schedule thread its first and last send and its dispatch count (run_dev_task)
         self.queues: tuple[deque, deque] = (deque(), deque())
-        self.idle: IdleCores | FairIdleCores | None = None
+        self.lifo = False                     # pops from the queue's tail (mode 1, 3)
+        self.cores: Cores | None = None
+        # HBM processor sharing, per core type (CoreType index): the loaders draining HBM
+        # bytes as a heap of (the per-loader byte count ``drained`` at which they are done,
+        # seq, task, core), how many bytes each loader of the type has received since the
+        # heap was last empty, at what rate it gets them now, and a version that makes a
+        # re-priced completion event outdate the one before
+        self.loaders: tuple[list, list] = ([], [])
+        self.n_loaders = [0, 0]
+        self.drained = [0.0, 0.0]
+        self.rate = tuple(plan.mte2.caps)
+        self.drained_at = 0.0
+        self.version = 0
+        self.next_drained = -1.0              # when the event in flight fires; -1: none
         self.first_send: list[float | None] = []
         self.last_send: list[float] = []
         self.dispatches: list[int] = []
@@ -277,7 +375,8 @@ class Run:
         self.core_type, self.succ_ptr, self.succ = plan.core_type, plan.succ_ptr, plan.succ
         self.dispatch_us, self.completion_us = plan.dispatch_us, a.completion_us
         self.resolve_edge_us, self.handoff_us = a.resolve_edge_us, a.ready_handoff_us
-        self.mte2_us, self.write_us = plan.mte2.us, plan.mte2.write_us
+        self.latency_us, self.write_us = plan.mte2.latency_us, plan.mte2.write_us
+        self.hbm_rates = plan.mte2.rates
         self.loads, self.bursts, self.in_flight = plan.loads, plan.bursts, plan.in_flight
         self.static_sum, self.static_max = plan.static_sum, plan.static_max
         self.write_bytes, self.write_pipe = plan.write_bytes, plan.write_pipe
@@ -332,9 +431,8 @@ class Run:
         """Run dev task ``k`` from ``start`` until its last completion is noticed."""
         plan = self.plan
         n_threads = plan.n_threads
-        self.queues = (deque(), deque())      # ready tasks per core type, FIFO
-        pool = FairIdleCores if plan.fair else IdleCores
-        self.idle = pool(plan.n_aic, plan.n_aiv, n_threads)
+        self.queues = (deque(), deque())      # ready tasks per core type
+        self.cores = Cores(plan.n_aic, plan.n_aiv, n_threads, plan.fair)
         self.first_send = [None] * n_threads
         self.last_send = [start] * n_threads
         self.dispatches = [0] * n_threads
@@ -346,17 +444,29 @@ class Run:
         core_type, queues = plan.core_type, self.queues
         for task in plan.first_ready[plan.first_ready_ptr[k]:plan.first_ready_ptr[k + 1]].tolist():
             queues[core_type[task]].append(task)
+        # the first batch leaves the queue from its head in every mode; after it, L2
+        # affinity pops from the tail, the most recently readied first (upstream
+        # TryBatchSendTask, framework/src/machine/device/dynamic/aicore_manager.h)
+        self.lifo = False
         self.dispatch(start)
+        self.lifo = plan.direct_send
         events, heappop = self.events, heapq.heappop
-        # handlers bound to locals once: the loop runs twice per leaf task
+        # handlers bound to locals once: the loop runs two to four times per leaf task
         on_task_done, on_task_ready, dispatch = self.on_task_done, self.on_task_ready, \
             self.dispatch
+        on_join, on_drained = self.on_join, self.on_drained
         while events:
-            now, _, kind, task, core = heappop(events)
+            now, _, kind, a, b = heappop(events)
             if kind == _DONE:
-                on_task_done(now, task, core)
+                on_task_done(now, a, b)
+            elif kind == _READY:
+                on_task_ready(now, a)
+            elif kind == _JOIN:
+                on_join(now, a, b)
+                continue
             else:
-                on_task_ready(now, task)
+                on_drained(now, a, b)
+                continue
             dispatch(now)
         for th, thread in enumerate(self.sched):
             thread.dispatches += self.dispatches[th]
@@ -367,55 +477,109 @@ class Run:
             thread.rsp.append(self.end_of_dev)
         return self.end_of_dev
 
-    # -- event handlers ----------------------------------------------------------------
+    # -- event handlers: the schedule threads --------------------------------------------
     def on_task_done(self, now: float, task: int, core: int) -> None:
-        """The core's owner thread notices, resolves the successor edges and frees the core;
-        a successor with no edge left goes to its producer's core (modes 1, 3) or, later by
-        the hand-off, to the ready queue."""
+        """The core's owner thread notices the completion and frees the core (which starts
+        its pending task, if it has one, by itself), then resolves the successor edges.
+
+        Mode 0 first sends from the shared queue's head to freed cores, then gives the newly
+        ready tasks, most recent first, to its own idle cores and pushes the rest onto the
+        queue's tail.  Modes 1, 3 send each newly ready task straight to the thread's most
+        recently freed idle core (its producer's, when that one came free), else into a
+        free pending slot of one of its cores, and queue only what is left (upstream
+        ``ResolveDepForAllAiCore``, ``PushReadyTask``, ``TrySendTaskDirectly``,
+        ``BatchPushReadyQueue`` in framework/src/machine/device/dynamic/aicore_manager.h).
+        """
         self.running -= 1
         th = core % self.n_threads
-        succ_ptr = self.succ_ptr
-        lo, hi = succ_ptr[task], succ_ptr[task + 1]
         free = self.thread_free
         f = free[th]
         # (now if now > f else f) is max(now, f) without a builtin call, here and in
-        # start_task: both run once per task
-        noticed = (now if now > f else f) + self.completion_us + self.resolve_edge_us * (hi - lo)
+        # send: both run once per task
+        free[th] = (now if now > f else f) + self.completion_us
+        core_type, cores = self.core_type, self.cores
+        ct = core_type[task]
+        waiting = cores.pending[core]
+        if waiting >= 0:
+            cores.pending[core] = -1
+            cores.slot_free(core, th, ct)
+            sent = self.start_of[waiting]
+            self.begin(waiting, core, now if now > sent else sent)
+        else:
+            cores.go_idle(core, th, ct)
+        direct = self.direct_send
+        if not direct:
+            self.dispatch(now)
+        succ_ptr = self.succ_ptr
+        lo, hi = succ_ptr[task], succ_ptr[task + 1]
+        noticed = free[th] + self.resolve_edge_us * (hi - lo)
         free[th] = noticed
         if noticed > self.end_of_dev:
             self.end_of_dev = noticed
-        core_type, idle, indegree = self.core_type, self.idle, self.indegree
-        idle.give(core, core_type[task])
+        if lo == hi:
+            return
+        indegree = self.indegree
+        ready = []
         for s in self.succ[lo:hi]:
             indegree[s] -= 1
-            if indegree[s] != 0:
-                continue
-            if self.direct_send and idle.take_this(core, core_type[s]):
-                self.start_task(s, core, noticed)
+            if indegree[s] == 0 and not (direct and self.send_directly(s, th, now)):
+                ready.append(s)
+        if not ready:
+            return
+        rest = []
+        take_own_idle = cores.take_own_idle
+        for s in reversed(ready):             # most recent first
+            c = take_own_idle(th, core_type[s])
+            if c < 0:
+                rest.append(s)
             else:
-                heapq.heappush(self.events,
-                               (noticed + self.handoff_us, next(self.seq), _READY, s, 0))
+                self.start_task(s, c, now)
+        at = noticed + self.handoff_us
+        for s in reversed(rest):              # the queue's tail in resolve order
+            heapq.heappush(self.events, (at, next(self.seq), _READY, s, 0))
+
+    def send_directly(self, task: int, th: int, now: float) -> bool:
+        """Mode 1, 3: ``task`` goes to thread ``th``'s most recently freed idle core, else
+        to a pending slot of its cores; the fair modes refuse the slot while another thread
+        has an idle core."""
+        cores, ct = self.cores, self.core_type[task]
+        c = cores.take_own_idle(th, ct)
+        if c >= 0:
+            self.start_task(task, c, now)
+            return True
+        if not cores.n_pend[th][ct] or (self.plan.fair and cores.other_idle(th, ct)):
+            return False
+        self.pend_task(task, cores.take_pend(th, ct), now)
+        return True
 
     def on_task_ready(self, now: float, task: int) -> None:
         self.queues[self.core_type[task]].append(task)
 
     def dispatch(self, now: float) -> None:
-        """Send queued tasks to idle cores, AIC first, as the runtime walks its cores."""
+        """Send queued tasks, AIC first as the runtime walks its cores, to idle cores, then
+        into free pending slots of busy ones."""
         queues = self.queues
         if not (queues[AIC] or queues[AIV]):      # most events leave nothing queued
             return
-        take = self.idle.take
+        cores, free, lifo = self.cores, self.thread_free, self.lifo
+        n_idle, n_pend = cores.n_idle, cores.n_pend_all
+        n = self.n_threads
         for core_type in (AIC, AIV):
             q = queues[core_type]
+            batch = -1
             while q:
-                core = take(core_type)
-                if core is None:
+                if n_idle[core_type]:
+                    core = cores.take_idle(core_type, free, batch)
+                    self.start_task(q.pop() if lifo else q.popleft(), core, now)
+                elif n_pend[core_type]:
+                    core = cores.take_any_pend(core_type, free, batch)
+                    self.pend_task(q.pop() if lifo else q.popleft(), core, now)
+                else:
                     break
-                self.start_task(q.popleft(), core, now)
+                batch = core % n
 
-    def start_task(self, task: int, core: int, now: float) -> None:
-        """The core's owner thread sends ``task`` once free; it runs as long as it is priced
-        at that moment (L2 contents, cores sharing HBM)."""
+    def send(self, core: int, now: float) -> float:
+        """The core's owner thread sends a task once free: when the send is done."""
         th = core % self.n_threads
         free = self.thread_free
         f = free[th]
@@ -425,27 +589,122 @@ class Run:
         if self.first_send[th] is None:
             self.first_send[th] = at
         self.last_send[th] = at
-        self.running += 1
-        end = at + self.task_us(task, self.running)
-        self.core_of[task] = core
-        self.start_of[task] = at
-        self.end_of[task] = end
-        heapq.heappush(self.events, (end, next(self.seq), _DONE, task, core))
+        return at
 
-    def task_us(self, t: int, loaders: int) -> float:
-        """Price task ``t`` as it starts: L2 lookups in start order, HBM shared by ``loaders``."""
+    def start_task(self, task: int, core: int, now: float) -> None:
+        """Send ``task`` to the idle ``core``: it begins once sent."""
+        self.begin(task, core, self.send(core, now))
+
+    def pend_task(self, task: int, core: int, now: float) -> None:
+        """Pre-load ``task`` into busy ``core``'s pending slot: the send is paid now, while
+        the core works, and the core begins the task when its running one ends (or when
+        the send is done, if that is later).  Until then start_of holds the send time."""
+        self.cores.pending[core] = task
+        self.core_of[task] = core
+        self.start_of[task] = self.send(core, now)
+
+    # -- the cores: an MTE2 phase sharing HBM, then the rest -----------------------------
+    def begin(self, t: int, core: int, at: float) -> None:
+        """Task ``t`` begins on ``core``: L2 lookups in start order; a task that reads HBM
+        waits out its latency, then drains its HBM bytes as a loader sharing HBM."""
+        self.core_of[t] = core
+        self.start_of[t] = at
+        self.running += 1
         hit, miss = self.l2.access(t)
-        mte2 = self.mte2_us(self.loads[t], self.bursts[t], miss, hit, loaders)
-        self.mte2_of[t], self.hbm_of[t], self.l2_of[t] = mte2, miss, hit
+        self.hbm_of[t], self.l2_of[t] = miss, hit
+        if self.loads[t] == 0:
+            self.finish(t, core, at, 0.0)
+            return
+        latency = self.latency_us(self.bursts[t], miss, hit, self.running)
+        if miss > 0:
+            heapq.heappush(self.events, (at + latency, next(self.seq), _JOIN, t, core))
+        else:
+            self.finish(t, core, at, latency)
+
+    def _advance(self, now: float) -> None:
+        dt = now - self.drained_at
+        if dt:
+            loaders, drained, rate = self.loaders, self.drained, self.rate
+            if loaders[AIV]:
+                drained[AIV] += rate[AIV] * dt
+            if loaders[AIC]:
+                drained[AIC] += rate[AIC] * dt
+            self.drained_at = now
+
+    def _rates(self) -> bool:
+        """Re-price every loader for the loaders now active; False if nothing changed."""
+        n = self.n_loaders
+        rate = self.hbm_rates(n[AIV], n[AIC])
+        if rate[AIV] == self.rate[AIV] and rate[AIC] == self.rate[AIC]:
+            return False
+        self.rate = rate
+        return True
+
+    def _next_drained(self, now: float) -> None:
+        """The next loader to finish at the current rates becomes the one completion event
+        in flight; the previous one goes stale."""
+        self.version += 1
+        best, best_type = -1.0, -1
+        loaders, drained, rate = self.loaders, self.drained, self.rate
+        for ct in (AIV, AIC):
+            heap = loaders[ct]
+            if heap:
+                dt = (heap[0][0] - drained[ct]) / rate[ct]
+                done = now + dt if dt > 0.0 else now
+                if best_type < 0 or done < best:
+                    best, best_type = done, ct
+        self.next_drained = best
+        if best_type >= 0:
+            heapq.heappush(self.events, (best, next(self.seq), _DRAIN, self.version,
+                                         best_type))
+
+    def on_join(self, now: float, t: int, core: int) -> None:
+        """Task ``t``'s latency is over: it starts draining its HBM bytes.  While every
+        loader is held to its cap the rates stay as they were, and only a newcomer that
+        finishes first moves the completion event."""
+        self._advance(now)
+        ct = self.core_type[t]
+        heap = self.loaders[ct]
+        if not heap:
+            self.drained[ct] = 0.0
+        target = self.drained[ct] + self.hbm_of[t]
+        heapq.heappush(heap, (target, next(self.seq), t, core))
+        self.n_loaders[ct] += 1
+        if self._rates() or self.next_drained < 0.0 \
+                or now + (target - self.drained[ct]) / self.rate[ct] < self.next_drained:
+            self._next_drained(now)
+
+    def on_drained(self, now: float, version: int, ct: int) -> None:
+        """The first loader of type ``ct`` has all its bytes (unless re-priced since)."""
+        if version != self.version:
+            return
+        self._advance(now)
+        _, _, t, core = heapq.heappop(self.loaders[ct])
+        self.n_loaders[ct] -= 1
+        self._rates()
+        self._next_drained(now)
+        start = self.start_of[t]
+        self.finish(t, core, start, now - start)
+
+    def finish(self, t: int, core: int, start: float, mte2: float) -> None:
+        """The MTE2 phase took ``mte2``: the task ends as the pipes compose around it."""
+        self.mte2_of[t] = mte2
         # a write cannot leave faster than the task's share of HBM lets it
-        extra = self.write_us(self.write_bytes[t], loaders) - self.write_pipe[t]
+        extra = self.write_us(self.write_bytes[t], self.running) - self.write_pipe[t]
         if extra < 0.0:         # max(0.0, ...) without the builtin call
             extra = 0.0
-        total = mte2 + self.static_sum[t] + extra
         n = self.in_flight[t]
         if n <= 1:
-            return self.head_us + total
-        return self.head_us + total / n + (n - 1) / n * max(mte2, self.static_max[t] + extra)
+            end = start + self.head_us + mte2 + self.static_sum[t] + extra
+        else:
+            # tiles in flight overlap: one tile of every pipe, then the rest at the pace
+            # of the slowest pipe; while MTE2 is that pipe the task ends the other pipes'
+            # share of one tile after its loads
+            busiest = self.static_max[t] + extra
+            end = start + self.head_us + (mte2 + self.static_sum[t] + extra) / n \
+                + (n - 1) / n * (mte2 if mte2 > busiest else busiest)
+        self.end_of[t] = end
+        heapq.heappush(self.events, (end, next(self.seq), _DONE, t, core))
 
 
 # -- the machine -----------------------------------------------------------------------

@@ -64,6 +64,11 @@ class Mte2Rate(PipeRate):
     burst_setup_cycles: float = Field(ge=0)
     # latency of a copy-in served entirely from L2 (fixed_cycles is the HBM round trip)
     l2_hit_fixed_cycles: float = Field(ge=0)
+    # GB/s one core can pull from HBM however idle the chip is (GM -> UB on an AIV, GM -> L1
+    # on an AIC); the chip's HBM is shared among the cores loading at the moment, each held
+    # to its cap.  Unset: the copy rate bytes_per_cycle at the core clock.
+    aiv_hbm_gbps: PositiveFloat | None = None
+    aic_hbm_gbps: PositiveFloat | None = None
 
 
 class CubeRate(Strict):
