@@ -60,9 +60,10 @@ class Parameter(Strict):
         low, high = self.bounds
         if not low < high:
             raise ValueError(f"{self.path}: low {low:g} must be below high {high:g}")
-        if not low <= self.prior <= high:
+        if not low * (1 + ON_BOUND) < self.prior < high * (1 - ON_BOUND):
             raise ValueError(f"{self.path}: prior {self.prior:g} lies outside its bounds "
-                             f"[{low:g}, {high:g}]; the search starts at the prior")
+                             f"[{low:g}, {high:g}] or on one; the search starts at the prior, "
+                             f"so widen the bounds around it")
         tight = (0.5 * self.prior * (1 - 1e-9), 2 * self.prior * (1 + 1e-9))
         if self.physical_bound is None and (low < tight[0] or high > tight[1]):
             raise ValueError(
@@ -105,6 +106,13 @@ class PhysicsCheck(Strict):
     bytes: str | int
     within: list[float] = Field(min_length=2, max_length=2)   # [lowest, highest] efficiency
     why: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _range(self):
+        if not 0 < self.within[0] < self.within[1]:
+            raise ValueError(f"physics check {self.name}: within must be [low, high] with "
+                             f"0 < low < high")
+        return self
 
 
 class Roofline(Strict):
@@ -332,7 +340,7 @@ def bound_failures(fit: Fit) -> list[str]:
             for path, side, value, bound in fit.on_bound]
 
 
-def stage_lines(table: list[dict], metrics: list[str] | None = None) -> list[str]:
+def stage_lines(table: list[dict]) -> list[str]:
     """One line per case: simulated vs documented figure of every metric it documents."""
     return [f"{row['case']}: " + "  ".join(
         f"{m} {row[m]:.1f} (documented {row['documented_' + m]:g}, "
@@ -490,6 +498,7 @@ class Validation:
     physics: list[dict]
     overlay: str                    # the overlay's name, or '' when there is none
     budgets: tuple[int, int]        # evaluations of the fresh fit, of each refit
+    unused: list[str]               # studies with documented figures the procedure omits
 
     @property
     def failures(self) -> list[str]:
@@ -512,11 +521,29 @@ def run_validation(cal: Calibration, cal_path: str, configs: Path, quick: bool =
     full_budget = min(cal.max_evaluations, 8) if quick else cal.max_evaluations
     loo_budget = min(cal.loo_max_evaluations, 4) if quick else cal.loo_max_evaluations
     overlay = fit_overlay(problem.hw_path)
+    listed = {s.study for s in cal.studies}
+    unused = sorted(name for name in documented_studies(Path(configs)) if name not in listed)
     return Validation(cal, cal_path, quick, shipped, problem.measure({}, base=shipped_hw),
                       fit_problem(problem, max_evaluations=full_budget),
                       leave_one_out(problem, loo_budget),
                       physics_checks(cal, configs, shipped_hw),
-                      overlay.name if overlay.exists() else "", (full_budget, loo_budget))
+                      overlay.name if overlay.exists() else "", (full_budget, loo_budget),
+                      unused)
+
+
+def documented_studies(configs: Path) -> list[str]:
+    """Names of the studies whose stages document a metric the fit can score."""
+    names = []
+    for path in sorted((configs / "studies").glob("*")):
+        if path.suffix not in (".yaml", ".yml", ".toml"):
+            continue
+        try:
+            study = load_study(path)
+        except ConfigError:
+            continue   # a broken study is its own command's error, not the report's
+        if any(m in stage.documented for stage in study.stages for m in METRICS):
+            names.append(study.name)
+    return names
 
 
 def _pct(x: float) -> str:
@@ -548,7 +575,11 @@ def render_fidelity(v: Validation) -> str:
     lines += [f"- FAIL: {f}" for f in v.failures] or ["- no parameter of the fresh fit ends "
                                                         "on a bound and every physics check "
                                                         "passes"]
-    lines += ["", "## Documented figures", "",
+    lines += ["", "## Documented figures", ""]
+    if v.unused:
+        lines += [f"Studies with documented figures this procedure does not use: "
+                  f"{', '.join(v.unused)}.", ""]
+    lines += [
               "| case | metric | documented | shipped | fresh fit (in-fit) | left out |",
               "|---|---|---:|---:|---:|---:|"]
     for row in v.shipped_rows:

@@ -65,6 +65,9 @@ def test_the_roofline_check_follows_the_chip_numbers(tmp_path):
 def test_validate_writes_fidelity_md_with_every_section(tmp_path):
     configs = tiny_configs(tmp_path, documented_at(tmp_path / "t", {HEAD: 0.7}))
     cal = write_cal(tmp_path / "cal.yaml", [_param()], roofline=ROOFLINE, physics=[STREAM])
+    # a study that documents figures but is not in the procedure is named, not hidden
+    (configs / "studies/tiny_c.yaml").write_text(
+        (configs / "studies/tiny_b.yaml").read_text().replace("name: tiny_b", "name: tiny_c"))
     out = tmp_path / "docs/fidelity.md"
     out.parent.mkdir()
     proc = ptolab("validate", cal, "--configs", configs, "--out", out, "--quick")
@@ -74,7 +77,8 @@ def test_validate_writes_fidelity_md_with_every_section(tmp_path):
                     "## Parameters", "## Leave-one-case-out", "## Physics checks"):
         assert section in text, section
     for fact in ("tiny_a/small", "tiny_b/mid", f"`{HEAD}`", "| 0.5 | 0.25 .. 1 |",
-                 "| stream | tiling_add | memory |", "all cases", "first estimate"):
+                 "| stream | tiling_add | memory |", "all cases", "first estimate",
+                 "does not use: tiny_c."):
         assert fact in text, fact
     assert "--quick" in text
     # deterministic: a second run writes the same bytes
