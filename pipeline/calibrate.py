@@ -1,26 +1,34 @@
-"""Fit a hardware file's free overhead parameters to a study's documented figures.
+"""Fit a hardware file's free overhead parameters to every documented figure at once.
 
-The procedure is data, not code: a calibration file names the study (whose
-stages carry ``documented`` figures), the hardware to fit, the metrics to match
-and the parameters to fit with their bounds.  Each stage is compiled once: a
-Program holds hardware-independent work that the machine prices, so every
-evaluation only re-simulates the stages with trial parameters and scores the
-sum of squared log-ratios between simulated and documented figures.  A bounded,
-deterministic pattern search in log space, started from the current values
-(facts plus the last fit), minimises the score; the fitted values go to the
-hardware's generated overlay (``<name>.fit.toml``, one provenance header),
-never into the facts file people write.
+The procedure is data, not code: a calibration file names the hardware, the
+studies whose stages carry ``documented`` figures, and the parameters to fit.
+Every parameter carries a sourced *prior* (an upstream cost-model value, a CANN
+or published chip figure, or a first estimate that says so); the search starts
+from the prior, never from the last fit, so refitting cannot drift, and its
+bounds lie within 0.5x-2x of the prior unless the file states a physical reason
+for wider ones.  A fit that ends on a bound is a failure: the figures want a
+value the sources rule out, which means a mechanism is missing or mis-priced,
+and writing that value back would hide it.
+
+Each stage is compiled once: a Program holds hardware-independent work that the
+machine prices, so an evaluation only re-simulates the stages with trial
+parameters.  The score weights studies, not figures: each study contributes its
+weight times the mean squared log-ratio (simulated vs documented) over its
+figures, so a study with many figures does not drown one with few.  A bounded,
+deterministic pattern search in log space minimises the score; the fitted
+values go to the hardware's generated overlay (``<name>.fit.toml``, one
+provenance header), never into the facts file people write.
 """
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from simcore.compiler import compile_kernel
 from simcore.compiler.limits import Limits
@@ -28,25 +36,113 @@ from simcore.machine import simulate
 from simcore.spec.base import Strict
 from simcore.spec.errors import ConfigError
 from simcore.spec.hardware import Hardware, dotted_values, fit_overlay, load_hardware
-from simcore.spec.loader import load, read_mapping
+from simcore.spec.loader import read_mapping, validate
 from simcore.spec.study import find_config, load_study
 
 from .emit.atomic import write_text
 from .runner import resolve_kernel
 
+METRICS = ("kernel_us", "e2e_us")
+# A fitted value this close to a bound (relative) counts as sitting on it.
+ON_BOUND = 0.01
+
 
 class Parameter(Strict):
     path: str = Field(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")   # e.g. aicpu.init_us
-    low: float = Field(gt=0)
-    high: float = Field(gt=0)
+    prior: float = Field(gt=0)          # the sourced value the search starts from
+    source: str = Field(min_length=3)   # where the prior comes from, in words
+    low: float | None = Field(None, gt=0)    # default 0.5 x prior
+    high: float | None = Field(None, gt=0)   # default 2 x prior
+    physical_bound: str | None = Field(None, min_length=3)  # why bounds may leave 0.5x-2x
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        low, high = self.bounds
+        if not low < high:
+            raise ValueError(f"{self.path}: low {low:g} must be below high {high:g}")
+        if not low * (1 + ON_BOUND) < self.prior < high * (1 - ON_BOUND):
+            raise ValueError(f"{self.path}: prior {self.prior:g} lies outside its bounds "
+                             f"[{low:g}, {high:g}] or on one; the search starts at the prior, "
+                             f"so widen the bounds around it")
+        tight = (0.5 * self.prior * (1 - 1e-9), 2 * self.prior * (1 + 1e-9))
+        if self.physical_bound is None and (low < tight[0] or high > tight[1]):
+            raise ValueError(
+                f"{self.path}: bounds [{low:g}, {high:g}] leave [0.5, 2] x prior = "
+                f"[{0.5 * self.prior:g}, {2 * self.prior:g}]; narrow them, or state why the "
+                f"chip allows more in a 'physical_bound' field")
+        return self
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return (self.low if self.low is not None else 0.5 * self.prior,
+                self.high if self.high is not None else 2.0 * self.prior)
+
+
+class StudyRef(Strict):
+    study: str
+    metrics: list[str] | None = None   # default: every documented metric of its stages
+    weight: float = Field(1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _known(self):
+        bad = sorted(set(self.metrics or ()) - set(METRICS))
+        if bad:
+            raise ValueError(f"unknown metric {', '.join(bad)} (known: {', '.join(METRICS)})")
+        return self
+
+
+class PhysicsCheck(Strict):
+    """A kernel the fit never sees, timed against its roofline.
+
+    ``flops`` and ``bytes`` are expressions over the kernel's params: the work it
+    must do and the HBM traffic it cannot avoid.  The roofline time is the larger
+    of flops / cube peak and bytes / HBM bandwidth; the check passes when
+    roofline time / simulated kernel time lies in ``within``.
+    """
+    name: str
+    kernel: str
+    set: dict = Field(default_factory=dict)
+    flops: str | int
+    bytes: str | int
+    within: list[float] = Field(min_length=2, max_length=2)   # [lowest, highest] efficiency
+    why: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _range(self):
+        if not 0 < self.within[0] < self.within[1]:
+            raise ValueError(f"physics check {self.name}: within must be [low, high] with "
+                             f"0 < low < high")
+        return self
+
+
+class Roofline(Strict):
+    hbm_gbps: float = Field(gt=0)          # the chip's published HBM bandwidth
+    hbm_source: str = Field(min_length=3)
+    # fp16 flops one AIC does per cycle (one 16x16x16 fractal, 2 flops per multiply-add)
+    cube_flops_per_cycle: float = Field(gt=0)
+    cube_source: str = Field(min_length=3)
 
 
 class Calibration(Strict):
-    study: str
     hardware: str
-    metrics: list[str] = Field(default_factory=lambda: ["kernel_us", "e2e_us"])
+    studies: list[StudyRef] = Field(min_length=1)
     parameters: list[Parameter] = Field(min_length=1)
     max_evaluations: int = Field(300, ge=1, le=100000)
+    loo_max_evaluations: int = Field(60, ge=1, le=100000)   # per leave-one-out refit
+    roofline: Roofline | None = None
+    physics: list[PhysicsCheck] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self):
+        for what, names in (("parameter", [p.path for p in self.parameters]),
+                            ("study", [s.study for s in self.studies]),
+                            ("physics check", [c.name for c in self.physics])):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"{what} {', '.join(dup)} is listed twice")
+        if self.physics and self.roofline is None:
+            raise ValueError("physics checks need a 'roofline' (HBM bandwidth and cube rate)")
+        return self
 
 
 @dataclass
@@ -55,6 +151,7 @@ class Fit:
     score: float
     evaluations: int
     table: list[dict]
+    on_bound: list[tuple[str, str, float, float]] = field(default_factory=list)
 
 
 def _get(hw: Hardware, path: str) -> float:
@@ -85,7 +182,7 @@ def with_values(hw: Hardware, values: dict[str, float]) -> Hardware:
 def _check_free(hw: Hardware, p: Parameter) -> None:
     """A fittable parameter exists and prices the work; it never changes the mapping."""
     _get(hw, p.path)
-    for bound in (p.low, p.high):
+    for bound in p.bounds:
         try:
             trial = with_values(hw, {p.path: bound})
         except ValidationError as exc:
@@ -98,38 +195,78 @@ def _check_free(hw: Hardware, p: Parameter) -> None:
                               f"not a free parameter; remove it from the calibration file.")
 
 
+@dataclass
+class Case:
+    """One documented figure group: a study stage and the figures it documents."""
+    study: str
+    stage: str
+    metrics: list[str]
+    documented: dict[str, float]
+    kernel: object
+    program: object
+
+    @property
+    def name(self) -> str:
+        return f"{self.study}/{self.stage}"
+
+
 class Problem:
     def __init__(self, cal: Calibration, configs: Path):
-        self.cal = cal
-        study_path = find_config(configs / "studies", cal.study, "study")
-        self.study = load_study(study_path)
-        self.hw_path = find_config(configs / "hardware", cal.hardware, "hardware")
-        self.hw = load_hardware(self.hw_path)
-        kernel_path = find_config(configs / "kernels", self.study.kernel, "kernel")
-        self.stages = [s for s in self.study.stages if all(m in s.documented for m in cal.metrics)]
-        if not self.stages:
-            raise ConfigError(f"no stage of study '{cal.study}' documents all of "
-                              f"{cal.metrics}; add 'documented' figures to its stages.",
-                              source=str(study_path))
+        self.cal, self.configs = cal, Path(configs)
+        self.hw_path = find_config(self.configs / "hardware", cal.hardware, "hardware")
+        # The fit prices on the facts file alone: the overlay of an earlier fit is what it
+        # replaces, so none of its values (fitted or not) leaks into this one.
+        self.hw = validate(Hardware, read_mapping(self.hw_path), str(self.hw_path), "hardware")
         for p in cal.parameters:
             _check_free(self.hw, p)
-        kernels = [(stage, resolve_kernel(kernel_path, stage.set)) for stage in self.stages]
-        self.runs = [(stage, kernel, compile_kernel(kernel, self.hw)) for stage, kernel in kernels]
+        self.weights: dict[str, float] = {}
+        self.cases: list[Case] = []
+        for ref in cal.studies:
+            study_path = find_config(self.configs / "studies", ref.study, "study")
+            study = load_study(study_path)
+            kernel_path = find_config(self.configs / "kernels", study.kernel, "kernel")
+            wanted = ref.metrics or list(METRICS)
+            found = [(s, [m for m in wanted if m in s.documented]) for s in study.stages]
+            found = [(s, ms) for s, ms in found if ms]
+            if not found:
+                raise ConfigError(f"no stage of study '{ref.study}' documents any of "
+                                  f"{', '.join(wanted)}; add 'documented' figures to its "
+                                  f"stages or drop the study from the calibration file.",
+                                  source=str(study_path))
+            self.weights[ref.study] = ref.weight
+            for stage, metrics in found:
+                kernel = resolve_kernel(kernel_path, stage.set)
+                self.cases.append(Case(ref.study, stage.name, metrics,
+                                       {m: float(stage.documented[m]) for m in metrics},
+                                       kernel, compile_kernel(kernel, self.hw)))
 
-    def measure(self, values: dict[str, float]) -> list[dict]:
-        hw = with_values(self.hw, values)
+    @property
+    def names(self) -> list[str]:
+        return [p.path for p in self.cal.parameters]
+
+    def measure(self, values: dict[str, float], cases: list[Case] | None = None,
+                base: Hardware | None = None) -> list[dict]:
+        hw = with_values(self.hw if base is None else base, values)
         rows = []
-        for stage, kernel, program in self.runs:
-            tl = simulate(hw, program, kernel.options.runtime_options)
+        for case in self.cases if cases is None else cases:
+            tl = simulate(hw, case.program, case.kernel.options.runtime_options)
             got = {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
-            rows.append({"stage": stage.name, **{f"{m}": got[m] for m in self.cal.metrics},
-                         **{f"documented_{m}": stage.documented[m] for m in self.cal.metrics}})
+            rows.append({"case": case.name, "study": case.study, "stage": case.stage,
+                         "metrics": case.metrics, **{m: got[m] for m in case.metrics},
+                         **{f"documented_{m}": case.documented[m] for m in case.metrics}})
         return rows
 
-    def score(self, values: dict[str, float]) -> float:
-        rows = self.measure(values)
-        return sum(math.log(r[m] / r[f"documented_{m}"]) ** 2
-                   for r in rows for m in self.cal.metrics)
+    def score_rows(self, rows: list[dict]) -> float:
+        """Sum over studies of weight x mean squared log-ratio over the study's figures."""
+        per: dict[str, list[float]] = {}
+        for r in rows:
+            per.setdefault(r["study"], []).extend(
+                math.log(r[m] / r[f"documented_{m}"]) ** 2 for m in r["metrics"])
+        return sum(self.weights[s] * sum(v) / len(v) for s, v in per.items())
+
+    def score(self, values: dict[str, float], exclude: frozenset[str] = frozenset()) -> float:
+        return self.score_rows(self.measure(values, [c for c in self.cases
+                                                     if c.name not in exclude]))
 
 
 def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_evals: int):
@@ -141,7 +278,7 @@ def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_eva
     score, where gradient-like methods stall.
     """
     x, best = np.clip(x0, low, high), f(np.clip(x0, low, high))
-    evals, step = 1, 0.7
+    evals, step = 1, 0.25   # x1.28: well inside the 0.5x-2x bounds, so early moves do not jump onto them
     while evals < max_evals and step > 0.005:
         improved = False
         for i in range(len(x)):
@@ -161,23 +298,53 @@ def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_eva
     return x, best, evals
 
 
+def on_bounds(cal: Calibration, values: dict[str, float]) -> list[tuple[str, str, float, float]]:
+    """(path, 'low'|'high', value, bound) for every value within ON_BOUND of a bound."""
+    hits = []
+    for p in cal.parameters:
+        low, high = p.bounds
+        value = values[p.path]
+        if value <= low * (1 + ON_BOUND):
+            hits.append((p.path, "low", value, low))
+        elif value >= high * (1 - ON_BOUND):
+            hits.append((p.path, "high", value, high))
+    return hits
+
+
+def fit_problem(problem: Problem, exclude: frozenset[str] = frozenset(),
+                max_evaluations: int | None = None) -> Fit:
+    """Fit from the priors (never from the last fit), leaving out the ``exclude`` cases."""
+    cal, names = problem.cal, problem.names
+    low = np.log([p.bounds[0] for p in cal.parameters])
+    high = np.log([p.bounds[1] for p in cal.parameters])
+    start = np.log([p.prior for p in cal.parameters])
+    objective = lambda x: problem.score(dict(zip(names, np.exp(x))), exclude)
+    best, _, evals = compass_search(objective, start, low, high,
+                                    max_evaluations or cal.max_evaluations)
+    values = {n: float(f"{v:.4g}") for n, v in zip(names, np.exp(best))}
+    table = problem.measure(values)
+    used = [r for r in table if r["case"] not in exclude]
+    return Fit(values, problem.score_rows(used), evals, table, on_bounds(cal, values))
+
+
 def fit(cal: Calibration, configs: Path) -> tuple[Fit, Problem]:
     problem = Problem(cal, configs)
-    names = [p.path for p in cal.parameters]
-    low = np.log([p.low for p in cal.parameters])
-    high = np.log([p.high for p in cal.parameters])
-    start = np.clip(np.log([max(_get(problem.hw, n), 1e-9) for n in names]), low, high)
-    objective = lambda x: problem.score(dict(zip(names, np.exp(x))))
-    best, score, evals = compass_search(objective, start, low, high, cal.max_evaluations)
-    values = {n: float(f"{v:.4g}") for n, v in zip(names, np.exp(best))}
-    return Fit(values, problem.score(values), evals, problem.measure(values)), problem
+    return fit_problem(problem), problem
 
 
-def stage_lines(table: list[dict], metrics: list[str]) -> list[str]:
-    """One line per stage: simulated vs documented figure of every metric."""
-    return [f"{row['stage']}: " + "  ".join(
+def bound_failures(fit: Fit) -> list[str]:
+    """One line per parameter the fit pushed onto a bound, naming the direction."""
+    return [f"{path} ended on its {side} bound ({value:g}, bound {bound:g}): the figures "
+            f"want it {'lower' if side == 'low' else 'higher'} than its sources allow, so a "
+            f"mechanism is missing or mis-priced; fix the model or the prior, not the bound"
+            for path, side, value, bound in fit.on_bound]
+
+
+def stage_lines(table: list[dict]) -> list[str]:
+    """One line per case: simulated vs documented figure of every metric it documents."""
+    return [f"{row['case']}: " + "  ".join(
         f"{m} {row[m]:.1f} (documented {row['documented_' + m]:g}, "
-        f"{100 * (row[m] / row['documented_' + m] - 1):+.1f}%)" for m in metrics)
+        f"{100 * (row[m] / row['documented_' + m] - 1):+.1f}%)" for m in row["metrics"])
         for row in table]
 
 
@@ -195,16 +362,19 @@ def render_fit(facts_path: Path, values: dict[str, float], cal_path: str, cal: C
     order of keys, each as a float written the shortest way that reads back exactly."""
     facts = read_mapping(facts_path)
     order = [path for path, _ in dotted_values(facts) if path in values]
+    figures = sum(len(r["metrics"]) for r in fit.table)
+    studies = ", ".join(s.study for s in cal.studies)
     header = [
         f"# Fitted values for {facts_path.name}, generated by ptolab calibrate: do not edit.",
         "# The loader merges them over the facts file, each replacing the value of its key.",
-        f"# procedure: {cal_path} (bounded pattern search in log space, bounds in that file)",
+        f"# procedure: {cal_path} (bounded pattern search in log space from the priors, "
+        f"priors, sources and bounds in that file)",
         f"# command: ptolab calibrate {cal_path}",
         f"# date: {date}",
-        f"# data: study {cal.study}, documented {' and '.join(cal.metrics)} of "
-        f"{len(fit.table)} stages",
-        f"# score: {fit.score:.4f} (sum of squared log-ratios, simulated vs documented)",
-        *(f"#   {line}" for line in stage_lines(fit.table, cal.metrics)),
+        f"# data: studies {studies}: {figures} documented figures of {len(fit.table)} stages",
+        f"# score: {fit.score:.4f} (per study, weight x mean squared log-ratio, simulated vs "
+        f"documented; summed over studies)",
+        *(f"#   {line}" for line in stage_lines(fit.table)),
     ]
     body, section = [], None
     for path in order:
@@ -224,10 +394,252 @@ def write_fit(facts_path: Path, values: dict[str, float], cal_path: str, cal: Ca
     if missing:
         raise ConfigError(f"cannot fit {', '.join(missing)}: not a value of the facts file.",
                           source=str(facts_path))
+    if fit.on_bound:
+        raise ConfigError("refusing to write a fit that ends on a bound: "
+                          + "; ".join(bound_failures(fit)) + ".", source=cal_path)
     overlay = fit_overlay(facts_path)
     write_text(overlay, render_fit(facts_path, values, cal_path, cal, fit, date or fit_date()))
     return overlay
 
 
+def _precheck(data: dict, path: Path) -> None:
+    """Name the parameter and say what to add when a prior, source or bound is wrong."""
+    params = data.get("parameters")
+    if not isinstance(params, list):
+        return
+    for i, p in enumerate(params):
+        if not isinstance(p, dict):
+            continue
+        name = p.get("path", f"parameters[{i}]")
+        for key, what in (("prior", "the sourced value the fit starts from (a number)"),
+                          ("source", "where that value comes from: an upstream file, a CANN "
+                                     "document, a published chip figure, or 'first estimate'")):
+            if key not in p:
+                raise ConfigError(
+                    f"parameter '{name}' (field parameters[{i}].{key}) has no {key}: every "
+                    f"fitted parameter needs a '{key}', {what}. Add it, or drop the "
+                    f"parameter from the calibration file.", source=str(path))
+
+
 def load_calibration(path: Path) -> Calibration:
-    return load(Calibration, path, "calibration")
+    path = Path(path)
+    data = read_mapping(path)
+    _precheck(data, path)
+    return validate(Calibration, data, str(path), "calibration")
+
+
+# --- validation: what the fit never sees ---------------------------------------------------
+
+def _errors(row: dict) -> dict[str, float]:
+    return {m: row[m] / row[f"documented_{m}"] - 1 for m in row["metrics"]}
+
+
+def _rms_log(rows: list[dict]) -> float:
+    logs = [math.log(r[m] / r[f"documented_{m}"]) for r in rows for m in r["metrics"]]
+    return math.sqrt(sum(v * v for v in logs) / len(logs)) if logs else 0.0
+
+
+def leave_one_out(problem: Problem, max_evaluations: int) -> list[dict]:
+    """Refit from the priors without each case in turn and predict it.
+
+    A case is one documented figure group: a study stage with its documented
+    metrics.  The refit never simulates the case it predicts.
+    """
+    out = []
+    for case in problem.cases:
+        refit = fit_problem(problem, frozenset({case.name}), max_evaluations)
+        row = next(r for r in refit.table if r["case"] == case.name)
+        out.append({"case": case.name, "fit": refit, "row": row})
+    return out
+
+
+def physics_checks(cal: Calibration, configs: Path, hw: Hardware) -> list[dict]:
+    """Time each validation kernel against its roofline on ``hw``."""
+    from simcore.spec.expr import evaluate
+    out = []
+    if not cal.physics:
+        return out
+    peak = hw.cores.aic * cal.roofline.cube_flops_per_cycle * hw.cores.clock_mhz * 1e6
+    bw = cal.roofline.hbm_gbps * 1e9
+    for check in cal.physics:
+        path = find_config(Path(configs) / "kernels", check.kernel, "kernel")
+        kernel = resolve_kernel(path, check.set)
+        try:
+            flops = evaluate(check.flops, kernel.params)
+            nbytes = evaluate(check.bytes, kernel.params)
+        except Exception as exc:  # an ExprError names the unknown name
+            raise ConfigError(f"physics check '{check.name}': {exc}; flops and bytes are "
+                              f"expressions over the kernel's params "
+                              f"({', '.join(sorted(kernel.params))}).") from None
+        tl = simulate(hw, compile_kernel(kernel, hw), kernel.options.runtime_options)
+        compute_us, memory_us = flops / peak * 1e6, nbytes / bw * 1e6
+        roof = max(compute_us, memory_us)
+        eff = roof / tl.kernel_us
+        out.append({"name": check.name, "kernel": check.kernel, "why": check.why,
+                    "bound": "compute" if compute_us >= memory_us else "memory",
+                    "kernel_us": tl.kernel_us, "roofline_us": roof,
+                    "achieved_gbps": nbytes / tl.kernel_us / 1e3,
+                    "achieved_tflops": flops / tl.kernel_us / 1e6,
+                    "peak_tflops": peak / 1e12, "hbm_gbps": cal.roofline.hbm_gbps,
+                    "efficiency": eff, "within": tuple(check.within),
+                    "ok": check.within[0] <= eff <= check.within[1]})
+    return out
+
+
+@dataclass
+class Validation:
+    cal: Calibration
+    cal_path: str
+    quick: bool
+    shipped: dict[str, float]       # parameter values of facts + overlay
+    shipped_rows: list[dict]
+    full: Fit                       # a fresh fit from the priors on every case
+    loo: list[dict]
+    physics: list[dict]
+    overlay: str                    # the overlay's name, or '' when there is none
+    budgets: tuple[int, int]        # evaluations of the fresh fit, of each refit
+    unused: list[str]               # studies with documented figures the procedure omits
+
+    @property
+    def failures(self) -> list[str]:
+        lines = [f"shipped {p.path} = {self.shipped[p.path]:g} lies outside its bounds "
+                 f"[{p.bounds[0]:g}, {p.bounds[1]:g}] (prior {p.prior:g}); refit with "
+                 f"ptolab calibrate {self.cal_path}"
+                 for p in self.cal.parameters
+                 if not p.bounds[0] <= self.shipped[p.path] <= p.bounds[1]]
+        lines += [f"fresh fit: {line}" for line in bound_failures(self.full)]
+        lines += [f"physics check {c['name']}: roofline efficiency {c['efficiency']:.2f} "
+                  f"outside [{c['within'][0]:g}, {c['within'][1]:g}]"
+                  for c in self.physics if not c["ok"]]
+        return lines
+
+
+def run_validation(cal: Calibration, cal_path: str, configs: Path, quick: bool = False) -> Validation:
+    problem = Problem(cal, configs)
+    shipped_hw = load_hardware(problem.hw_path)
+    shipped = {p.path: _get(shipped_hw, p.path) for p in cal.parameters}
+    full_budget = min(cal.max_evaluations, 8) if quick else cal.max_evaluations
+    loo_budget = min(cal.loo_max_evaluations, 4) if quick else cal.loo_max_evaluations
+    overlay = fit_overlay(problem.hw_path)
+    listed = {s.study for s in cal.studies}
+    unused = sorted(name for name in documented_studies(Path(configs)) if name not in listed)
+    return Validation(cal, cal_path, quick, shipped, problem.measure({}, base=shipped_hw),
+                      fit_problem(problem, max_evaluations=full_budget),
+                      leave_one_out(problem, loo_budget),
+                      physics_checks(cal, configs, shipped_hw),
+                      overlay.name if overlay.exists() else "", (full_budget, loo_budget),
+                      unused)
+
+
+def documented_studies(configs: Path) -> list[str]:
+    """Names of the studies whose stages document a metric the fit can score."""
+    names = []
+    for path in sorted((configs / "studies").glob("*")):
+        if path.suffix not in (".yaml", ".yml", ".toml"):
+            continue
+        try:
+            study = load_study(path)
+        except ConfigError:
+            continue   # a broken study is its own command's error, not the report's
+        if any(m in stage.documented for stage in study.stages for m in METRICS):
+            names.append(study.name)
+    return names
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f} %"
+
+
+def render_fidelity(v: Validation) -> str:
+    cal = v.cal
+    quick = " --quick" if v.quick else ""
+    model = f"{cal.hardware} facts + {v.overlay}" if v.overlay else f"{cal.hardware} facts"
+    full_rows = {r["case"]: r for r in v.full.table}
+    loo_rows = {e["case"]: e["row"] for e in v.loo}
+    lines = [
+        f"# Model fidelity: {cal.hardware}",
+        "",
+        f"Generated by `ptolab validate {v.cal_path}{quick}` from the procedure in "
+        f"`{v.cal_path}`: do not edit.",
+        "",
+        f"Three views of the same documented figures: the model as shipped ({model}); a fresh "
+        f"fit from the priors on every case ({v.full.evaluations} of at most "
+        f"{v.budgets[0]} evaluations, score {v.full.score:.4f}); and, for each case, a refit "
+        f"from the priors that never sees it (leave-one-case-out, at most {v.budgets[1]} "
+        f"evaluations each). A case is one study stage with its documented metrics. Errors "
+        f"are simulated / documented - 1.",
+        "",
+        "## Verdict",
+        "",
+    ]
+    lines += [f"- FAIL: {f}" for f in v.failures] or ["- no parameter of the fresh fit ends "
+                                                        "on a bound and every physics check "
+                                                        "passes"]
+    lines += ["", "## Documented figures", ""]
+    if v.unused:
+        lines += [f"Studies with documented figures this procedure does not use: "
+                  f"{', '.join(v.unused)}.", ""]
+    lines += [
+              "| case | metric | documented | shipped | fresh fit (in-fit) | left out |",
+              "|---|---|---:|---:|---:|---:|"]
+    for row in v.shipped_rows:
+        name = row["case"]
+        for m in row["metrics"]:
+            doc = row[f"documented_{m}"]
+            cells = [f"{r[m]:.1f} ({_pct(r[m] / doc - 1)})"
+                     for r in (row, full_rows[name], loo_rows[name])]
+            lines.append(f"| {name} | {m} | {doc:g} | " + " | ".join(cells) + " |")
+    lines += ["", "## Parameters", "",
+              "Bounds are 0.5x-2x of the prior unless a physical bound is stated. 'x prior' is "
+              "a value over its prior; 'on bound' (fresh fit) is within 1 % of a bound.", "",
+              "| parameter | prior | bounds | shipped | x prior | fresh fit | x prior | "
+              "within 0.5-2x (shipped/fit) | on bound | source |",
+              "|---|---:|---|---:|---:|---:|---:|---|---|---|"]
+    hits = {path: side for path, side, _, _ in v.full.on_bound}
+    for p in cal.parameters:
+        low, high = p.bounds
+        value = v.full.values[p.path]
+        ratio = value / p.prior
+        bound = f"{low:g} .. {high:g}" + (f" (physical: {p.physical_bound})"
+                                            if p.physical_bound else "")
+        within = "/".join("yes" if 0.5 <= r <= 2 else "NO"
+                          for r in (v.shipped[p.path] / p.prior, ratio))
+        lines.append(f"| `{p.path}` | {p.prior:g} | {bound} | {v.shipped[p.path]:g} | "
+                     f"{v.shipped[p.path] / p.prior:.2f} | {value:g} | {ratio:.2f} | "
+                     f"{within} | {hits.get(p.path, 'no')} | {p.source} |")
+    lines += ["", "## Leave-one-case-out", "",
+              "In-fit: the fresh fit on every case; left out: the refit without that case. "
+              "A left-out error much larger than the in-fit one means the fit memorises the "
+              "case rather than explaining it.", "",
+              "| case | in-fit rms log error | left-out rms log error | refit score | "
+              "refit on bound |",
+              "|---|---:|---:|---:|---|"]
+    for e in v.loo:
+        name = e["case"]
+        hit = ", ".join(f"{path} ({side})" for path, side, _, _ in e["fit"].on_bound) or "no"
+        lines.append(f"| {name} | {_rms_log([full_rows[name]]):.3f} | "
+                     f"{_rms_log([e['row']]):.3f} | {e['fit'].score:.4f} | {hit} |")
+    lines.append(f"| all cases | {_rms_log(list(full_rows.values())):.3f} | "
+                 f"{_rms_log([e['row'] for e in v.loo]):.3f} | | |")
+    lines += ["", "## Physics checks", ""]
+    if v.physics:
+        c0 = v.physics[0]
+        lines += [f"Kernels the fit never sees, on the shipped model. Roofline time = "
+                  f"max(flops / cube peak, bytes / HBM bandwidth), with cube peak "
+                  f"{c0['peak_tflops']:.1f} TFLOPS ({cal.roofline.cube_source}; AIC count and "
+                  f"clock from the hardware file) and HBM {c0['hbm_gbps']:g} GB/s "
+                  f"({cal.roofline.hbm_source}). Efficiency = roofline time / simulated "
+                  f"kernel time.", "",
+                  "| check | kernel | bound by | kernel us | roofline us | achieved GB/s | "
+                  "achieved TFLOPS | efficiency | expected | result |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---|---|"]
+        for c in v.physics:
+            lines.append(f"| {c['name']} | {c['kernel']} | {c['bound']} | {c['kernel_us']:.1f} | "
+                         f"{c['roofline_us']:.1f} | {c['achieved_gbps']:.0f} | "
+                         f"{c['achieved_tflops']:.1f} | {c['efficiency']:.3f} | "
+                         f"{c['within'][0]:g} .. {c['within'][1]:g} | "
+                         f"{'pass' if c['ok'] else 'FAIL'} |")
+        lines += [""] + [f"- {c['name']}: {c['why']}" for c in v.physics]
+    else:
+        lines.append("No physics checks in the procedure.")
+    return "\n".join(lines) + "\n"

@@ -8,7 +8,8 @@ Every failure ends as one line or paragraph on stderr, never a traceback:
 code  meaning
 ====  =========================================================================
 0     done
-1     ``ptolab nightly``: a regression was found
+1     ``ptolab nightly``: a regression was found; ``ptolab calibrate``: the fit
+      ended on a bound (nothing written); ``ptolab validate``: a check failed
 2     bad input (config, override, argument, unreadable or inconsistent file),
       or a size the model refuses; nothing was written
 3     the system failed the run: disk full, read-only or missing folder,
@@ -39,7 +40,8 @@ def _command_modules():
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(
         prog="ptolab", description="PyPTO tuning lab: compile, simulate, parse and report.",
-        epilog="exit codes: 0 done, 1 nightly regression, 2 bad input, 3 system failure "
+        epilog="exit codes: 0 done, 1 nightly regression / calibrate fit on a bound / validate "
+               "check failed, 2 bad input, 3 system failure "
                "(disk full, read-only, out of memory), 130 interrupted")
     sub = parser.add_subparsers(dest="command", required=True)
     runners = {}

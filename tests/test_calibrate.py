@@ -1,4 +1,6 @@
-"""The calibration procedure: search, write-back with provenance, clear errors."""
+"""The calibration procedure: sourced priors, bounds that cannot hide a missing mechanism,
+multi-study scoring, write-back with provenance, clear errors."""
+import math
 import os
 import shutil
 import subprocess
@@ -6,13 +8,16 @@ import sys
 
 import numpy as np
 import pytest
+import yaml
 
 from conftest import REPO
-from pipeline.calibrate import (Calibration, Fit, _get, compass_search, load_calibration,
-                                write_fit)
+from pipeline.calibrate import (Calibration, Fit, Parameter, Problem, _get, compass_search,
+                                fit_problem, load_calibration, write_fit)
 from simcore.spec.errors import ConfigError
 from simcore.spec.hardware import Hardware, dotted_values, load_hardware
 from simcore.spec.loader import load, read_mapping
+
+HEAD = "core.head_overhead_us"
 
 
 def test_compass_search_finds_a_bounded_minimum():
@@ -36,41 +41,180 @@ def _flat(hw):
     return dict(dotted_values(hw.model_dump()))
 
 
+def _param(**kw):
+    return {"path": HEAD, "prior": 0.5, "source": "first estimate", **kw}
+
+
+def _cal(**kw):
+    data = {"hardware": "dav_2201", "studies": [{"study": "tiny_a"}],
+            "parameters": [_param()], **kw}
+    return Calibration.model_validate(data)
+
+
+def _stage(name, a, b, documented):
+    return {"name": name, "description": "a tiny add", "documented": documented,
+            "set": {"params.A": a, "params.B": b, "tiles.vec": [1, 2, 4, 256]}}
+
+
+def tiny_configs(tmp, figures=None, overlay=None):
+    """configs/ with the facts file, the tiling_add kernel and two tiny studies: tiny_a with
+    two stages (kernel_us and e2e_us) and tiny_b with one (kernel_us)."""
+    configs = tmp / "configs"
+    for sub in ("hardware", "kernels", "studies"):
+        (configs / sub).mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "configs/hardware/dav_2201.toml", configs / "hardware")
+    if overlay is not None:
+        (configs / "hardware/dav_2201.fit.toml").write_text(overlay)
+    shutil.copy(REPO / "configs/kernels/tiling_add.yaml", configs / "kernels")
+    figures = figures or {}
+    one = {"kernel_us": 1.0, "e2e_us": 1.0}
+    studies = {"tiny_a": [_stage("small", 1, 4, figures.get("tiny_a/small", one)),
+                          _stage("big", 1, 8, figures.get("tiny_a/big", one))],
+               "tiny_b": [_stage("mid", 1, 6, figures.get("tiny_b/mid", {"kernel_us": 1.0}))]}
+    for name, stages in studies.items():
+        (configs / "studies" / f"{name}.yaml").write_text(yaml.safe_dump(
+            {"name": name, "kernel": "tiling_add", "hardware": "dav_2201", "stages": stages}))
+    return configs
+
+
+def documented_at(tmp, values, studies=("tiny_a", "tiny_b")):
+    """Figures the model gives with ``values``: a fit to them has a known answer."""
+    configs = tiny_configs(tmp)
+    cal = _cal(studies=[{"study": s} for s in studies])
+    problem = Problem(cal, configs)
+    return {r["case"]: {m: r[m] for m in r["metrics"]} for r in problem.measure(values)}
+
+
+def write_cal(path, params=None, **kw):
+    data = {"hardware": "dav_2201", "studies": [{"study": "tiny_a"}, {"study": "tiny_b"}],
+            "max_evaluations": 40, "parameters": params or [_param()], **kw}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def ptolab(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SOURCE_DATE_EPOCH": "1700000000", **(env or {})})
+
+
+# --- priors, sources, bounds -------------------------------------------------------------
+
+@pytest.mark.parametrize("missing", ["prior", "source"])
+def test_a_parameter_without_prior_or_source_is_refused(tmp_path, missing):
+    param = {k: v for k, v in _param().items() if k != missing}
+    cal = write_cal(tmp_path / "cal.yaml", [param])
+    with pytest.raises(ConfigError) as err:
+        load_calibration(cal)
+    text = str(err.value)
+    assert str(cal) in text and HEAD in text and f"parameters[0].{missing}" in text
+    assert "Add it" in text
+
+
+def test_bounds_must_lie_within_half_to_double_the_prior_unless_physical(tmp_path):
+    # default bounds are 0.5x and 2x of the prior
+    assert Parameter.model_validate(_param()).bounds == (0.25, 1.0)
+    for bad in ({"low": 0.2}, {"high": 1.1}, {"low": 0.1, "high": 3.0}):
+        cal = write_cal(tmp_path / "cal.yaml", [_param(**bad)])
+        with pytest.raises(ConfigError) as err:
+            load_calibration(cal)
+        text = str(err.value)
+        assert str(cal) in text and "parameters[0]" in text and HEAD in text
+        assert "[0.25, 1]" in text and "physical_bound" in text
+    # a stated physical reason allows wider bounds
+    ok = write_cal(tmp_path / "ok.yaml", [_param(low=0.1, high=3.0,
+                                                 physical_bound="launch at least 200 cycles")])
+    assert load_calibration(ok).parameters[0].bounds == (0.1, 3.0)
+    # the prior must lie inside its bounds, since the search starts there
+    with pytest.raises(ConfigError, match="outside its bounds"):
+        load_calibration(write_cal(tmp_path / "c.yaml", [_param(low=0.3, high=0.45)]))
+
+
+def test_unknown_parameter_path_is_a_clear_error():
+    with pytest.raises(ConfigError, match="aicpu.warp_speed"):
+        _get(load_hardware("dav_2201"), "aicpu.warp_speed")
+    with pytest.raises(Exception):
+        Calibration.model_validate({"hardware": "h", "studies": [{"study": "s"}],
+                                    "parameters": [], "surprise": 1})
+
+
+def test_the_real_procedure_sources_every_parameter():
+    cal = load_calibration(REPO / "configs/calibration/dav_2201.yaml")
+    paths = {p.path for p in cal.parameters}
+    assert {"aicpu.dispatch_us", "aicpu.resolve_edge_us", "aicpu.completion_us",
+            "pipes.mte2.fixed_cycles", "memory.hbm_gbps"} <= paths
+    assert not any("rowsum" in p or "rowamax" in p for p in paths)
+    upstream = {p.path: p.prior for p in cal.parameters}
+    # upstream AICPUConfig.toml: 200 / 390 / 240 cycles at 1.8 GHz
+    assert upstream["aicpu.dispatch_us"] == pytest.approx(200 / 1800, rel=0.01)
+    assert upstream["aicpu.resolve_edge_us"] == pytest.approx(390 / 1800, rel=0.01)
+    assert upstream["aicpu.completion_us"] == pytest.approx(240 / 1800, rel=0.01)
+    assert {s.study for s in cal.studies} >= {"glm_attention_stitch", "skinny_matmul_rewrite"}
+
+
+# --- scoring -------------------------------------------------------------------------------
+
+def test_each_study_weighs_its_mean_not_its_figure_count():
+    problem = object.__new__(Problem)
+    problem.weights = {"a": 1.0, "b": 3.0}
+    row = lambda study, got, doc: {"study": study, "metrics": ["kernel_us"],
+                                   "kernel_us": got, "documented_kernel_us": doc}
+    rows = [row("a", 200.0, 100.0), row("a", 50.0, 50.0), row("b", math.e, 1.0)]
+    assert problem.score_rows(rows) == pytest.approx(math.log(2) ** 2 / 2 + 3.0)
+    # ten copies of a's figures do not make study a count more
+    assert problem.score_rows(rows[:2] * 10 + rows[2:]) == pytest.approx(
+        problem.score_rows(rows))
+
+
+def test_the_fit_uses_every_study_and_recovers_a_known_value(tmp_path):
+    target = documented_at(tmp_path / "t", {HEAD: 0.7})
+    configs = tiny_configs(tmp_path, target)
+    cal = _cal(studies=[{"study": "tiny_a"}, {"study": "tiny_b"}], max_evaluations=40)
+    problem = Problem(cal, configs)
+    assert [c.name for c in problem.cases] == ["tiny_a/small", "tiny_a/big", "tiny_b/mid"]
+    assert [c.metrics for c in problem.cases] == [["kernel_us", "e2e_us"]] * 2 + [["kernel_us"]]
+    result = fit_problem(problem)
+    assert result.values[HEAD] == pytest.approx(0.7, rel=0.03) and not result.on_bound
+    assert result.score < 1e-4
+
+
+def test_the_fit_starts_at_the_prior_not_the_last_fit(tmp_path):
+    at_prior = documented_at(tmp_path / "t", {HEAD: 0.5})
+    # an earlier overlay put head overhead at 0.9: the fit neither starts nor prices there
+    configs = tiny_configs(tmp_path, at_prior, overlay="[core]\nhead_overhead_us = 0.9\n")
+    problem = Problem(_cal(studies=[{"study": "tiny_a"}], max_evaluations=10), configs)
+    assert _get(problem.hw, HEAD) == 0.5   # facts file
+    assert fit_problem(problem).values[HEAD] == 0.5
+
+
+# --- write-back ----------------------------------------------------------------------------
+
 def test_the_fit_overlay_replaces_exactly_its_keys():
     facts = _flat(load(Hardware, REPO / "configs/hardware/dav_2201.toml", "hardware"))
     merged = _flat(load_hardware("dav_2201"))
+    text = (REPO / "configs/hardware/dav_2201.fit.toml").read_text()
     fitted = dict(dotted_values(read_mapping(REPO / "configs/hardware/dav_2201.fit.toml")))
     changed = {k for k in facts if facts[k] != merged[k]}
     assert fitted and changed <= set(fitted)
     assert all(merged[k] == v for k, v in fitted.items())
     # every fitted key is one the calibration procedure fits
-    procedure = load_calibration(REPO / "configs/calibration/glm_stitch.yaml")
-    assert set(fitted) == {p.path for p in procedure.parameters}
-
-
-def test_an_overlay_key_the_facts_lack_is_an_error(tmp_path):
-    hw = _facts_only(tmp_path)
-    (tmp_path / "dav_2201.fit.toml").write_text("[aicpu]\ndispatch_us = 0.3\nwarp_us = 1.0\n")
-    with pytest.raises(ConfigError) as err:
-        load_hardware(hw)
-    assert "dav_2201.fit.toml" in str(err.value) and "aicpu.warp_us" in str(err.value)
-    # a fitted value is validated with the facts, as one Hardware
-    (tmp_path / "dav_2201.fit.toml").write_text("[aicpu]\ndispatch_us = -1.0\n")
-    with pytest.raises(ConfigError, match="aicpu.dispatch_us"):
-        load_hardware(hw)
-    with pytest.raises(ConfigError, match="facts file"):
-        load_hardware(tmp_path / "dav_2201.fit.toml")
+    procedure = "configs/calibration/dav_2201.yaml"
+    assert f"# procedure: {procedure} " in text, \
+        "the overlay was fitted by an older procedure: rerun ptolab calibrate " + procedure
+    assert set(fitted) == {p.path for p in load_calibration(REPO / procedure).parameters}
 
 
 def test_write_fit_writes_only_the_overlay_deterministically(tmp_path):
     hw = _facts_only(tmp_path)
     facts_before = hw.read_bytes()
-    cal = Calibration.model_validate({"study": "s", "hardware": "dav_2201", "parameters": [
-        {"path": "aicpu.dispatch_us", "low": 0.1, "high": 1.0},
-        {"path": "pipes.mte2.fixed_cycles", "low": 600.0, "high": 4000.0}]})
-    table = [{"stage": "a", "kernel_us": 110.0, "documented_kernel_us": 100.0,
+    cal = Calibration.model_validate({"hardware": "dav_2201", "studies": [{"study": "s"}],
+                                      "parameters": [
+        {"path": "aicpu.dispatch_us", "prior": 0.111, "source": "upstream"},
+        {"path": "pipes.mte2.fixed_cycles", "prior": 1405.0, "source": "upstream"}]})
+    table = [{"case": "s/a", "study": "s", "stage": "a", "metrics": ["kernel_us", "e2e_us"],
+              "kernel_us": 110.0, "documented_kernel_us": 100.0,
               "e2e_us": 190.0, "documented_e2e_us": 200.0}]
-    fit = Fit({"pipes.mte2.fixed_cycles": 900.0, "aicpu.dispatch_us": 0.25}, 0.0123, 7, table)
+    fit = Fit({"pipes.mte2.fixed_cycles": 900.0, "aicpu.dispatch_us": 0.1}, 0.0123, 7, table)
     overlay = write_fit(hw, fit.values, "cal.yaml", cal, fit, date="2026-01-02")
     first = overlay.read_bytes()
     write_fit(hw, fit.values, "cal.yaml", cal, fit, date="2026-01-02")
@@ -78,39 +222,50 @@ def test_write_fit_writes_only_the_overlay_deterministically(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dav_2201.fit.toml", "dav_2201.toml"]
     text = first.decode()
     header = [line for line in text.splitlines() if line.startswith("#")]
-    for fact in ("cal.yaml", "2026-01-02", "0.0123", "study s", "documented 100"):
+    for fact in ("cal.yaml", "2026-01-02", "0.0123", "studies s", "documented 100"):
         assert any(fact in line for line in header), fact
     # values follow the facts file's order of tables ([pipes.mte2] before [aicpu])
     assert text.index("[pipes.mte2]") < text.index("[aicpu]")
     fitted = load_hardware(hw)
-    assert fitted.pipes.mte2.fixed_cycles == 900.0 and fitted.aicpu.dispatch_us == 0.25
+    assert fitted.pipes.mte2.fixed_cycles == 900.0 and fitted.aicpu.dispatch_us == 0.1
     with pytest.raises(ConfigError, match="aicpu.nonexistent"):
         write_fit(hw, {"aicpu.nonexistent": 1.0}, "cal.yaml", cal, fit, date="2026-01-02")
+    # a fit on a bound is never written, even when called directly
+    on_bound = Fit(fit.values, 0.0123, 7, table, [("aicpu.dispatch_us", "low", 0.0555, 0.0555)])
+    with pytest.raises(ConfigError, match="aicpu.dispatch_us ended on its low bound"):
+        write_fit(hw, fit.values, "cal.yaml", cal, on_bound, date="2026-01-02")
+    assert overlay.read_bytes() == first
 
 
-def test_unknown_parameter_path_is_a_clear_error():
-    with pytest.raises(ConfigError, match="aicpu.warp_speed"):
-        _get(load_hardware("dav_2201"), "aicpu.warp_speed")
-    with pytest.raises(Exception):
-        Calibration.model_validate({"study": "s", "hardware": "h", "parameters": [],
-                                    "surprise": 1})
-
-
-def test_calibrate_command_writes_the_overlay_not_the_facts(tmp_path):
-    shutil.copytree(REPO / "configs", tmp_path / "configs")
-    facts = tmp_path / "configs/hardware/dav_2201.toml"
+def test_calibrate_writes_the_overlay_and_a_refit_does_not_drift(tmp_path):
+    target = documented_at(tmp_path / "t", {HEAD: 0.7})
+    configs = tiny_configs(tmp_path, target)
+    facts = configs / "hardware/dav_2201.toml"
     facts_before = facts.read_bytes()
-    cal = tmp_path / "cal.yaml"
-    cal.write_text("study: glm_attention_stitch\nhardware: dav_2201\nmax_evaluations: 4\n"
-                   "parameters:\n  - {path: aicpu.dev_task_sync_us, low: 0.1, high: 50.0}\n")
-    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "calibrate", str(cal),
-                           "--configs", str(tmp_path / "configs")],
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "SOURCE_DATE_EPOCH": "1700000000"})
+    cal = write_cal(tmp_path / "cal.yaml")
+    proc = ptolab("calibrate", cal, "--configs", configs)
     assert proc.returncode == 0, proc.stderr
-    assert "stitch_128" in proc.stdout and "documented 803" in proc.stdout
+    assert "tiny_b/mid" in proc.stdout and "prior 0.5" in proc.stdout
     assert facts.read_bytes() == facts_before
-    overlay = read_mapping(tmp_path / "configs/hardware/dav_2201.fit.toml")
-    assert list(dotted_values(overlay))[0][0] == "aicpu.dev_task_sync_us"
-    text = (tmp_path / "configs/hardware/dav_2201.fit.toml").read_text()
-    assert f"# command: ptolab calibrate {cal.as_posix()}" in text and "2023-11-14" in text
+    overlay = configs / "hardware/dav_2201.fit.toml"
+    first = overlay.read_text()
+    assert f"# command: ptolab calibrate {cal.as_posix()}" in first and "2023-11-14" in first
+    assert read_mapping(overlay)["core"]["head_overhead_us"] == pytest.approx(0.7, rel=0.03)
+    # the second fit starts from the prior again, not from the first fit: same bytes
+    assert ptolab("calibrate", cal, "--configs", configs).returncode == 0
+    assert overlay.read_text() == first
+
+
+def test_a_fit_ending_on_a_bound_fails_and_writes_nothing(tmp_path):
+    # the figures want 5x the prior's head overhead: beyond the 2x bound
+    target = documented_at(tmp_path / "t", {HEAD: 2.5})
+    old = "# an earlier fit\n[core]\nhead_overhead_us = 0.4\n"
+    configs = tiny_configs(tmp_path, target, overlay=old)
+    cal = write_cal(tmp_path / "cal.yaml")
+    for extra in ((), ("--dry-run",)):
+        proc = ptolab("calibrate", cal, "--configs", configs, *extra)
+        assert proc.returncode == 1, proc.stderr
+        assert f"{HEAD} ended on its high bound" in proc.stderr
+        assert "wants it higher" not in proc.stderr and "want it higher" in proc.stderr
+        assert "Nothing written" in proc.stderr
+        assert (configs / "hardware/dav_2201.fit.toml").read_text() == old

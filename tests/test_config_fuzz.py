@@ -31,7 +31,7 @@ BASES = {
     "workflow": (Workflow, [read_mapping(CONFIGS / "workflow.yaml")]),
     "hardware": (Hardware, [read_mapping(CONFIGS / "hardware" / "dav_2201.toml")]),
     "nightly": (NightlyConfig, [read_mapping(CONFIGS / "nightly.yaml")]),
-    "calibration": (Calibration, [read_mapping(CONFIGS / "calibration" / "glm_stitch.yaml")]),
+    "calibration": (Calibration, [read_mapping(CONFIGS / "calibration" / "dav_2201.yaml")]),
 }
 def fast(examples: int) -> settings:
     """Deterministic (same examples every run, nothing stored) and without a deadline."""

@@ -82,9 +82,10 @@ def test_every_op_kind_and_dtype_is_priced_at_its_rate_scaled_by_valid_tiles():
 
 def test_calibration_never_recompiles(monkeypatch):
     cal = Calibration.model_validate({
-        "study": "glm_attention_stitch", "hardware": "dav_2201",
-        "parameters": [{"path": "pipes.vector.rowsum.bytes_per_cycle", "low": 8.0,
-                        "high": 256.0}]})
+        "studies": [{"study": "glm_attention_stitch"}], "hardware": "dav_2201",
+        "parameters": [{"path": "pipes.vector.rowsum.bytes_per_cycle", "prior": 17.1,
+                        "source": "upstream ROWSUMLINE", "low": 8.0, "high": 256.0,
+                        "physical_bound": "up to the 256 B/cycle vector width"}]})
     problem = Problem(cal, KERNELS.parent)
     compiles = []
     monkeypatch.setattr(calibrate, "compile_kernel",
@@ -98,7 +99,8 @@ def test_calibration_never_recompiles(monkeypatch):
 @pytest.mark.parametrize("path", ["buffers.ub", "cores.aic"])
 def test_a_mapping_fact_is_not_a_free_parameter(path):
     cal = Calibration.model_validate({
-        "study": "glm_attention_stitch", "hardware": "dav_2201",
-        "parameters": [{"path": path, "low": 1.0, "high": 1e6}]})
+        "studies": [{"study": "glm_attention_stitch"}], "hardware": "dav_2201",
+        "parameters": [{"path": path, "prior": 1000.0, "source": "test", "low": 1.0,
+                        "high": 1e6, "physical_bound": "test"}]})
     with pytest.raises(ConfigError, match=path.replace(".", r"\.")):
         Problem(cal, KERNELS.parent)

@@ -1,30 +1,43 @@
+import sys
 from pathlib import Path
 
 NAME = "calibrate"
-HELP = "fit a hardware's free parameters to a study's documented figures (writes its .fit.toml)"
+HELP = ("fit a hardware's free parameters to every documented figure of the named studies "
+        "(writes its .fit.toml; exit 1 and nothing written when the fit ends on a bound)")
 
 
 def add_arguments(p) -> None:
-    p.add_argument("config", type=Path, help="calibration file, e.g. configs/calibration/glm_stitch.yaml")
+    p.add_argument("config", type=Path, help="calibration file, e.g. configs/calibration/dav_2201.yaml")
     p.add_argument("--configs", type=Path, default=Path("configs"),
                    help="folder holding studies/, kernels/, hardware/ (default configs)")
     p.add_argument("--dry-run", action="store_true",
                    help="fit and print, but do not write the fit overlay")
+    p.add_argument("--max-evaluations", type=int, default=None,
+                   help="override the file's max_evaluations (a short trial fit)")
 
 
 def run(args) -> int:
     from simcore.spec.hardware import dotted_values, fit_overlay
     from simcore.spec.loader import read_mapping
 
-    from ..calibrate import fit, load_calibration, stage_lines, write_fit
+    from ..calibrate import Problem, bound_failures, fit_problem, load_calibration, \
+        stage_lines, write_fit
     cal = load_calibration(args.config)
-    result, problem = fit(cal, args.configs)
-    print(f"evaluations: {result.evaluations}  score (sum of squared log-ratios): "
-          f"{result.score:.5f}")
-    for path, value in result.values.items():
-        print(f"  {path} = {value:g}")
-    for line in stage_lines(result.table, cal.metrics):
+    problem = Problem(cal, args.configs)
+    result = fit_problem(problem, max_evaluations=args.max_evaluations)
+    print(f"evaluations: {result.evaluations}  score (per study weight x mean squared "
+          f"log-ratio, summed): {result.score:.5f}")
+    for p in cal.parameters:
+        low, high = p.bounds
+        print(f"  {p.path} = {result.values[p.path]:g}  (prior {p.prior:g}, "
+              f"bounds {low:g}..{high:g})")
+    for line in stage_lines(result.table):
         print(f"  {line}")
+    if result.on_bound:
+        for line in bound_failures(result):
+            print(f"ptolab calibrate: fit failed: {line}.", file=sys.stderr)
+        print(f"Nothing written; {fit_overlay(problem.hw_path)} is unchanged.", file=sys.stderr)
+        return 1
     if not args.dry_run:
         overlay = fit_overlay(problem.hw_path)
         before = set(dict(dotted_values(read_mapping(overlay)))) if overlay.exists() else set()

@@ -1,0 +1,99 @@
+"""ptolab validate: documented vs simulated, leave-one-case-out, physics checks."""
+import pytest
+
+from test_calibrate import HEAD, _param, documented_at, ptolab, tiny_configs, write_cal
+from pipeline.calibrate import (Problem, fit_problem, leave_one_out, load_calibration,
+                                physics_checks, with_values)
+
+ROOFLINE = {"hbm_gbps": 1600.0, "hbm_source": "published 910B HBM2e",
+            "cube_flops_per_cycle": 8192.0, "cube_source": "one fp16 fractal per cycle"}
+STREAM = {"name": "stream", "kernel": "tiling_add",
+          "set": {"params.A": 1, "params.B": 32, "params.C": 64, "params.D": 1024,
+                  "tiles.vec": [1, 1, 8, 1024]},
+          "flops": "A*B*C*D", "bytes": "3*4*A*B*C*D", "within": [0.05, 1.02],
+          "why": "an elementwise add: HBM-bound"}
+
+
+def test_leave_one_out_never_simulates_the_case_it_predicts(tmp_path):
+    configs = tiny_configs(tmp_path, documented_at(tmp_path / "t", {HEAD: 0.7}))
+    cal = load_calibration(write_cal(tmp_path / "cal.yaml"))
+    problem = Problem(cal, configs)
+    seen = []
+    measure = problem.measure
+    problem.measure = lambda values, cases=None, base=None: (
+        seen.append([c.name for c in (problem.cases if cases is None else cases)])
+        or measure(values, cases, base))
+    fit_problem(problem, frozenset({"tiny_a/big"}), 6)
+    *search, prediction = seen
+    assert search and all("tiny_a/big" not in names for names in search)
+    assert "tiny_a/big" in prediction
+    seen.clear()
+    loo = leave_one_out(problem, 3)
+    assert [e["case"] for e in loo] == [c.name for c in problem.cases]
+    assert all(e["row"]["case"] == e["case"] for e in loo)
+
+
+def test_a_left_out_outlier_is_predicted_worse_than_it_is_fitted(tmp_path):
+    # two cases agree on head overhead 0.7; the third documents 0.35's figure: fitting it
+    # pulls the value toward it, leaving it out does not
+    figures = documented_at(tmp_path / "t", {HEAD: 0.7})
+    figures["tiny_b/mid"] = documented_at(tmp_path / "u", {HEAD: 0.35})["tiny_b/mid"]
+    configs = tiny_configs(tmp_path, figures)
+    problem = Problem(load_calibration(write_cal(tmp_path / "cal.yaml")), configs)
+    full = {r["case"]: r for r in fit_problem(problem, max_evaluations=20).table}
+    out = {e["case"]: e["row"] for e in leave_one_out(problem, 20)}
+    err = lambda r: abs(r["kernel_us"] / r["documented_kernel_us"] - 1)
+    assert err(out["tiny_b/mid"]) > err(full["tiny_b/mid"])
+
+
+def test_the_roofline_check_follows_the_chip_numbers(tmp_path):
+    configs = tiny_configs(tmp_path)
+    cal = load_calibration(write_cal(tmp_path / "cal.yaml", roofline=ROOFLINE,
+                                     physics=[STREAM]))
+    hw = Problem(cal, configs).hw
+    (check,) = physics_checks(cal, configs, hw)
+    n = 32 * 64 * 1024
+    assert check["bound"] == "memory"
+    assert check["roofline_us"] == pytest.approx(12 * n / 1600e9 * 1e6)
+    assert check["efficiency"] == pytest.approx(check["roofline_us"] / check["kernel_us"])
+    assert check["achieved_gbps"] == pytest.approx(12 * n / check["kernel_us"] / 1e3)
+    # the model's stream slows with its HBM: a quarter of the bandwidth, a slower kernel
+    (slow,) = physics_checks(cal, configs, with_values(hw, {"memory.hbm_gbps": 400.0}))
+    assert slow["kernel_us"] > 1.5 * check["kernel_us"]
+
+
+def test_validate_writes_fidelity_md_with_every_section(tmp_path):
+    configs = tiny_configs(tmp_path, documented_at(tmp_path / "t", {HEAD: 0.7}))
+    cal = write_cal(tmp_path / "cal.yaml", [_param()], roofline=ROOFLINE, physics=[STREAM])
+    # a study that documents figures but is not in the procedure is named, not hidden
+    (configs / "studies/tiny_c.yaml").write_text(
+        (configs / "studies/tiny_b.yaml").read_text().replace("name: tiny_b", "name: tiny_c"))
+    out = tmp_path / "docs/fidelity.md"
+    out.parent.mkdir()
+    proc = ptolab("validate", cal, "--configs", configs, "--out", out, "--quick")
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    for section in ("# Model fidelity: dav_2201", "## Verdict", "## Documented figures",
+                    "## Parameters", "## Leave-one-case-out", "## Physics checks"):
+        assert section in text, section
+    for fact in ("tiny_a/small", "tiny_b/mid", f"`{HEAD}`", "| 0.5 | 0.25 .. 1 |",
+                 "| stream | tiling_add | memory |", "all cases", "first estimate",
+                 "does not use: tiny_c."):
+        assert fact in text, fact
+    assert "--quick" in text
+    # deterministic: a second run writes the same bytes
+    first = out.read_bytes()
+    assert ptolab("validate", cal, "--configs", configs, "--out", out, "--quick").returncode == 0
+    assert out.read_bytes() == first
+
+
+def test_validate_fails_on_a_physics_check_outside_its_range(tmp_path):
+    configs = tiny_configs(tmp_path, documented_at(tmp_path / "t", {HEAD: 0.5}))
+    impossible = {**STREAM, "within": [1.5, 2.0]}   # faster than the roofline
+    cal = write_cal(tmp_path / "cal.yaml", [_param()], roofline=ROOFLINE,
+                    physics=[impossible], max_evaluations=2, loo_max_evaluations=1)
+    out = tmp_path / "f.md"
+    proc = ptolab("validate", cal, "--configs", configs, "--out", out, "--quick")
+    assert proc.returncode == 1
+    assert "physics check stream" in proc.stderr
+    assert "FAIL: physics check stream" in out.read_text()
