@@ -180,3 +180,15 @@ def test_flat_runs_are_exact_for_rows_and_a_hull_past_the_cap():
     assert runs == [(0, 32, 64), (1, 8, 16), (1, 24, 32), (1, 40, 48), (2, 20, 28)]
     box, first, end = flat_runs(lo[1:2], hi[1:2], (4, 8), elem=2, max_runs=2)
     assert box.tolist() == [0] and (first[0], end[0]) == (8, 48)   # the hull covers the gaps
+
+
+def test_a_gather_of_a_reshape_waits_for_the_producers_of_its_blocks(tmp_path):
+    # blocks of 32 rows of the [128, 256] reshape, in the order 0, 3, 2, 1 (permute 3):
+    # block b holds the bytes producer b wrote
+    view = ("{op: gather, inputs: [t2], out: v, block_rows: 32, count: 4, first_block: 0, "
+            "permute: 3}")
+    _, p = minimal(tmp_path, view=view)
+    lab = labels(p)
+    prod, cons = np.flatnonzero(lab == "producer"), np.flatnonzero(lab == "consumer")
+    order = [0, 3, 2, 1]
+    assert edges(p) == sorted((int(prod[order[c]]), int(cons[c])) for c in range(4))
