@@ -120,3 +120,20 @@ def test_the_facts_price_the_three_reductions_alike_at_their_sourced_rates(tmp_p
         c = {k: _cycles(v, hw).sum() for k, v in p.items()}
         # max and min are the same instructions; the sum's vcadd and vadd start slower
         assert c["rowamax"] == pytest.approx(c["rowamin"]) and c["rowsum"] > c["rowamax"]
+
+
+def test_a_scope_merging_parallel_tiles_waits_once_per_op_not_per_tile():
+    # 4 tiles of exp then 4 of sqrt in one leaf task: the sqrt batch waits for the exp batch
+    # once (one barrier), its tiles do not wait for one another
+    tensors = {"x": {"shape": [64, 16], "role": "input"},
+               "y": {"shape": [64, 16], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [16, 16]}, {"sg_set_scope": [1, True, False]},
+            {"op": "exp", "inputs": ["x"], "out": "e"},
+            {"op": "sqrt", "inputs": ["e"], "out": "s"},
+            {"sg_set_scope": -1},
+            {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}]
+    k = Kernel.model_validate({"name": "k", "params": {}, "tensors": tensors, "tiles": {},
+                               "body": body, "options": {}})
+    p = compile_kernel(k, HW)
+    assert p.work.tasks == 1 and p.work.vector.tiles.sum() == 8
+    assert p.work.vector.dependent.sum() == 1
