@@ -29,6 +29,9 @@ def run(args) -> int:
           f"log-ratio, summed): {result.score:.5f}")
     for p in cal.parameters:
         low, high = p.bounds
+        if p.held:
+            print(f"  {p.path} = {p.prior:g}  (held at its prior: {p.held})")
+            continue
         print(f"  {p.path} = {result.values[p.path]:g}  (prior {p.prior:g}, "
               f"bounds {low:g}..{high:g})")
     for line in stage_lines(result.table):
