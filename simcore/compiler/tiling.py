@@ -103,6 +103,11 @@ class RootCallTiler:
         self.assembles: list[tuple[int, GmValue, tuple[int, ...]]] = []
         self.workspace = f"ws{call_index}"
         self.valid: dict[int, tuple[int, ...]] = {}
+        # indexes over self.groups, so placing a node does not scan every group before it:
+        # forced groups by (scope id, loop body, kind), and groups by the GM values in UB
+        self._forced: dict[tuple, list[int]] = {}
+        self._resident_in: dict[GmValue, list[int]] = {}
+        self.scans = 0      # groups looked at while placing nodes (tests/test_compile_scaling.py)
 
     # -- names -------------------------------------------------------------------
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
@@ -258,12 +263,17 @@ class RootCallTiler:
         through GM.
         """
         scope = node.op.scope
-        for gi, g in enumerate(self.groups):
-            if not (g.forced and g.scope.id == scope.id and g.scope.loop_body == scope.loop_body
-                    and g.kind == node.kind):
-                continue
-            if scope.allow_parallel_merge:
-                return gi
+        forced = self._forced.get((scope.id, scope.loop_body, node.kind))
+        if not forced:
+            return None
+        if scope.allow_parallel_merge:
+            return forced[0]
+        # only a group holding a producer of this node can take it: try those, first first
+        members = set(forced)
+        producers = sorted({self.group_of[v.node] for v in node.inputs
+                            if isinstance(v, LocalValue)} & members)
+        for gi in producers:
+            self.scans += 1
             for i, value in enumerate(node.inputs):
                 if isinstance(value, LocalValue) and self.group_of[value.node] == gi \
                         and self._one_to_one(node, i, value) and not self._reads_later(node, gi):
@@ -287,9 +297,10 @@ class RootCallTiler:
         for i, value in enumerate(node.inputs):
             if not isinstance(value, GmValue):
                 continue
-            for gi, group in enumerate(self.groups):
-                if group.forced or group.kind != "vector" or value not in group.resident \
-                        or group.scope.id != node.op.scope.id:
+            for gi in sorted(self._resident_in.get(value, ())):
+                group = self.groups[gi]
+                self.scans += 1
+                if group.forced or group.kind != "vector" or group.scope.id != node.op.scope.id:
                     continue
                 if not any(self._reads_same_tiles(self.nodes[n], node, value, i)
                            for n in group.nodes):
@@ -333,11 +344,12 @@ class RootCallTiler:
     def _added_ub(self, node: Node, gi: int | None) -> int:
         """Live UB bytes a node adds to a group: its output tile and inputs not yet on chip."""
         added = _tile_bytes(node.out_lo, node.out_hi, node.out_dtype)
-        seen = set(self.groups[gi].resident) if gi is not None else set()
+        resident = self.groups[gi].resident if gi is not None else ()
+        seen = set()
         for value, lo, hi in zip(node.inputs, node.in_lo, node.in_hi):
             inside = isinstance(value, LocalValue) and self.group_of.get(value.node) == gi \
                 and gi is not None
-            if not inside and value not in seen:
+            if not inside and value not in resident and value not in seen:
                 added += _tile_bytes(lo, hi, value.dtype)
                 seen.add(value)
         return added
@@ -345,13 +357,20 @@ class RootCallTiler:
     def _join(self, gi: int, node: Node) -> None:
         group = self.groups[gi]
         group.ub += self._added_ub(node, gi) if node.kind == "vector" else 0
-        group.resident.update(v for v in node.inputs if isinstance(v, GmValue))
+        for v in node.inputs:
+            if isinstance(v, GmValue) and v not in group.resident:
+                group.resident.add(v)
+                self._resident_in.setdefault(v, []).append(gi)
         group.nodes.append(node.index)
         self.group_of[node.index] = gi
 
     def _new_group(self, node: Node, forced: bool) -> None:
+        gi = len(self.groups)
         self.groups.append(Group(node.kind, node.op.scope, forced))
-        self._join(len(self.groups) - 1, node)
+        if forced:
+            scope = node.op.scope
+            self._forced.setdefault((scope.id, scope.loop_body, node.kind), []).append(gi)
+        self._join(gi, node)
 
     # -- GM writes -------------------------------------------------------------------
     def _place_assembles(self) -> None:
