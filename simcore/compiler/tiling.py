@@ -61,17 +61,20 @@ class _AccessRows:
     def __init__(self):
         self.parts: list[Accesses] = []
         self.buffers: dict[str, GmBuffer] = {}
+        self.ids: dict[str, int] = {}           # buffer name: its index in self.buffers
 
     def add(self, tasks, names, index, lo, hi, write, tag, elem, value: GmValue | None,
             operand, to_l1: bool = False, shape: tuple[int, ...] = ()):
         if len(tasks) == 0:
             return
-        storage = {p.buffer: p.storage for p in value.pieces} if value is not None else {}
         for n in names:
             if n not in self.buffers:
                 whole = tuple(value.buffer_shape) if value is not None else tuple(shape)
-                self.buffers[n] = GmBuffer(n, whole, elem, storage.get(n, ""))
-        ids = {n: i for i, n in enumerate(self.buffers)}
+                storage = next((p.storage for p in reversed(value.pieces) if p.buffer == n),
+                               "") if value is not None else ""
+                self.buffers[n] = GmBuffer(n, whole, elem, storage)
+                self.ids[n] = len(self.ids)
+        ids = self.ids
         bufs = np.asarray([ids[n] for n in names])[index]
         n = np.prod(hi - lo, axis=1) * elem
         if value is not None and value.buffer_shape:
@@ -412,7 +415,8 @@ class RootCallTiler:
                                + [h - l for n in nodes for l, h in zip(n.in_lo, n.in_hi)],
                                axis=1) if not one_task else np.zeros((1, 1), np.int64)
         structure = tuple((n.op.op, n.out_dtype, n.kind) for n in nodes)
-        inverse, first = row_ids(sizes)
+        inverse, first = row_ids(sizes) if len(sizes) > 1 else \
+            (np.zeros(len(sizes), np.int64), np.zeros(len(sizes), np.int64))
         sig_table = [(structure, one_task, tuple(map(int, sizes[i])), _op_details(nodes, i))
                      for i in first]
         label = next((n.op.label for n in nodes if n.op.label), "")

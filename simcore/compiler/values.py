@@ -38,6 +38,17 @@ class GmValue:
     def region(self, lo: np.ndarray, hi: np.ndarray):
         """(tile index, buffer names, buffer index, lo, hi) for the GM boxes under each tile."""
         names = [p.buffer for p in self.pieces]
+        if len(self.pieces) == 1 and len(lo):
+            # one box under every tile (a plain view): no stacking to undo
+            (piece,) = self.pieces
+            stop = piece.shape[0]
+            if lo[:, 0].max() < stop and hi[:, 0].min() > 0:
+                off = np.asarray(piece.offsets)
+                plo, phi = lo + off, hi + off
+                plo[:, 0] = np.maximum(lo[:, 0], 0) + off[0]
+                phi[:, 0] = np.minimum(hi[:, 0], stop) + off[0]
+                n = len(lo)
+                return np.arange(n), names, np.zeros(n, np.int64), plo, phi
         tiles, bufs, los, his = [], [], [], []
         start = 0
         for k, piece in enumerate(self.pieces):

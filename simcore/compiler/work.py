@@ -73,7 +73,7 @@ class VectorWork:
             z = np.zeros(0)
             return cls(kinds, z.astype(np.int64), z.astype(np.int64), z, z, z, z,
                        z.astype(bool), z)
-        cat = [np.concatenate([np.broadcast_to(np.asarray(c[i]), np.shape(c[0])) for c in columns])
+        cat = [np.concatenate([_spread(c[i], np.shape(c[0])) for c in columns])
                for i in range(len(VECTOR_COLUMNS))]
         return cls(kinds, cat[0].astype(np.int64), cat[1].astype(np.int64),
                    *[c.astype(float) for c in cat[2:6]], cat[6].astype(bool),
@@ -88,6 +88,16 @@ class VectorWork:
         return cls.of_rows(kinds, [(p.task + off, m[p.kind] if p.kind.size else p.kind,
                                     *[getattr(p, c) for c in VECTOR_COLUMNS[2:]])
                                    for p, m, off in zip(parts, maps, offsets)])
+
+
+def _spread(value, shape) -> np.ndarray:
+    """``value`` as an array of ``shape``: np.broadcast_to costs more than the copy for the
+    small per-op arrays the tiler makes, so arrays already of that shape pass through."""
+    if isinstance(value, np.ndarray) and value.shape == shape:
+        return value
+    if np.ndim(value) == 0:
+        return np.full(shape, value)
+    return np.broadcast_to(np.asarray(value), shape)
 
 
 VECTOR_COLUMNS = ("task", "kind", "bytes", "tiles", "rows", "row_bytes", "reduce", "dependent")
