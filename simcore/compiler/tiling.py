@@ -108,9 +108,8 @@ class RootCallTiler:
         self.valid: dict[int, tuple[int, ...]] = {}
         # indexes over self.groups, so placing a node does not scan every group before it:
         # forced groups by (scope id, loop body, kind), and groups by the GM values in UB
-        self._forced: dict[tuple, list[int]] = {}
+        self._forced: dict[tuple, dict[int, None]] = {}    # an ordered set of groups
         self._resident_in: dict[GmValue, list[int]] = {}
-        self.scans = 0      # groups looked at while placing nodes (tests/test_compile_scaling.py)
 
     # -- names -------------------------------------------------------------------
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
@@ -270,13 +269,11 @@ class RootCallTiler:
         if not forced:
             return None
         if scope.allow_parallel_merge:
-            return forced[0]
+            return next(iter(forced))
         # only a group holding a producer of this node can take it: try those, first first
-        members = set(forced)
         producers = sorted({self.group_of[v.node] for v in node.inputs
-                            if isinstance(v, LocalValue)} & members)
+                            if isinstance(v, LocalValue)} & forced.keys())
         for gi in producers:
-            self.scans += 1
             for i, value in enumerate(node.inputs):
                 if isinstance(value, LocalValue) and self.group_of[value.node] == gi \
                         and self._one_to_one(node, i, value) and not self._reads_later(node, gi):
@@ -302,7 +299,6 @@ class RootCallTiler:
                 continue
             for gi in sorted(self._resident_in.get(value, ())):
                 group = self.groups[gi]
-                self.scans += 1
                 if group.forced or group.kind != "vector" or group.scope.id != node.op.scope.id:
                     continue
                 if not any(self._reads_same_tiles(self.nodes[n], node, value, i)
@@ -372,7 +368,7 @@ class RootCallTiler:
         self.groups.append(Group(node.kind, node.op.scope, forced))
         if forced:
             scope = node.op.scope
-            self._forced.setdefault((scope.id, scope.loop_body, node.kind), []).append(gi)
+            self._forced.setdefault((scope.id, scope.loop_body, node.kind), {})[gi] = None
         self._join(gi, node)
 
     # -- GM writes -------------------------------------------------------------------
