@@ -122,9 +122,12 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
     group = np.zeros(t.core.size, np.int64)
     new_leaf = {}
     next_group = 0
-    _, first = np.unique(t.leaf, return_index=True)
+    # the tasks of every leaf function, in task order, without a scan per leaf function
+    by_leaf = np.argsort(t.leaf, kind="stable")
+    leaf_ids, first, counts = np.unique(t.leaf, return_index=True, return_counts=True)
+    tasks_of = dict(zip(leaf_ids.tolist(), np.split(by_leaf, np.cumsum(counts)[:-1])))
     for leaf_id in t.leaf[np.sort(first)]:
-        idx = np.flatnonzero(t.leaf == leaf_id)
+        idx = tasks_of[int(leaf_id)]
         meta = leaves.items[leaf_id]
         labels = {meta.label} if meta.label else set()
         func_key = meta.hash_order
@@ -140,10 +143,11 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             l1 = replace(l1, count=count)
             key, _ = _shared_block_key(t, idx, side)
             cls = np.unique(key, return_inverse=True)[1].ravel()
+            # a task's position among the tasks of its class, in task order
+            by_cls = np.argsort(cls, kind="stable")
+            start = np.searchsorted(cls[by_cls], cls[by_cls])
             rank = np.zeros(idx.size, np.int64)
-            for c in np.unique(cls):
-                members = np.flatnonzero(cls == c)
-                rank[members] = np.arange(members.size) // l1.count
+            rank[by_cls] = (np.arange(idx.size) - start) // l1.count
             l1_group = merged_index(cls * (idx.size + 1) + rank)
             n = choose(po.cube_nbuffer_setting, meta.order, func_key, labels, 1).count
             sub = l1_group // n

@@ -85,7 +85,9 @@ class _AccessRows:
         count = len(tasks)
         self.parts.append(Accesses(
             buffers=(), task=np.asarray(tasks), buffer=bufs, lo=pad(lo, 0), hi=pad(hi, 1),
-            write=np.full(count, write), tag=np.broadcast_to(tag, count).copy(), bytes=n,
+            write=np.full(count, write),
+            tag=np.full(count, tag) if np.ndim(tag) == 0 else np.broadcast_to(tag, count).copy(),
+            bytes=n,
             burst=burst, bypass=np.full(count, bypass), operand=np.full(count, operand)))
 
     def build(self) -> Accesses:

@@ -84,15 +84,19 @@ def pad(a: np.ndarray, fill: int) -> np.ndarray:
     """Pad boxes to MAX_RANK columns so boxes of any rank share one array."""
     if a.shape[1] == MAX_RANK:
         return a
-    extra = np.full((a.shape[0], MAX_RANK - a.shape[1]), fill, dtype=np.int64)
-    return np.concatenate([a.astype(np.int64), extra], axis=1)
+    out = np.full((a.shape[0], MAX_RANK), fill, dtype=np.int64)
+    out[:, :a.shape[1]] = a
+    return out
 
 
 def grid(shape: tuple[int, ...], tile: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """All tile boxes of ``shape`` cut by ``tile``, row-major; tails are smaller."""
     axes = [np.arange(0, s, t) for s, t in zip(shape, tile)]
-    mesh = np.meshgrid(*axes, indexing="ij")
-    lo = np.stack([m.ravel() for m in mesh], axis=1).astype(np.int64)
+    if axes and all(a.size == 1 for a in axes):   # one tile covers the shape: no meshgrid
+        lo = np.zeros((1, len(axes)), np.int64)
+    else:
+        mesh = np.meshgrid(*axes, indexing="ij")
+        lo = np.stack([m.ravel() for m in mesh], axis=1).astype(np.int64)
     hi = np.minimum(lo + np.asarray(tile), np.asarray(shape))
     return lo, hi
 
