@@ -48,7 +48,7 @@ class Accesses:
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.name != "buffers")
+        return _ACCESS_COLUMNS
 
     @property
     def size(self) -> int:
@@ -80,3 +80,7 @@ class Accesses:
                 if k not in ("task", "buffer")}
         return cls(tuple(table), np.concatenate([p.task + o for p, o in zip(parts, offsets)]),
                    np.concatenate([m[p.buffer] for p, m in zip(parts, maps)]), **cols)
+
+
+# dataclasses.fields is slow enough to show in the tiler's per-group work: compute once
+_ACCESS_COLUMNS = tuple(f.name for f in fields(Accesses) if f.name != "buffers")

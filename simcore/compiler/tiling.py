@@ -59,7 +59,7 @@ class _AccessRows:
     """Collects a group's GM accesses, op by op, into one ``Accesses``."""
 
     def __init__(self):
-        self.parts: list[Accesses] = []
+        self.parts: list[tuple] = []
         self.buffers: dict[str, GmBuffer] = {}
         self.ids: dict[str, int] = {}           # buffer name: its index in self.buffers
 
@@ -83,18 +83,17 @@ class _AccessRows:
             burst = np.maximum(n, 1)
         bypass = bool(value.bypass) if value is not None else False
         count = len(tasks)
-        self.parts.append(Accesses(
-            buffers=(), task=np.asarray(tasks), buffer=bufs, lo=pad(lo, 0), hi=pad(hi, 1),
-            write=np.full(count, write),
-            tag=np.full(count, tag) if np.ndim(tag) == 0 else np.broadcast_to(tag, count).copy(),
-            bytes=n,
-            burst=burst, bypass=np.full(count, bypass), operand=np.full(count, operand)))
+        # the columns of Accesses, in Accesses.columns() order
+        self.parts.append((
+            np.asarray(tasks), bufs, pad(lo, 0), pad(hi, 1), np.full(count, write),
+            np.full(count, tag) if np.ndim(tag) == 0 else np.broadcast_to(tag, count).copy(),
+            n, burst, np.full(count, bypass), np.full(count, operand)))
 
     def build(self) -> Accesses:
         if not self.parts:
             return replace(Accesses.empty(), buffers=tuple(self.buffers.values()))
-        rows = {k: np.concatenate([getattr(p, k) for p in self.parts])
-                for k in Accesses.columns()}
+        rows = {k: np.concatenate(column) for k, column in zip(Accesses.columns(),
+                                                               zip(*self.parts))}
         return Accesses(buffers=tuple(self.buffers.values()), **rows)
 
 

@@ -165,7 +165,7 @@ class Work:
 
     @classmethod
     def per_task_columns(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.name not in ("vector", "cube"))
+        return _PER_TASK_COLUMNS
 
     @property
     def tasks(self) -> int:
@@ -193,3 +193,7 @@ class Work:
             np.add.at(out, order, getattr(self, k))
             columns[k] = out
         return Work(self.vector.moved(order), self.cube.moved(order), **columns)
+
+
+# dataclasses.fields is slow enough to show in the tiler's per-group work: compute once
+_PER_TASK_COLUMNS = tuple(f.name for f in fields(Work) if f.name not in ("vector", "cube"))
