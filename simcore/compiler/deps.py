@@ -74,7 +74,7 @@ def flat_runs(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], elem: int,
         [whole[:, 1:], np.ones((len(lo), 1), bool)], axis=1), axis=1), axis=1), axis=1)
     j = np.argmax(later_whole.astype(bool), axis=1)
     outer = np.arange(rank)[None, :] < j[:, None]
-    count = np.prod(np.where(outer, ext, 1), axis=1)
+    count = np.where(outer, ext, 1).prod(axis=1)
     hull = count > max_runs
     count = np.where(hull, 1, count)
     box = np.repeat(np.arange(len(lo)), count)

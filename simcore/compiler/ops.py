@@ -64,13 +64,13 @@ class Node:
 
 
 def _elements(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    return np.prod(hi - lo, axis=1)
+    return (hi - lo).prod(axis=1)
 
 
 def _rows(lo: np.ndarray, hi: np.ndarray, elem: int) -> dict:
     """The row structure of a vector tile: rows and the bytes of one row."""
     ext = hi - lo
-    rows = np.prod(ext[:, :-1], axis=1) if ext.shape[1] > 1 else np.ones(len(ext), np.int64)
+    rows = ext[:, :-1].prod(axis=1) if ext.shape[1] > 1 else np.ones(len(ext), np.int64)
     tail = ext[:, -1] if ext.shape[1] else np.ones(len(ext), np.int64)
     return {"vector_rows": rows.astype(float), "vector_row_bytes": (tail * elem).astype(float)}
 

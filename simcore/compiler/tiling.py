@@ -76,7 +76,7 @@ class _AccessRows:
                 self.ids[n] = len(self.ids)
         ids = self.ids
         bufs = np.asarray([ids[n] for n in names])[index]
-        n = np.prod(hi - lo, axis=1) * elem
+        n = (hi - lo).prod(axis=1) * elem
         if value is not None and value.buffer_shape:
             burst = contiguous_bytes(lo, hi, value.buffer_shape, elem, value.format, to_l1)
         else:
@@ -425,8 +425,8 @@ class RootCallTiler:
             return np.ones(node.tiles)
         v = np.asarray(valid)
         inside = np.clip(np.minimum(node.out_hi, v) - node.out_lo, 0, None)
-        full = np.maximum(np.prod(node.out_hi - node.out_lo, axis=1), 1)
-        return np.prod(inside, axis=1) / full   # 0 for an empty task past the valid region
+        full = np.maximum((node.out_hi - node.out_lo).prod(axis=1), 1)
+        return inside.prod(axis=1) / full   # 0 for an empty task past the valid region
 
     def _reads(self, acc: _AccessRows, node: Node, tasks, members) -> None:
         for i, value in enumerate(node.inputs):
@@ -445,7 +445,7 @@ class RootCallTiler:
 
     def _writes(self, acc: _AccessRows, node: Node, tasks, sums: "_TaskSums") -> None:
         elem = DTYPE_BYTES[node.out_dtype]
-        out_bytes = np.prod(node.out_hi - node.out_lo, axis=1) * elem
+        out_bytes = (node.out_hi - node.out_lo).prod(axis=1) * elem
         written = 0
         tags = self._tags(node)
         for target, offsets in self.assembled.get(node.index, []):
@@ -553,7 +553,7 @@ def _op_details(nodes: list[Node], task: int) -> tuple:
 
 
 def _tile_bytes(lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:
-    return int(np.prod(hi - lo, axis=1).max()) * DTYPE_BYTES[dtype] if len(lo) else 0
+    return int((hi - lo).prod(axis=1).max()) * DTYPE_BYTES[dtype] if len(lo) else 0
 
 
 def _check_inside(op: TracedOp, offsets, shape, outer) -> None:

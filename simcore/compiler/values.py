@@ -119,5 +119,5 @@ def contiguous_bytes(lo: np.ndarray, hi: np.ndarray, buffer_shape: tuple[int, ..
     burst = run * elem
     if fmt == "NZ":
         # fractal blocks of a tile lie back to back: one stream per box
-        burst = np.prod(ext, axis=1) * elem
+        burst = ext.prod(axis=1) * elem
     return np.maximum(burst, 1)
