@@ -75,9 +75,11 @@ class VectorWork:
                        z.astype(bool), z)
         cat = [np.concatenate([_spread(c[i], np.shape(c[0])) for c in columns])
                for i in range(len(VECTOR_COLUMNS))]
-        return cls(kinds, cat[0].astype(np.int64), cat[1].astype(np.int64),
-                   *[c.astype(float) for c in cat[2:6]], cat[6].astype(bool),
-                   cat[7].astype(float))
+        # the concatenations are fresh arrays: cast without a second copy
+        return cls(kinds, cat[0].astype(np.int64, copy=False),
+                   cat[1].astype(np.int64, copy=False),
+                   *[c.astype(float, copy=False) for c in cat[2:6]],
+                   cat[6].astype(bool, copy=False), cat[7].astype(float, copy=False))
 
     def moved(self, task: np.ndarray) -> "VectorWork":
         return replace(self, task=task[self.task] if self.task.size else self.task)
@@ -180,7 +182,7 @@ class Work:
     @classmethod
     def concat(cls, parts: list["Work"]) -> "Work":
         offsets = np.cumsum([0] + [p.tasks for p in parts])[:-1]
-        columns = {k: np.concatenate([getattr(p, k) for p in parts]).astype(float)
+        columns = {k: np.concatenate([getattr(p, k) for p in parts]).astype(float, copy=False)
                    if parts else np.zeros(0) for k in cls.per_task_columns()}
         return cls(VectorWork.concat([p.vector for p in parts], offsets),
                    CubeWork.concat([p.cube for p in parts], offsets), **columns)
