@@ -120,7 +120,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
     """New task index for every task of the call."""
     po = kernel.options.pass_options
     group = np.zeros(t.core.size, np.int64)
-    new_leaf = {}
+    new_leaf = []      # per leaf function: (leaf id, its new groups, their sizes, merge info)
     next_group = 0
     # the tasks of every leaf function, in task order, without a scan per leaf function
     by_leaf = np.argsort(t.leaf, kind="stable")
@@ -162,17 +162,24 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
                 info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
         group[idx] = next_group + sub
         sizes = np.bincount(sub)
-        for s in np.unique(sub):
-            new_leaf[next_group + s] = (leaf_id, int(sizes[s]), tuple(info))
+        present = np.flatnonzero(sizes)
+        new_leaf.append((leaf_id, next_group + present, sizes[present], tuple(info)))
         next_group += int(sub.max()) + 1
     order = merged_index(group)
-    t.merged_leaf = {}
-    for g, (leaf_id, size, info) in new_leaf.items():
+    # the leaf function of every new group: a merged one per (leaf function, tasks merged),
+    # registered in group order as a loop over the groups would
+    lids = []
+    for leaf_id, _, size, info in new_leaf:
         meta = leaves.items[leaf_id]
-        lid = leaf_id if size == 1 and not info else leaves.get(
-            root, ("merged", leaf_id, size), meta.core_type, meta.label, info, order=meta.order,
-            ops=meta.ops, op_shapes=meta.op_shapes)
-        t.merged_leaf[g] = lid
+        lid = np.full(size.size, leaf_id, np.int64)
+        merged = np.ones(size.size, bool) if info else size != 1
+        values, at = np.unique(size[merged], return_index=True)
+        for value in values[np.argsort(at)]:
+            lid[merged & (size == value)] = leaves.get(
+                root, ("merged", leaf_id, int(value)), meta.core_type, meta.label, info,
+                order=meta.order, ops=meta.ops, op_shapes=meta.op_shapes)
+        lids.append(lid)
+    t.merged_leaf = (np.concatenate([g for _, g, _, _ in new_leaf]), np.concatenate(lids))
     return group, order
 
 
@@ -183,8 +190,8 @@ def _apply_merge(t: _CallTasks, group: np.ndarray, order: np.ndarray) -> _CallTa
     core = np.zeros(n, np.int64)
     core[order] = t.core
     leaf = np.zeros(n, np.int64)
-    for g, lid in t.merged_leaf.items():
-        leaf[new_of_group[g]] = lid
+    merged_groups, merged_leaves = t.merged_leaf
+    leaf[new_of_group[merged_groups]] = merged_leaves
     acc = t.acc.moved(order)
     reads_per_task = np.bincount(acc.task[~acc.write], minlength=n) if n else [0]
     if acc.size and np.max(reads_per_task) > 1:
@@ -258,8 +265,10 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     if not acc.size:
         return RegionAccesses.empty()
     boxes = np.concatenate([acc.buffer[:, None], acc.lo, acc.hi], axis=1).astype(np.int64)
-    unique, box_of = np.unique(boxes, axis=0, return_inverse=True)
-    box_of = box_of.reshape(-1)
+    # distinct boxes by row hash (np.unique on rows sorts them as bytes, far slower); the
+    # rows come out per access, so the order the distinct boxes are cut in does not show
+    box_of, first = row_ids(boxes)
+    unique = boxes[first]
     owner, index, nbytes, lines = _box_lines(acc.buffers, unique)
     ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
     count = ptr[box_of + 1] - ptr[box_of]
