@@ -27,7 +27,9 @@ slot while another thread has an idle core.
 A task's MTE2 phase is a latency (the GM round trip, bursts, L2 hits) and then
 its HBM bytes, drained at a rate that changes while it loads: the chip's HBM is
 water-filled over the loaders active at each moment, each held to its core
-type's cap, and every loader is re-priced when one joins or leaves.  The other
+type's cap, and every loader is re-priced when one joins or leaves.  The cap holds
+the bytes the task asked for; HBM carries the whole 512 B lines it fetched for them, so
+a column tile's line padding costs HBM bandwidth but not the core's own rate.  The other
 pipes compose around that phase as before (serially, or overlapped when tiles
 are in flight).
 
@@ -117,6 +119,7 @@ class Plan:
     in_flight: list[float]       # tiles in flight: > 1 overlaps the pipes
     static_sum: list[float]      # us on every pipe but MTE2, summed
     static_max: list[float]      # and the longest of them
+    read_bytes: list[float]      # GM bytes the task's reads ask for (before line rounding)
     write_bytes: list[float]
     write_pipe: list[float]      # us of the pipe the writes leave through (FIXP or MTE3)
     static_pipes: dict[str, np.ndarray]
@@ -176,6 +179,9 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         static_sum=stack.sum(axis=0).tolist() if n else [],
         static_max=stack.max(axis=0).tolist() if n else [],
         # writes leave through FIXP (Cube) or MTE3 (Vector) and share HBM with the loads
+        read_bytes=np.bincount(p.regions.task[~p.regions.write],
+                               weights=p.regions.bytes[~p.regions.write],
+                               minlength=n).tolist(),
         write_bytes=p.task_write_bytes.tolist(),
         write_pipe=np.maximum(pipes["fixp"], pipes["mte3"]).tolist(),
         static_pipes=pipes, accesses=_region_accesses(p))
@@ -349,6 +355,11 @@ class Run:
         # re-priced completion event outdate the one before
         self.loaders: tuple[list, list] = ([], [])
         self.n_loaders = [0, 0]
+        # per core type, the active loaders' fetched and asked HBM bytes: their ratio is
+        # the type's overfetch (whole lines for boxes covering them in part), which HBM
+        # carries but the core's own rate does not (Mte2Model.rates)
+        self.fetched = [0.0, 0.0]
+        self.asked = [0.0, 0.0]
         self.drained = [0.0, 0.0]
         self.rate = tuple(plan.mte2.caps)
         self.drained_at = 0.0
@@ -362,6 +373,7 @@ class Run:
         self.task_core = np.full(n, -1, dtype=np.int64)
         self.task_start, self.task_end = np.zeros(n), np.zeros(n)
         self.task_mte2, self.task_hbm, self.task_l2 = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.task_asked = np.zeros(n)         # of task_hbm, the bytes the reads asked for
         # the hot path writes them through memoryviews, one item per task: a memoryview
         # store costs about half a numpy scalar store, and unlike filling lists keeps no
         # Python float per task (about 100 MB at 10^6 tasks)
@@ -369,6 +381,7 @@ class Run:
             memoryview(self.task_start), memoryview(self.task_end)
         self.mte2_of, self.hbm_of, self.l2_of = memoryview(self.task_mte2), \
             memoryview(self.task_hbm), memoryview(self.task_l2)
+        self.asked_of = memoryview(self.task_asked)
         # the hot handlers read these on every event: the Plan's columns and the
         # Mte2Model's methods bound once here rather than looked up through self.plan
         self.n_threads, self.direct_send = plan.n_threads, plan.direct_send
@@ -380,6 +393,7 @@ class Run:
         self.loads, self.bursts, self.in_flight = plan.loads, plan.bursts, plan.in_flight
         self.static_sum, self.static_max = plan.static_sum, plan.static_max
         self.write_bytes, self.write_pipe = plan.write_bytes, plan.write_pipe
+        self.read_bytes = plan.read_bytes
         self.head_us = plan.head_us
 
     # -- the launch: dev tasks one after another ---------------------------------------
@@ -617,6 +631,9 @@ class Run:
             return
         latency = self.latency_us(self.bursts[t], miss, hit, self.running)
         if miss > 0:
+            asked = self.read_bytes[t] - hit
+            # the reads ask for at most what HBM fetches for them (rounding aside)
+            self.asked_of[t] = asked if 0.0 < asked < miss else miss
             heapq.heappush(self.events, (at + latency, next(self.seq), _JOIN, t, core))
         else:
             self.finish(t, core, at, latency)
@@ -633,8 +650,10 @@ class Run:
 
     def _rates(self) -> bool:
         """Re-price every loader for the loaders now active; False if nothing changed."""
-        n = self.n_loaders
-        rate = self.hbm_rates(n[AIV], n[AIC])
+        n, fetched, asked = self.n_loaders, self.fetched, self.asked
+        rate = self.hbm_rates(n[AIV], n[AIC],
+                              fetched[AIV] / asked[AIV] if n[AIV] else 1.0,
+                              fetched[AIC] / asked[AIC] if n[AIC] else 1.0)
         if rate[AIV] == self.rate[AIV] and rate[AIC] == self.rate[AIC]:
             return False
         self.rate = rate
@@ -665,11 +684,16 @@ class Run:
         self._advance(now)
         ct = self.core_type[t]
         heap = self.loaders[ct]
+        asked = self.asked_of[t]
         if not heap:
-            self.drained[ct] = 0.0
-        target = self.drained[ct] + self.hbm_of[t]
+            # exact zeros once the type has no loader, so sums never drift
+            self.drained[ct] = self.fetched[ct] = self.asked[ct] = 0.0
+        # a loader's rate counts the bytes it asked for; HBM is charged its fetched lines
+        target = self.drained[ct] + asked
         heapq.heappush(heap, (target, next(self.seq), t, core))
         self.n_loaders[ct] += 1
+        self.fetched[ct] += self.hbm_of[t]
+        self.asked[ct] += asked
         if self._rates() or self.next_drained < 0.0 \
                 or now + (target - self.drained[ct]) / self.rate[ct] < self.next_drained:
             self._next_drained(now)
@@ -681,6 +705,8 @@ class Run:
         self._advance(now)
         _, _, t, core = heapq.heappop(self.loaders[ct])
         self.n_loaders[ct] -= 1
+        self.fetched[ct] -= self.hbm_of[t]
+        self.asked[ct] -= self.asked_of[t]
         self._rates()
         self._next_drained(now)
         start = self.start_of[t]
