@@ -137,36 +137,60 @@ def test_sched_mode_1_keeps_consumers_near_their_producers_in_l2():
     assert m1["l2_hit_rate"] > m0["l2_hit_rate"]
 
 
-def _serial_chain(steps, mode):
-    """exp applied ``steps`` times, each op in its own scope: a chain of one-task subgraphs."""
-    body = []
+def _serial_chain(steps, mode, background_tiles=0):
+    """exp applied ``steps`` times, each op in its own scope: a chain of one-task subgraphs
+    (tasks 0 .. steps - 1).  ``background_tiles``: an independent exp after it, one task
+    per tile, that keeps the ready queue full while the chain runs."""
+    body = [{"set_vec_tile_shapes": [4096]}]
     prev = "x"
     for i in range(steps):
         body += [{"sg_set_scope": i + 1}, {"op": "exp", "inputs": [prev], "out": f"e{i}"}]
         prev = f"e{i}"
     body += [{"sg_set_scope": -1}, {"op": "assemble", "inputs": [prev], "out": "y", "offsets": [0]}]
+    tensors = {"x": {"shape": [4096], "role": "input"}, "y": {"shape": [4096], "role": "output"}}
+    if background_tiles:
+        wide = 4096 * background_tiles
+        body += [{"op": "exp", "inputs": ["z"], "out": "w"},
+                 {"op": "assemble", "inputs": ["w"], "out": "v", "offsets": [0]}]
+        tensors |= {"z": {"shape": [wide], "role": "input"},
+                    "v": {"shape": [wide], "role": "output"}}
     return Kernel.model_validate({
-        "name": "serial_chain",
-        "tensors": {"x": {"shape": [4096], "role": "input"}, "y": {"shape": [4096], "role": "output"}},
-        "body": [{"set_vec_tile_shapes": [4096]}] + body,
+        "name": "serial_chain", "tensors": tensors, "body": body,
         "options": {"runtime_options": {"device_sched_mode": mode}}})
 
 
-def test_sched_mode_1_sends_a_readied_consumer_straight_to_the_freed_core():
-    """Mode 0 puts every readied task through the shared ready queue; mode 1 sends it
-    straight to the core its producer just left, so each link of a serial chain saves
-    exactly the queue hand-off and nothing else changes."""
+def test_a_lone_chain_goes_straight_to_the_freed_core_in_modes_0_and_1():
+    """With nothing else queued the resolving thread sends a readied consumer to its own
+    idle core, the one its producer just left, in mode 0 as in mode 1 (upstream
+    BatchPushReadyQueue before the shared queue): no link pays the queue hand-off."""
     steps = 12
     p0, t0, m0 = run(_serial_chain(steps, 0))
     p1, t1, m1 = run(_serial_chain(steps, 1))
     assert p0.leaf_tasks == steps and p0.edge_src.size == steps - 1
-    saved = m0["kernel_us"] - m1["kernel_us"]
-    assert saved == pytest.approx((steps - 1) * HW.aicpu.ready_handoff_us, abs=1e-3)
-    # the consumer runs on the core its producer just left
-    assert len(set(t1.task_core.tolist())) == 1
-    no_queue = with_values(HW, {"aicpu.ready_handoff_us": 0.0})
-    assert run(_serial_chain(steps, 0), no_queue)[2]["kernel_us"] == pytest.approx(
-        run(_serial_chain(steps, 1), no_queue)[2]["kernel_us"], abs=1e-6)
+    assert len(set(t0.task_core.tolist())) == len(set(t1.task_core.tolist())) == 1
+    assert m0["kernel_us"] == pytest.approx(m1["kernel_us"], abs=1e-9)
+    # each link: notice the completion, resolve its one edge, send; no hand-off
+    a = HW.aicpu
+    gaps = t0.task_start[1:] - t0.task_end[:-1]
+    assert gaps.tolist() == pytest.approx(
+        [a.completion_us + a.resolve_edge_us + a.dispatch_us] * (steps - 1), abs=1e-9)
+
+
+def test_sched_mode_1_sends_a_readied_consumer_to_its_producers_core_past_a_full_queue():
+    """While independent tiles fill the ready queue, mode 0 gives a freed core the queue's
+    head and the readied consumer waits its turn at the tail; mode 1 sends the consumer
+    to its producer's core at once (TrySendTaskDirectly), so the chain stays on one core
+    and ends sooner."""
+    steps, tiles = 12, 600
+    p0, t0, _ = run(_serial_chain(steps, 0, tiles))
+    _, t1, _ = run(_serial_chain(steps, 1, tiles))
+    assert p0.leaf_tasks == steps + tiles
+    chain0, chain1 = t0.task_core[:steps].tolist(), t1.task_core[:steps].tolist()
+    assert len(set(chain1)) == 1 and chain1[0] == t1.task_core[0]
+    assert chain0[1] != chain0[0]                   # mode 0: the queue head got the core
+    # mode 0's first consumer starts after background tiles queued behind its producer
+    assert t0.task_start[1] > t1.task_start[1]
+    assert t1.task_end[steps - 1] < t0.task_end[steps - 1]
 
 
 def test_a_copy_in_served_from_l2_waits_only_the_l2_round_trip():
