@@ -150,11 +150,12 @@ class Mte2Model:
         if share <= hcap_v and share <= hcap_c:
             return share / over_v, share / over_c
         # one type is capped below the equal share: it takes its cap, the other the rest
+        # (a capped type's rate is its cap exactly, not cap * over / over)
         if hcap_v <= hcap_c:
             rest = (self.hbm_rate - n_aiv * hcap_v) / n_aic if n_aic else hcap_c
-            return cap_v, min(hcap_c, rest) / over_c
+            return cap_v, (cap_c if rest >= hcap_c else rest / over_c)
         rest = (self.hbm_rate - n_aic * hcap_c) / n_aiv if n_aiv else hcap_v
-        return min(hcap_v, rest) / over_v, cap_c
+        return (cap_v if rest >= hcap_v else rest / over_v), cap_c
 
     def us(self, loads: float, bursts: float, hbm_bytes: float, l2_bytes: float,
            loaders: int, asked_bytes: float | None = None) -> float:
