@@ -218,3 +218,15 @@ def test_every_mode_is_deterministic_and_the_modes_differ():
         assert a.task_core.tolist() == b.task_core.tolist()
         seen.append((tuple(a.task_start.tolist()), tuple(a.task_core.tolist())))
     assert len(set(seen)) == 4
+
+
+def test_fair_mode_still_gives_a_readied_successor_to_the_resolving_threads_idle_core():
+    """Upstream's fairness (MULTI_CORE_FAIR_SCH, aicore_manager.h) limits what a thread
+    takes from the shared queue (GetReadyCoreNum: only its idle cores while another thread
+    has one) and refuses the direct send's pending slot; the ids a thread resolves still
+    go to its own idle cores first (BatchPushReadyQueue), fair or not.  So a chain stays
+    on its thread in mode 2 as in mode 0, although the other thread's core is idle."""
+    chain = make_program([1000, 1000, 1000], edges=[(0, 1), (1, 2)])
+    for mode in (0, 2):
+        cores = run(chain, mode=mode).task_core.tolist()
+        assert len(set(cores)) == 1, (mode, cores)

@@ -579,11 +579,14 @@ class Run:
     def dispatch(self, now: float) -> None:
         """Send queued tasks, AIC first as the runtime walks its cores, to idle cores, then
         into free pending slots of busy ones."""
-        queues = self.queues
-        if not (queues[AIC] or queues[AIV]):      # most events leave nothing queued
-            return
-        cores, free = self.cores, self.thread_free
+        queues, cores = self.queues, self.cores
         n_idle, n_pend = cores.n_idle, cores.n_pend_all
+        # most events leave nothing queued, or no core (idle or with a free pending slot)
+        # for what is queued
+        if not ((queues[AIC] and (n_idle[AIC] or n_pend[AIC]))
+                or (queues[AIV] and (n_idle[AIV] or n_pend[AIV]))):
+            return
+        free = self.thread_free
         take_idle, take_any_pend = cores.take_idle, cores.take_any_pend
         start_task, pend_task = self.start_task, self.pend_task
         n = self.n_threads
