@@ -84,6 +84,16 @@ def test_doubling_hbm_bandwidth_speeds_memory_bound_not_compute_bound():
     assert (slow_stream - fast_stream) / slow_stream > 5 * (slow_gemm - fast_gemm) / slow_gemm
 
 
+def test_reads_and_writes_share_one_hbm():
+    """A stream's writes leave through the HBM its reads come in by: with cores that could
+    each pull a tenth of HBM, the stream cannot beat its read plus write bytes over HBM."""
+    greedy = with_values(HW, {"pipes.mte2.aiv_hbm_gbps": HW.memory.hbm_gbps / 10})
+    _, _, m = run(stream(tile=24576), greedy)
+    assert m["hbm_write_bytes"] == m["hbm_read_bytes"] > 0
+    both = (m["hbm_read_bytes"] + m["hbm_write_bytes"]) / (HW.memory.hbm_gbps * 1e3)
+    assert both <= m["kernel_us"] < 1.3 * both
+
+
 def test_more_cores_never_slow_a_run():
     for kernel in ("tiling_add", "softmax", "glm_attention"):
         base = run(kernel)[2]

@@ -29,7 +29,10 @@ its HBM bytes, drained at a rate that changes while it loads: the chip's HBM is
 water-filled over the loaders active at each moment, each held to its core
 type's cap, and every loader is re-priced when one joins or leaves.  The cap holds
 the bytes the task asked for; HBM carries the whole 512 B lines it fetched for them, so
-a column tile's line padding costs HBM bandwidth but not the core's own rate.  The other
+a column tile's line padding costs HBM bandwidth but not the core's own rate.  A task's
+writes leave through the same HBM: a loader's HBM bytes include them, so reads and
+writes together never exceed the chip's bandwidth (a task that reads nothing from HBM
+writes at its share of HBM after its pipes).  The other
 pipes compose around that phase as before (serially, or overlapped when tiles
 are in flight).
 
@@ -382,6 +385,10 @@ class Run:
         self.mte2_of, self.hbm_of, self.l2_of = memoryview(self.task_mte2), \
             memoryview(self.task_hbm), memoryview(self.task_l2)
         self.asked_of = memoryview(self.task_asked)
+        # what a loader puts on HBM: its fetched lines and its writes (which leave through
+        # the same HBM, so the reads' share must leave room for them)
+        self.task_drain = np.zeros(n)
+        self.drain_of = memoryview(self.task_drain)
         # the hot handlers read these on every event: the Plan's columns and the
         # Mte2Model's methods bound once here rather than looked up through self.plan
         self.n_threads, self.direct_send = plan.n_threads, plan.direct_send
@@ -653,6 +660,7 @@ class Run:
             asked = self.read_bytes[t] - hit
             # the reads ask for at most what HBM fetches for them (rounding aside)
             self.asked_of[t] = asked if 0.0 < asked < miss else miss
+            self.drain_of[t] = miss + self.write_bytes[t]
             heappush(self.events, (at + latency, next(self.seq), _JOIN, t, core))
         else:
             self.finish(t, core, at, latency)
@@ -724,7 +732,7 @@ class Run:
         target = self.drained[ct] + asked
         heappush(heap, (target, next(self.seq), t, core))
         self.n_loaders[ct] += 1
-        self.fetched[ct] += self.hbm_of[t]
+        self.fetched[ct] += self.drain_of[t]
         self.asked[ct] += asked
         if self._rates() or self.next_drained < 0.0 \
                 or now + (target - self.drained[ct]) / self.rate[ct] < self.next_drained:
@@ -737,7 +745,7 @@ class Run:
         self._advance(now)
         _, _, t, core = heappop(self.loaders[ct])
         self.n_loaders[ct] -= 1
-        self.fetched[ct] -= self.hbm_of[t]
+        self.fetched[ct] -= self.drain_of[t]
         self.asked[ct] -= self.asked_of[t]
         self._rates()
         self._next_drained(now)
@@ -749,7 +757,8 @@ class Run:
         self.mte2_of[t] = mte2
         # a write cannot leave faster than the task's share of HBM lets it
         # (Mte2Model.write_us, inlined: the task's share of HBM while ``running`` run)
-        wb = self.write_bytes[t]
+        # a task that drained HBM has had its writes charged there, with its reads
+        wb = 0.0 if self.hbm_of[t] else self.write_bytes[t]
         extra = (wb / (self.hbm_total / self.running) if wb else 0.0) - self.write_pipe[t]
         if extra < 0.0:         # max(0.0, ...) without the builtin call
             extra = 0.0
