@@ -95,6 +95,49 @@ def test_sharing_does_not_touch_a_task_served_from_l2_or_without_loads():
                                 + region / core_rate]
 
 
+# -- partial lines: the core pulls the bytes it asked for, HBM carries whole lines --------
+# 32 rows of a 256 B-wide column tile, one row per 512 B line: 8192 bytes asked, 16384
+# fetched (whole lines, l2.py)
+ROWS, ROW_BYTES, LINE = 32, 256, 512
+ASKED, FETCHED = ROWS * ROW_BYTES, ROWS * LINE
+
+
+def _column_tile_loaders(n):
+    return make_program([0] * n, accesses=[
+        (t, 20 + t, ASKED, (1 << ROWS) - 1, 0, 0) for t in range(n)])
+
+
+def test_a_core_limited_loader_pays_its_rate_on_the_bytes_it_asked_for_not_the_lines():
+    """With HBM to spare the core's cap is the limit, and it holds the asked bytes: the
+    line padding rides on HBM's spare bandwidth."""
+    wide = SHARED.model_copy(update={"memory": SHARED.memory.model_copy(update={
+        "hbm_gbps": 4 * HBM / 1e3})})
+    tl = run(_column_tile_loaders(2), hw=wide)
+    assert tl.task_hbm_bytes.tolist() == [FETCHED, FETCHED]
+    # each loader's lines want 2 * CAP = 1.6e6 bytes/us of HBM, below its 2e6 share
+    assert _mte2_us(tl) == pytest.approx([LATENCY + ASKED / CAP] * 2, abs=1e-12)
+    assert _mte2_us(tl)[0] < LATENCY + FETCHED / CAP        # the old pricing
+
+
+def test_an_hbm_limited_loader_pays_the_hbm_share_on_every_fetched_line():
+    """On 10^6 bytes/us a lone loader's lines need more than HBM gives (2 * CAP > HBM):
+    it drains the fetched lines at the whole HBM, and two such loaders halve it."""
+    one = run(_column_tile_loaders(1), hw=SHARED)
+    assert _mte2_us(one) == pytest.approx([LATENCY + FETCHED / HBM], abs=1e-12)
+    two = run(_column_tile_loaders(2), hw=SHARED)
+    assert _mte2_us(two) == pytest.approx([LATENCY + FETCHED / (HBM / 2)] * 2, abs=1e-12)
+
+
+def test_mte2_model_prices_asked_bytes_at_the_cap_and_fetched_bytes_at_the_share():
+    m = Mte2Model(SHARED)
+    assert m.rates(1, 0, over_v=2.0) == (HBM / 2, CAP)           # HBM-bound on its lines
+    assert m.rates(1, 0, over_v=1.0) == (CAP, CAP)               # core-bound
+    lat = LATENCY
+    assert m.us(1, 0, FETCHED, 0, 1, asked_bytes=ASKED) == pytest.approx(
+        lat + max(ASKED / CAP, FETCHED / HBM))
+    assert m.us(1, 0, FETCHED, 0, 1) == pytest.approx(lat + FETCHED / CAP)
+
+
 # -- the pending slot ---------------------------------------------------------------------
 ONE_AIV = HW.model_copy(update={"cores": HW.cores.model_copy(update={"aiv": 1})})
 
@@ -175,3 +218,15 @@ def test_every_mode_is_deterministic_and_the_modes_differ():
         assert a.task_core.tolist() == b.task_core.tolist()
         seen.append((tuple(a.task_start.tolist()), tuple(a.task_core.tolist())))
     assert len(set(seen)) == 4
+
+
+def test_fair_mode_still_gives_a_readied_successor_to_the_resolving_threads_idle_core():
+    """Upstream's fairness (MULTI_CORE_FAIR_SCH, aicore_manager.h) limits what a thread
+    takes from the shared queue (GetReadyCoreNum: only its idle cores while another thread
+    has one) and refuses the direct send's pending slot; the ids a thread resolves still
+    go to its own idle cores first (BatchPushReadyQueue), fair or not.  So a chain stays
+    on its thread in mode 2 as in mode 0, although the other thread's core is idle."""
+    chain = make_program([1000, 1000, 1000], edges=[(0, 1), (1, 2)])
+    for mode in (0, 2):
+        cores = run(chain, mode=mode).task_core.tolist()
+        assert len(set(cores)) == 1, (mode, cores)

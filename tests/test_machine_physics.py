@@ -34,12 +34,12 @@ def gemm(m, k, n, dtype="fp32"):
                  {"op": "assemble", "inputs": ["o"], "out": "c", "offsets": [0, 0]}]})
 
 
-def stream(n=1 << 24):
+def stream(n=1 << 24, tile=16384):
     """y = x + 1 over 64 MiB of FP32: pure data movement."""
     return Kernel.model_validate({
         "name": "stream",
         "tensors": {"x": {"shape": [n], "role": "input"}, "y": {"shape": [n], "role": "output"}},
-        "body": [{"set_vec_tile_shapes": [16384]},
+        "body": [{"set_vec_tile_shapes": [tile]},
                  {"op": "add", "inputs": ["x"], "scalar": 1.0, "out": "s"},
                  {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}]})
 
@@ -69,16 +69,29 @@ def test_flops_and_bytes_agree_with_the_arithmetic():
 
 
 def test_doubling_hbm_bandwidth_speeds_memory_bound_not_compute_bound():
-    # the stream is not purely HBM-bound: each 64 KB task also pays the GM latency and its
-    # dispatch, so twice the bandwidth buys it about a fifth, and the GEMM almost nothing
+    # the stream is not purely HBM-bound: each task also pays the GM latency and its
+    # dispatch, so twice the bandwidth buys it about a fifth, and the GEMM almost nothing.
+    # 96 KB tiles (the largest whose input and output fit UB): with 64 KB ones the schedule
+    # threads' per-task cost nears the time HBM needs per task, and doubled HBM would
+    # leave the stream dispatch-bound
     fast = with_values(HW, {"memory.hbm_gbps": 2 * HW.memory.hbm_gbps})
-    slow_stream = run(stream())[2]["kernel_us"]
-    fast_stream = run(stream(), fast)[2]["kernel_us"]
+    slow_stream = run(stream(tile=24576))[2]["kernel_us"]
+    fast_stream = run(stream(tile=24576), fast)[2]["kernel_us"]
     assert fast_stream < 0.85 * slow_stream
     slow_gemm = run(gemm(2048, 4096, 2048))[2]["kernel_us"]
     fast_gemm = run(gemm(2048, 4096, 2048), fast)[2]["kernel_us"]
     assert fast_gemm > 0.95 * slow_gemm
     assert (slow_stream - fast_stream) / slow_stream > 5 * (slow_gemm - fast_gemm) / slow_gemm
+
+
+def test_reads_and_writes_share_one_hbm():
+    """A stream's writes leave through the HBM its reads come in by: with cores that could
+    each pull a tenth of HBM, the stream cannot beat its read plus write bytes over HBM."""
+    greedy = with_values(HW, {"pipes.mte2.aiv_hbm_gbps": HW.memory.hbm_gbps / 10})
+    _, _, m = run(stream(tile=24576), greedy)
+    assert m["hbm_write_bytes"] == m["hbm_read_bytes"] > 0
+    both = (m["hbm_read_bytes"] + m["hbm_write_bytes"]) / (HW.memory.hbm_gbps * 1e3)
+    assert both <= m["kernel_us"] < 1.3 * both
 
 
 def test_more_cores_never_slow_a_run():
@@ -137,36 +150,60 @@ def test_sched_mode_1_keeps_consumers_near_their_producers_in_l2():
     assert m1["l2_hit_rate"] > m0["l2_hit_rate"]
 
 
-def _serial_chain(steps, mode):
-    """exp applied ``steps`` times, each op in its own scope: a chain of one-task subgraphs."""
-    body = []
+def _serial_chain(steps, mode, background_tiles=0):
+    """exp applied ``steps`` times, each op in its own scope: a chain of one-task subgraphs
+    (tasks 0 .. steps - 1).  ``background_tiles``: an independent exp after it, one task
+    per tile, that keeps the ready queue full while the chain runs."""
+    body = [{"set_vec_tile_shapes": [4096]}]
     prev = "x"
     for i in range(steps):
         body += [{"sg_set_scope": i + 1}, {"op": "exp", "inputs": [prev], "out": f"e{i}"}]
         prev = f"e{i}"
     body += [{"sg_set_scope": -1}, {"op": "assemble", "inputs": [prev], "out": "y", "offsets": [0]}]
+    tensors = {"x": {"shape": [4096], "role": "input"}, "y": {"shape": [4096], "role": "output"}}
+    if background_tiles:
+        wide = 4096 * background_tiles
+        body += [{"op": "exp", "inputs": ["z"], "out": "w"},
+                 {"op": "assemble", "inputs": ["w"], "out": "v", "offsets": [0]}]
+        tensors |= {"z": {"shape": [wide], "role": "input"},
+                    "v": {"shape": [wide], "role": "output"}}
     return Kernel.model_validate({
-        "name": "serial_chain",
-        "tensors": {"x": {"shape": [4096], "role": "input"}, "y": {"shape": [4096], "role": "output"}},
-        "body": [{"set_vec_tile_shapes": [4096]}] + body,
+        "name": "serial_chain", "tensors": tensors, "body": body,
         "options": {"runtime_options": {"device_sched_mode": mode}}})
 
 
-def test_sched_mode_1_sends_a_readied_consumer_straight_to_the_freed_core():
-    """Mode 0 puts every readied task through the shared ready queue; mode 1 sends it
-    straight to the core its producer just left, so each link of a serial chain saves
-    exactly the queue hand-off and nothing else changes."""
+def test_a_lone_chain_goes_straight_to_the_freed_core_in_modes_0_and_1():
+    """With nothing else queued the resolving thread sends a readied consumer to its own
+    idle core, the one its producer just left, in mode 0 as in mode 1 (upstream
+    BatchPushReadyQueue before the shared queue): no link pays the queue hand-off."""
     steps = 12
     p0, t0, m0 = run(_serial_chain(steps, 0))
     p1, t1, m1 = run(_serial_chain(steps, 1))
     assert p0.leaf_tasks == steps and p0.edge_src.size == steps - 1
-    saved = m0["kernel_us"] - m1["kernel_us"]
-    assert saved == pytest.approx((steps - 1) * HW.aicpu.ready_handoff_us, abs=1e-3)
-    # the consumer runs on the core its producer just left
-    assert len(set(t1.task_core.tolist())) == 1
-    no_queue = with_values(HW, {"aicpu.ready_handoff_us": 0.0})
-    assert run(_serial_chain(steps, 0), no_queue)[2]["kernel_us"] == pytest.approx(
-        run(_serial_chain(steps, 1), no_queue)[2]["kernel_us"], abs=1e-6)
+    assert len(set(t0.task_core.tolist())) == len(set(t1.task_core.tolist())) == 1
+    assert m0["kernel_us"] == pytest.approx(m1["kernel_us"], abs=1e-9)
+    # each link: notice the completion, resolve its one edge, send; no hand-off
+    a = HW.aicpu
+    gaps = t0.task_start[1:] - t0.task_end[:-1]
+    assert gaps.tolist() == pytest.approx(
+        [a.completion_us + a.resolve_edge_us + a.dispatch_us] * (steps - 1), abs=1e-9)
+
+
+def test_sched_mode_1_sends_a_readied_consumer_to_its_producers_core_past_a_full_queue():
+    """While independent tiles fill the ready queue, mode 0 gives a freed core the queue's
+    head and the readied consumer waits its turn at the tail; mode 1 sends the consumer
+    to its producer's core at once (TrySendTaskDirectly), so the chain stays on one core
+    and ends sooner."""
+    steps, tiles = 12, 600
+    p0, t0, _ = run(_serial_chain(steps, 0, tiles))
+    _, t1, _ = run(_serial_chain(steps, 1, tiles))
+    assert p0.leaf_tasks == steps + tiles
+    chain0, chain1 = t0.task_core[:steps].tolist(), t1.task_core[:steps].tolist()
+    assert len(set(chain1)) == 1 and chain1[0] == t1.task_core[0]
+    assert chain0[1] != chain0[0]                   # mode 0: the queue head got the core
+    # mode 0's first consumer starts after background tiles queued behind its producer
+    assert t0.task_start[1] > t1.task_start[1]
+    assert t1.task_end[steps - 1] < t0.task_end[steps - 1]
 
 
 def test_a_copy_in_served_from_l2_waits_only_the_l2_round_trip():

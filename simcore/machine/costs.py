@@ -130,31 +130,45 @@ class Mte2Model:
         l2 = min(self.core_rate, self.l2_rate / max(running, 1))
         return fixed + bursts * self.burst_us + (l2_bytes / l2 if l2_bytes else 0.0)
 
-    def rates(self, n_aiv: int, n_aic: int) -> tuple[float, float]:
+    def rates(self, n_aiv: int, n_aic: int, over_v: float = 1.0,
+              over_c: float = 1.0) -> tuple[float, float]:
         """Bytes per us each AIV and each AIC loader gets with ``n_aiv`` and ``n_aic`` of
         them active: equal shares of HBM, except that a core type whose cap is below the
-        equal share keeps its cap and leaves the rest to the other type (water-filling)."""
+        equal share keeps its cap and leaves the rest to the other type (water-filling).
+
+        The rates count the bytes a loader asked for; ``over_v`` and ``over_c`` are the
+        HBM bytes fetched per byte asked by each type's loaders (whole 512 B lines for a
+        box that covers them in part, l2.py).  The core's cap holds the bytes it asked
+        for, HBM carries every fetched byte: a type's HBM cap is its core cap times its
+        overfetch, and its asked rate is its HBM share divided by it."""
         cap_v, cap_c = self.caps
         n = n_aiv + n_aic
         if n == 0:
             return cap_v, cap_c
+        hcap_v, hcap_c = cap_v * over_v, cap_c * over_c
         share = self.hbm_rate / n
-        if share <= cap_v and share <= cap_c:
-            return share, share
+        if share <= hcap_v and share <= hcap_c:
+            return share / over_v, share / over_c
         # one type is capped below the equal share: it takes its cap, the other the rest
-        if cap_v <= cap_c:
-            rest = (self.hbm_rate - n_aiv * cap_v) / n_aic if n_aic else cap_c
-            return cap_v, min(cap_c, rest)
-        rest = (self.hbm_rate - n_aic * cap_c) / n_aiv if n_aiv else cap_v
-        return min(cap_v, rest), cap_c
+        # (a capped type's rate is its cap exactly, not cap * over / over)
+        if hcap_v <= hcap_c:
+            rest = (self.hbm_rate - n_aiv * hcap_v) / n_aic if n_aic else hcap_c
+            return cap_v, (cap_c if rest >= hcap_c else rest / over_c)
+        rest = (self.hbm_rate - n_aic * hcap_c) / n_aiv if n_aiv else hcap_v
+        return (cap_v if rest >= hcap_v else rest / over_v), cap_c
 
     def us(self, loads: float, bursts: float, hbm_bytes: float, l2_bytes: float,
-           loaders: int) -> float:
-        """The whole MTE2 phase if ``loaders`` AIV loaders kept the same share throughout."""
+           loaders: int, asked_bytes: float | None = None) -> float:
+        """The whole MTE2 phase if ``loaders`` AIV loaders kept the same share throughout.
+        ``asked_bytes``: of the ``hbm_bytes`` fetched, those the task asked for (all of
+        them by default); the core's rate limits these, HBM's share all fetched bytes."""
         if loads == 0:
             return 0.0
-        hbm = self.rates(max(loaders, 1), 0)[0]
-        return self.latency_us(bursts, hbm_bytes, l2_bytes, loaders) + hbm_bytes / hbm
+        asked = hbm_bytes if asked_bytes is None or hbm_bytes == 0 else asked_bytes
+        over = hbm_bytes / asked if asked else 1.0
+        rate = self.rates(max(loaders, 1), 0, over_v=over)[0]
+        return self.latency_us(bursts, hbm_bytes, l2_bytes, loaders) + \
+            (asked / rate if asked else 0.0)
 
     def write_us(self, nbytes: float, loaders: int) -> float:
         return nbytes / (self.hbm_rate / max(loaders, 1)) if nbytes else 0.0

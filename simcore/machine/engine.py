@@ -27,7 +27,12 @@ slot while another thread has an idle core.
 A task's MTE2 phase is a latency (the GM round trip, bursts, L2 hits) and then
 its HBM bytes, drained at a rate that changes while it loads: the chip's HBM is
 water-filled over the loaders active at each moment, each held to its core
-type's cap, and every loader is re-priced when one joins or leaves.  The other
+type's cap, and every loader is re-priced when one joins or leaves.  The cap holds
+the bytes the task asked for; HBM carries the whole 512 B lines it fetched for them, so
+a column tile's line padding costs HBM bandwidth but not the core's own rate.  A task's
+writes leave through the same HBM: a loader's HBM bytes include them, so reads and
+writes together never exceed the chip's bandwidth (a task that reads nothing from HBM
+writes at its share of HBM after its pipes).  The other
 pipes compose around that phase as before (serially, or overlapped when tiles
 are in flight).
 
@@ -54,7 +59,7 @@ How the code is laid out:
 """
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 import itertools
 from collections import deque
 from dataclasses import dataclass
@@ -117,6 +122,7 @@ class Plan:
     in_flight: list[float]       # tiles in flight: > 1 overlaps the pipes
     static_sum: list[float]      # us on every pipe but MTE2, summed
     static_max: list[float]      # and the longest of them
+    read_bytes: list[float]      # GM bytes the task's reads ask for (before line rounding)
     write_bytes: list[float]
     write_pipe: list[float]      # us of the pipe the writes leave through (FIXP or MTE3)
     static_pipes: dict[str, np.ndarray]
@@ -176,6 +182,9 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         static_sum=stack.sum(axis=0).tolist() if n else [],
         static_max=stack.max(axis=0).tolist() if n else [],
         # writes leave through FIXP (Cube) or MTE3 (Vector) and share HBM with the loads
+        read_bytes=np.bincount(p.regions.task[~p.regions.write],
+                               weights=p.regions.bytes[~p.regions.write],
+                               minlength=n).tolist(),
         write_bytes=p.task_write_bytes.tolist(),
         write_pipe=np.maximum(pipes["fixp"], pipes["mte3"]).tolist(),
         static_pipes=pipes, accesses=_region_accesses(p))
@@ -349,6 +358,11 @@ class Run:
         # re-priced completion event outdate the one before
         self.loaders: tuple[list, list] = ([], [])
         self.n_loaders = [0, 0]
+        # per core type, the active loaders' fetched and asked HBM bytes: their ratio is
+        # the type's overfetch (whole lines for boxes covering them in part), which HBM
+        # carries but the core's own rate does not (Mte2Model.rates)
+        self.fetched = [0.0, 0.0]
+        self.asked = [0.0, 0.0]
         self.drained = [0.0, 0.0]
         self.rate = tuple(plan.mte2.caps)
         self.drained_at = 0.0
@@ -362,6 +376,7 @@ class Run:
         self.task_core = np.full(n, -1, dtype=np.int64)
         self.task_start, self.task_end = np.zeros(n), np.zeros(n)
         self.task_mte2, self.task_hbm, self.task_l2 = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.task_asked = np.zeros(n)         # of task_hbm, the bytes the reads asked for
         # the hot path writes them through memoryviews, one item per task: a memoryview
         # store costs about half a numpy scalar store, and unlike filling lists keeps no
         # Python float per task (about 100 MB at 10^6 tasks)
@@ -369,6 +384,11 @@ class Run:
             memoryview(self.task_start), memoryview(self.task_end)
         self.mte2_of, self.hbm_of, self.l2_of = memoryview(self.task_mte2), \
             memoryview(self.task_hbm), memoryview(self.task_l2)
+        self.asked_of = memoryview(self.task_asked)
+        # what a loader puts on HBM: its fetched lines and its writes (which leave through
+        # the same HBM, so the reads' share must leave room for them)
+        self.task_drain = np.zeros(n)
+        self.drain_of = memoryview(self.task_drain)
         # the hot handlers read these on every event: the Plan's columns and the
         # Mte2Model's methods bound once here rather than looked up through self.plan
         self.n_threads, self.direct_send = plan.n_threads, plan.direct_send
@@ -377,9 +397,17 @@ class Run:
         self.resolve_edge_us, self.handoff_us = a.resolve_edge_us, a.ready_handoff_us
         self.latency_us, self.write_us = plan.mte2.latency_us, plan.mte2.write_us
         self.hbm_rates = plan.mte2.rates
+        m = plan.mte2
+        self.fixed_us, self.l2_fixed_us = m.fixed_us, m.l2_fixed_us
+        self.l2_rate, self.core_rate = m.l2_rate, m.core_rate
+        self.burst_us_of = (np.asarray(plan.bursts) * m.burst_us).tolist()
+        # every loader at its own cap while the caps add up to no more than HBM: the
+        # rates then stay the caps whoever joins or leaves (no water-filling needed)
+        self.caps, self.hbm_total = tuple(m.caps), m.hbm_rate
         self.loads, self.bursts, self.in_flight = plan.loads, plan.bursts, plan.in_flight
         self.static_sum, self.static_max = plan.static_sum, plan.static_max
         self.write_bytes, self.write_pipe = plan.write_bytes, plan.write_pipe
+        self.read_bytes = plan.read_bytes
         self.head_us = plan.head_us
 
     # -- the launch: dev tasks one after another ---------------------------------------
@@ -450,24 +478,24 @@ class Run:
         self.lifo = False
         self.dispatch(start)
         self.lifo = plan.direct_send
-        events, heappop = self.events, heapq.heappop
+        events = self.events
         # handlers bound to locals once: the loop runs two to four times per leaf task
-        on_task_done, on_task_ready, dispatch = self.on_task_done, self.on_task_ready, \
-            self.dispatch
+        on_task_done, dispatch = self.on_task_done, self.dispatch
         on_join, on_drained = self.on_join, self.on_drained
         while events:
             now, _, kind, a, b = heappop(events)
             if kind == _DONE:
                 on_task_done(now, a, b)
             elif kind == _READY:
-                on_task_ready(now, a)
+                queues[core_type[a]].append(a)       # on_task_ready, inlined
             elif kind == _JOIN:
                 on_join(now, a, b)
                 continue
             else:
                 on_drained(now, a, b)
                 continue
-            dispatch(now)
+            if queues[AIC] or queues[AIV]:            # most events leave nothing queued
+                dispatch(now)
         for th, thread in enumerate(self.sched):
             thread.dispatches += self.dispatches[th]
             first = self.first_send[th]
@@ -536,7 +564,7 @@ class Run:
                 self.start_task(s, c, now)
         at = noticed + self.handoff_us
         for s in reversed(rest):              # the queue's tail in resolve order
-            heapq.heappush(self.events, (at, next(self.seq), _READY, s, 0))
+            heappush(self.events, (at, next(self.seq), _READY, s, 0))
 
     def send_directly(self, task: int, th: int, now: float) -> bool:
         """Mode 1, 3: ``task`` goes to thread ``th``'s most recently freed idle core, else
@@ -558,22 +586,30 @@ class Run:
     def dispatch(self, now: float) -> None:
         """Send queued tasks, AIC first as the runtime walks its cores, to idle cores, then
         into free pending slots of busy ones."""
-        queues = self.queues
-        if not (queues[AIC] or queues[AIV]):      # most events leave nothing queued
-            return
-        cores, free, lifo = self.cores, self.thread_free, self.lifo
+        queues, cores = self.queues, self.cores
         n_idle, n_pend = cores.n_idle, cores.n_pend_all
+        # most events leave nothing queued, or no core (idle or with a free pending slot)
+        # for what is queued
+        if not ((queues[AIC] and (n_idle[AIC] or n_pend[AIC]))
+                or (queues[AIV] and (n_idle[AIV] or n_pend[AIV]))):
+            return
+        free = self.thread_free
+        take_idle, take_any_pend = cores.take_idle, cores.take_any_pend
+        start_task, pend_task = self.start_task, self.pend_task
         n = self.n_threads
         for core_type in (AIC, AIV):
             q = queues[core_type]
+            if not q:
+                continue
+            pop = q.pop if self.lifo else q.popleft
             batch = -1
             while q:
                 if n_idle[core_type]:
-                    core = cores.take_idle(core_type, free, batch)
-                    self.start_task(q.pop() if lifo else q.popleft(), core, now)
+                    core = take_idle(core_type, free, batch)
+                    start_task(pop(), core, now)
                 elif n_pend[core_type]:
-                    core = cores.take_any_pend(core_type, free, batch)
-                    self.pend_task(q.pop() if lifo else q.popleft(), core, now)
+                    core = take_any_pend(core_type, free, batch)
+                    pend_task(pop(), core, now)
                 else:
                     break
                 batch = core % n
@@ -615,9 +651,17 @@ class Run:
         if self.loads[t] == 0:
             self.finish(t, core, at, 0.0)
             return
-        latency = self.latency_us(self.bursts[t], miss, hit, self.running)
+        # Mte2Model.latency_us, inlined: the GM (or L2) round trip, burst setup, L2 hits
+        latency = (self.fixed_us if miss > 0 else self.l2_fixed_us) + self.burst_us_of[t]
+        if hit:
+            l2 = self.l2_rate / self.running
+            latency += hit / (l2 if l2 < self.core_rate else self.core_rate)
         if miss > 0:
-            heapq.heappush(self.events, (at + latency, next(self.seq), _JOIN, t, core))
+            asked = self.read_bytes[t] - hit
+            # the reads ask for at most what HBM fetches for them (rounding aside)
+            self.asked_of[t] = asked if 0.0 < asked < miss else miss
+            self.drain_of[t] = miss + self.write_bytes[t]
+            heappush(self.events, (at + latency, next(self.seq), _JOIN, t, core))
         else:
             self.finish(t, core, at, latency)
 
@@ -633,8 +677,15 @@ class Run:
 
     def _rates(self) -> bool:
         """Re-price every loader for the loaders now active; False if nothing changed."""
-        n = self.n_loaders
-        rate = self.hbm_rates(n[AIV], n[AIC])
+        n, fetched, asked = self.n_loaders, self.fetched, self.asked
+        over_v = fetched[AIV] / asked[AIV] if n[AIV] else 1.0
+        over_c = fetched[AIC] / asked[AIC] if n[AIC] else 1.0
+        caps = self.caps
+        # at their caps the loaders take over * cap of HBM each: if that fits, no sharing
+        if n[AIV] * caps[AIV] * over_v + n[AIC] * caps[AIC] * over_c <= self.hbm_total:
+            rate = caps
+        else:
+            rate = self.hbm_rates(n[AIV], n[AIC], over_v, over_c)
         if rate[AIV] == self.rate[AIV] and rate[AIC] == self.rate[AIC]:
             return False
         self.rate = rate
@@ -655,21 +706,34 @@ class Run:
                     best, best_type = done, ct
         self.next_drained = best
         if best_type >= 0:
-            heapq.heappush(self.events, (best, next(self.seq), _DRAIN, self.version,
+            heappush(self.events, (best, next(self.seq), _DRAIN, self.version,
                                          best_type))
 
     def on_join(self, now: float, t: int, core: int) -> None:
         """Task ``t``'s latency is over: it starts draining its HBM bytes.  While every
         loader is held to its cap the rates stay as they were, and only a newcomer that
         finishes first moves the completion event."""
-        self._advance(now)
+        # _advance, inlined: every loader has drained at its rate since the last change
+        dt = now - self.drained_at
+        if dt:
+            loaders, drained, rate = self.loaders, self.drained, self.rate
+            if loaders[AIV]:
+                drained[AIV] += rate[AIV] * dt
+            if loaders[AIC]:
+                drained[AIC] += rate[AIC] * dt
+            self.drained_at = now
         ct = self.core_type[t]
         heap = self.loaders[ct]
+        asked = self.asked_of[t]
         if not heap:
-            self.drained[ct] = 0.0
-        target = self.drained[ct] + self.hbm_of[t]
-        heapq.heappush(heap, (target, next(self.seq), t, core))
+            # exact zeros once the type has no loader, so sums never drift
+            self.drained[ct] = self.fetched[ct] = self.asked[ct] = 0.0
+        # a loader's rate counts the bytes it asked for; HBM is charged its fetched lines
+        target = self.drained[ct] + asked
+        heappush(heap, (target, next(self.seq), t, core))
         self.n_loaders[ct] += 1
+        self.fetched[ct] += self.drain_of[t]
+        self.asked[ct] += asked
         if self._rates() or self.next_drained < 0.0 \
                 or now + (target - self.drained[ct]) / self.rate[ct] < self.next_drained:
             self._next_drained(now)
@@ -679,8 +743,10 @@ class Run:
         if version != self.version:
             return
         self._advance(now)
-        _, _, t, core = heapq.heappop(self.loaders[ct])
+        _, _, t, core = heappop(self.loaders[ct])
         self.n_loaders[ct] -= 1
+        self.fetched[ct] -= self.drain_of[t]
+        self.asked[ct] -= self.asked_of[t]
         self._rates()
         self._next_drained(now)
         start = self.start_of[t]
@@ -690,7 +756,10 @@ class Run:
         """The MTE2 phase took ``mte2``: the task ends as the pipes compose around it."""
         self.mte2_of[t] = mte2
         # a write cannot leave faster than the task's share of HBM lets it
-        extra = self.write_us(self.write_bytes[t], self.running) - self.write_pipe[t]
+        # (Mte2Model.write_us, inlined: the task's share of HBM while ``running`` run)
+        # a task that drained HBM has had its writes charged there, with its reads
+        wb = 0.0 if self.hbm_of[t] else self.write_bytes[t]
+        extra = (wb / (self.hbm_total / self.running) if wb else 0.0) - self.write_pipe[t]
         if extra < 0.0:         # max(0.0, ...) without the builtin call
             extra = 0.0
         n = self.in_flight[t]
@@ -704,7 +773,7 @@ class Run:
             end = start + self.head_us + (mte2 + self.static_sum[t] + extra) / n \
                 + (n - 1) / n * (mte2 if mte2 > busiest else busiest)
         self.end_of[t] = end
-        heapq.heappush(self.events, (end, next(self.seq), _DONE, t, core))
+        heappush(self.events, (end, next(self.seq), _DONE, t, core))
 
 
 # -- the machine -----------------------------------------------------------------------
