@@ -191,12 +191,17 @@ def gemm_blocks(m, k, n, mb, nb):
 
 def test_blocked_gemm_traversal_gains_l2_hits_when_the_gemm_exceeds_l2():
     """A, B 4 MiB each and C 8 MiB against 4 MiB of usable L2: walking the whole output row
-    by row streams B through L2 once per row of tiles; 4 x 4 blocks keep a block's share of
-    A and B resident while its tiles run."""
+    by row streams B through L2 once per row of tiles, while 2 x 2 blocks keep a block's
+    share of A and B resident: a block's 32 output tiles are about one wave of the 24 cube
+    cores, so the cores running together cover a square of the output, which PyPTO's matmul
+    guide names as the best case for the per-round L2 hit rate."""
     hw = with_values(HW, {"memory.l2_bytes": 8 << 20})
     _, naive = run(gemm_blocks(2048, 1024, 2048, 1, 1), hw)
-    _, blocked = run(gemm_blocks(2048, 1024, 2048, 4, 4), hw)
-    assert blocked.task_l2_bytes.sum() > naive.task_l2_bytes.sum()
+    _, blocked = run(gemm_blocks(2048, 1024, 2048, 2, 2), hw)
+
+    def hit_rate(tl):
+        return tl.task_l2_bytes.sum() / (tl.task_l2_bytes.sum() + tl.task_hbm_bytes.sum())
+    assert hit_rate(blocked) > hit_rate(naive) + 0.05
     assert blocked.task_hbm_bytes.sum() < 0.8 * naive.task_hbm_bytes.sum()
     assert blocked.kernel_us < naive.kernel_us
 
