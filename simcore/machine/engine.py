@@ -389,6 +389,10 @@ class Run:
         # the same HBM, so the reads' share must leave room for them)
         self.task_drain = np.zeros(n)
         self.drain_of = memoryview(self.task_drain)
+        # when a loader starts draining: its drain splits into the reads' part (before the
+        # pipes) and the writes' part (leaving through FIXP/MTE3, alongside the pipes)
+        self.task_joined = np.zeros(n)
+        self.joined_of = memoryview(self.task_joined)
         # the hot handlers read these on every event: the Plan's columns and the
         # Mte2Model's methods bound once here rather than looked up through self.plan
         self.n_threads, self.direct_send = plan.n_threads, plan.direct_send
@@ -661,6 +665,7 @@ class Run:
             # the reads ask for at most what HBM fetches for them (rounding aside)
             self.asked_of[t] = asked if 0.0 < asked < miss else miss
             self.drain_of[t] = miss + self.write_bytes[t]
+            self.joined_of[t] = at + latency
             heappush(self.events, (at + latency, next(self.seq), _JOIN, t, core))
         else:
             self.finish(t, core, at, latency)
@@ -750,18 +755,27 @@ class Run:
         self._rates()
         self._next_drained(now)
         start = self.start_of[t]
-        self.finish(t, core, start, now - start)
+        self.finish(t, core, start, now - start, now - self.joined_of[t])
 
-    def finish(self, t: int, core: int, start: float, mte2: float) -> None:
-        """The MTE2 phase took ``mte2``: the task ends as the pipes compose around it."""
+    def finish(self, t: int, core: int, start: float, mte2: float, drain: float = 0.0) -> None:
+        """The MTE2 phase took ``mte2``, ``drain`` of it sharing HBM: the task ends as the
+        pipes compose around it, and never before its HBM bytes have passed."""
         self.mte2_of[t] = mte2
-        # a write cannot leave faster than the task's share of HBM lets it
-        # (Mte2Model.write_us, inlined: the task's share of HBM while ``running`` run)
-        # a task that drained HBM has had its writes charged there, with its reads
-        wb = 0.0 if self.hbm_of[t] else self.write_bytes[t]
-        extra = (wb / (self.hbm_total / self.running) if wb else 0.0) - self.write_pipe[t]
+        wb = self.write_bytes[t]
+        if drain > 0.0:
+            # the drain carried the writes too (one HBM for both); their part leaves
+            # through the write pipe alongside the others, not before them
+            written = drain * wb / self.drain_of[t]
+            reads = mte2 - written
+            extra = written - self.write_pipe[t]
+        else:
+            # a write cannot leave faster than the task's share of HBM lets it
+            # (Mte2Model.write_us, inlined: the task's share of HBM while ``running`` run)
+            reads = mte2
+            extra = (wb / (self.hbm_total / self.running) if wb else 0.0) - self.write_pipe[t]
         if extra < 0.0:         # max(0.0, ...) without the builtin call
             extra = 0.0
+        mte2 = reads
         n = self.in_flight[t]
         if n <= 1:
             end = start + self.head_us + mte2 + self.static_sum[t] + extra
@@ -772,6 +786,8 @@ class Run:
             busiest = self.static_max[t] + extra
             end = start + self.head_us + (mte2 + self.static_sum[t] + extra) / n \
                 + (n - 1) / n * (mte2 if mte2 > busiest else busiest)
+        if drain > 0.0 and end < self.joined_of[t] + drain:
+            end = self.joined_of[t] + drain
         self.end_of[t] = end
         heappush(self.events, (end, next(self.seq), _DONE, t, core))
 
