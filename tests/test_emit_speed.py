@@ -1,0 +1,160 @@
+"""The streaming writers of the big files give the bytes json.dumps gives for the same
+data (the nightly baselines and upstream readers hash and parse them), and they do it
+without reading back what they wrote or holding the whole document."""
+import dataclasses
+import json
+import math
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from pipeline.emit import jsontext as jt
+from pipeline.emit import operator_trace as ot
+from pipeline.emit import perf_trace as pt
+from pipeline.emit import swimlane as sw
+from pipeline.runner import compile_for, resolve_kernel, simulate_program, size_check
+from simcore.machine import simulate
+from simcore.spec.hardware import load_hardware
+
+KERNELS = Path(__file__).resolve().parents[1] / "configs" / "kernels"
+DEBUG = {"debug_options.runtime_debug_mode": 1}
+ODD = 'q"uo\\te %d %s {x}\n\ttab ünï 字 \x01'      # what a label could hold that JSON escapes
+
+
+def _reference(obj, indent) -> bytes:
+    """What atomic.write_json wrote before the writers streamed."""
+    return (json.dumps(obj, indent=indent, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _run(name, overrides=None):
+    path = KERNELS / f"{name}.yaml"
+    kernel = resolve_kernel(path, {**DEBUG, **(overrides or {})})
+    hw = load_hardware("dav_2201")
+    program = compile_for(kernel, hw, path, size_check(kernel, path))
+    return kernel, hw, program, simulate(hw, program, kernel.options.runtime_options)
+
+
+@pytest.fixture(scope="module", params=["glm_attention", "multi_stitch_add"])
+def run(request):
+    return _run(request.param)
+
+
+def _odd_labels(program):
+    """The program with labels and merge info that need escaping (and '%', '{}')."""
+    leaves = [dataclasses.replace(f, label=f"{f.label}{ODD}",
+                                  merge_info=(*f.merge_info, ODD) if k % 2 else ())
+              for k, f in enumerate(program.leaf_functions)]
+    return dataclasses.replace(program, leaf_functions=leaves)
+
+
+def _views(tl, freq, rounds, out):
+    views = []
+    pt.write_perf_files(tl, freq, rounds, 5.0, out, aicpu_views=views)
+    return views
+
+
+def test_l1_prof_data_bytes(run, tmp_path):
+    _, hw, program, tl = run
+    freq = hw.aicpu.profile_freq_mhz
+    sw.write_l1_prof_data(program, tl, freq, tmp_path / "l1.json")
+    assert (tmp_path / "l1.json").read_bytes() == _reference(sw.l1_prof_data(program, tl, freq), 4)
+
+
+@pytest.mark.parametrize("odd", [False, True])
+def test_merged_swimlane_bytes(run, tmp_path, odd):
+    _, hw, program, tl = run
+    program = _odd_labels(program) if odd else program
+    freq = hw.aicpu.profile_freq_mhz
+    sw.write_merged_swimlane(program, tl, freq, tmp_path / "m.json")
+    assert (tmp_path / "m.json").read_bytes() == \
+        _reference(sw.merged_swimlane(program, tl, freq), None)
+
+
+def test_merged_swimlane_with_aicpu_views_is_what_prepending_file_by_file_gave(run, tmp_path):
+    """Three perf files (120 rounds): upstream prepends each view in turn, so the last
+    file's events come first; the old writer read the swimlane back each time."""
+    _, hw, program, tl = run
+    freq = hw.aicpu.profile_freq_mhz
+    views = _views(tl, freq, 120, tmp_path)
+    assert len(views) == 3
+    ref = tmp_path / "ref.json"
+    ref.write_bytes(_reference(sw.merged_swimlane(program, tl, freq), None))
+    for n in (0, 50, 100):
+        trace = json.loads((tmp_path / f"machine_runtime_operator_trace_{n}.json").read_text())
+        ot.prepend_to_swimlane(ref, trace["traceEvents"])
+    sw.write_merged_swimlane(program, tl, freq, tmp_path / "m.json", views)
+    assert (tmp_path / "m.json").read_bytes() == ref.read_bytes()
+
+
+def test_perf_and_view_file_bytes(run, tmp_path):
+    _, hw, program, tl = run
+    freq = hw.aicpu.profile_freq_mhz
+    _views(tl, freq, 60, tmp_path)
+    lanes, _ = pt.lane_templates(tl, freq, pt.DEVTASK_LIMIT_DEFAULT)
+    span = int(math.ceil((tl.e2e_us + 5.0) * freq))
+    for first, rounds in ((0, range(0, 50)), (50, range(50, 60))):
+        data = pt.perf_lanes(lanes, rounds, span)
+        assert (tmp_path / f"machine_trace_perf_data_{first}.json").read_bytes() == \
+            _reference(data, 4)
+        assert (tmp_path / f"machine_runtime_operator_trace_{first}.json").read_bytes() == \
+            _reference(ot.operator_trace(data), 2)
+
+
+def test_view_and_perf_writers_escape_and_fall_back(tmp_path):
+    """Odd names, a float rate, an empty lane and an event of another shape."""
+    lanes = [{"blockIdx": 3, "coreType": ODD, "freq": 37.5,
+              "tasks": [{"name": f"BEGIN_0{ODD}", "end": 40}, {"name": "EXIT_0", "end": 40}]},
+             {"blockIdx": 4, "coreType": "AICPU-SCHED", "freq": 50, "tasks": []}]
+    pt.write_perf_data(tmp_path / "p.json", lanes)
+    assert (tmp_path / "p.json").read_bytes() == _reference(lanes, 4)
+    trace = ot.operator_trace(lanes)
+    trace["traceEvents"].append({"name": "odd", "ph": "X", "ts": 1.5, "args": {"k": [1, None]}})
+    ot.write_operator_trace(tmp_path / "v.json", trace)
+    assert (tmp_path / "v.json").read_bytes() == _reference(trace, 2)
+    pt.write_perf_data(tmp_path / "e.json", [])
+    ot.write_operator_trace(tmp_path / "ev.json", {"traceEvents": []})
+    assert (tmp_path / "e.json").read_bytes() == _reference([], 4)
+    assert (tmp_path / "ev.json").read_bytes() == _reference({"traceEvents": []}, 2)
+
+
+@pytest.mark.parametrize("x", [0, -3, 2 ** 70, True, False, 0.1, 1e16, -2.5e-7, 5.0,
+                               float("nan"), float("inf"), -float("inf")])
+def test_scalars_as_json_writes_them(x):
+    assert jt.number(x) == json.dumps(x)
+    assert jt.indented({"a": [x, {"b": ODD}]}, 2, 3).strip() == \
+        json.dumps({"a": [x, {"b": ODD}]}, indent=2, ensure_ascii=False).replace("\n", "\n      ")
+
+
+def test_the_swimlane_is_never_read_back(tmp_path, monkeypatch):
+    """With perf files and swimlanes on, the merged swimlane is written once, whole."""
+    def read_back(*_a, **_k):
+        raise AssertionError("merged_swimlane.json read back")
+
+    monkeypatch.setattr(ot, "prepend_to_swimlane", read_back)
+    monkeypatch.setattr(json, "loads", read_back)
+    kernel, hw, program, _ = _run("multi_stitch_add")
+    out = tmp_path / "run"
+    simulate_program(kernel, hw, program, out, 60, {"DUMP_DEVICE_PERF": "true"},
+                     size_check(kernel, KERNELS / "multi_stitch_add.yaml"))
+    monkeypatch.undo()
+    events = json.loads((out / "merged_swimlane.json").read_text())["traceEvents"]
+    assert events[0]["args"]["name"] == "AICPU View" and any(e.get("cat") == "event"
+                                                             for e in events)
+
+
+def test_writing_the_merged_swimlane_holds_a_slice_not_the_document(tmp_path, monkeypatch):
+    """20 000 tasks in slices of 500: peak Python memory while writing stays a small
+    part of the file (the old writer held every event as a dict, several times the file)."""
+    _, hw, program, tl = _run("bench_1m", {"params.CALLS": 20})
+    freq = hw.aicpu.profile_freq_mhz
+    monkeypatch.setattr(jt, "CHUNK", 500)
+    tracemalloc.start()
+    try:
+        sw.write_merged_swimlane(program, tl, freq, tmp_path / "m.json")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = (tmp_path / "m.json").stat().st_size
+    assert size > 10_000_000
+    assert peak < 0.25 * size, (peak, size)
