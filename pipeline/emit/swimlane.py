@@ -111,6 +111,94 @@ def iter_ready_counters(v: TaskView, order: np.ndarray, start_c: np.ndarray,
             dep_time, dep_count = now_us, 0
 
 
+def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: np.ndarray,
+                   freq: float) -> Iterator[str]:
+    """``iter_ready_counters``' events as compact JSON, the walk done on whole columns.
+
+    Same walk: stamps in (time, position in ``order``, start before end) order, grouped
+    by time point.  Per group, a counter's change is: the new dev task's initially ready
+    tasks (when the group's first stamp opens a dev task), minus the tasks starting,
+    plus the tasks whose last predecessor (in walk order) ends in the group.  Only the
+    Dependence Solving windows need a sequential pass, over time points.
+    """
+    n = order.size
+    if n == 0:
+        return
+    same = v.seq[v.edge_src] == v.seq[v.edge_dst]
+    src, dst = v.edge_src[same], v.edge_dst[same]
+    indeg = np.bincount(dst, minlength=v.size)
+    nsucc = np.bincount(src, minlength=v.size)
+    kind = (~v.is_aic).astype(np.int64)           # 0: AIC, 1: AIV
+    seq = v.seq.astype(np.int64)
+    pos = np.arange(n)
+    times = np.concatenate([start_c[order], end_c[order]])
+    task = np.concatenate([order, order])
+    is_end = np.concatenate([np.zeros(n, bool), np.ones(n, bool)])
+    walk = np.lexsort((is_end, np.concatenate([pos, pos]), times))
+    times, task, is_end = times[walk], task[walk], is_end[walk]
+    new_group = np.ones(times.size, bool)
+    new_group[1:] = times[1:] != times[:-1]
+    group = np.cumsum(new_group) - 1
+    first = np.flatnonzero(new_group)
+    n_groups = first.size
+    diff = np.zeros((2, n_groups), np.int64)
+    seq_first = seq[task[first]]
+    opens = np.ones(n_groups, bool)
+    opens[1:] = seq_first[1:] != seq_first[:-1]
+    initial = np.zeros((int(seq.max()) + 1, 2), np.int64)
+    free = indeg == 0
+    np.add.at(initial, (seq[free], kind[free]), 1)
+    diff[:, opens] += initial[seq_first[opens]].T
+    starts = np.flatnonzero(~is_end)
+    np.add.at(diff, (kind[task[starts]], group[starts]), -1)
+    ends = np.flatnonzero(is_end)
+    end_at = np.empty(v.size, np.int64)
+    end_at[task[ends]] = ends
+    last_pred = np.full(v.size, -1, np.int64)
+    np.maximum.at(last_pred, dst, end_at[src])
+    waits = np.flatnonzero(indeg > 0)
+    np.add.at(diff, (kind[waits], group[last_pred[waits]]), 1)
+    resolved = np.zeros(n_groups, np.int64)
+    np.add.at(resolved, group[ends], nsucc[task[ends]])
+    ready = np.cumsum(diff, axis=1)
+    now = (times[first] / freq).tolist()
+    # Dependence Solving: a window closes at the first time point more than
+    # DEP_WINDOW_US after it opened, stamped at its opening
+    dep_groups, dep_ts, dep_rate = [], [], []
+    dep_time, count = now[0], 0
+    window = fmt.DEP_WINDOW_US
+    for g, (t, c) in enumerate(zip(now, resolved.tolist())):
+        count += c
+        if t - dep_time > window:
+            dep_groups.append(g)
+            dep_ts.append(dep_time)
+            dep_rate.append(count / (t - dep_time))
+            dep_time, count = t, 0
+    total = ready[0] + ready[1]
+    slots = [np.flatnonzero(diff[0]), np.flatnonzero(diff[1]),
+             np.flatnonzero(diff[0] + diff[1]), np.asarray(dep_groups, np.int64)]
+    # events in group order, within a group AIC, AIV, Total, Dependence Solving
+    merged = np.argsort(np.concatenate([slots[k] * 4 + k for k in range(4)]), kind="stable")
+    which = np.concatenate([np.full(slots[k].size, k, np.int64) for k in range(4)])[merged]
+    now_a = np.asarray(now)
+    stamp = np.concatenate([now_a[slots[0]], now_a[slots[1]], now_a[slots[2]],
+                            np.asarray(dep_ts, float)])[merged]
+    count_v = np.concatenate([ready[0][slots[0]], ready[1][slots[1]], total[slots[2]],
+                              np.zeros(len(dep_groups), np.int64)])[merged]
+    rate_v = np.concatenate([np.zeros(slots[0].size + slots[1].size + slots[2].size),
+                             np.asarray(dep_rate, float)])[merged]
+    del now, now_a
+    heads = [f'{{"name": {jt.string(name)}, "pid": {fmt.MACHINE_PID}, '
+             f'"tid": {fmt.COUNTER_TID}, "ph": "C", "ts": '
+             for name in (*fmt.READY_COUNTERS, fmt.DEP_SOLVING)]
+    real = jt.real
+    for lo, hi in jt.chunks(merged.size):
+        rows = zip(which[lo:hi].tolist(), stamp[lo:hi].tolist(), count_v[lo:hi].tolist(),
+                   rate_v[lo:hi].tolist())
+        yield ", ".join([f'{heads[k]}{real(round(t, 4))}, "args": {{"size": '
+                         f'{real(r) if k == 3 else c}}}}}' for k, t, c, r in rows])
+
+
 def _execution_hints(v: TaskView, order: np.ndarray, ts: np.ndarray,
                      te: np.ndarray) -> dict[int, str]:
     """Per leaf function: mean, longest and shortest run over its tasks, summed and
@@ -317,10 +405,8 @@ def merged_swimlane_texts(program: Program, timeline: Timeline, freq: float) -> 
     order = np.lexsort((tl.task_start, tl.task_core))
     yield from _task_event_texts(v, program, tl, freq, order, ts, te)
     yield from _flow_texts(v, fmt.thread_id(tl.task_core).tolist(), ts.tolist(), te.tolist())
-    counters = iter_ready_counters(v, order, to_cycles(tl.task_start, freq),
-                                   to_cycles(tl.task_end, freq), freq)
-    while batch := list(islice(counters, jt.CHUNK)):
-        yield jt.compact_items(batch)
+    yield from _counter_texts(v, order, to_cycles(tl.task_start, freq),
+                              to_cycles(tl.task_end, freq), freq)
 
 
 def write_merged_swimlane(program: Program, timeline: Timeline, freq: float, path: Path,
