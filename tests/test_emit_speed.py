@@ -7,7 +7,10 @@ import math
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.emit import jsontext as jt
 from pipeline.emit import operator_trace as ot
@@ -35,9 +38,15 @@ def _run(name, overrides=None):
     return kernel, hw, program, simulate(hw, program, kernel.options.runtime_options)
 
 
-@pytest.fixture(scope="module", params=["glm_attention", "multi_stitch_add"])
+# glm_attention: dependencies across several dev tasks; multi_stitch_add at stitch 1: a dev
+# task per call; softmax: many dependencies in one dev task
+CASES = {"glm_attention": {}, "multi_stitch_add": {"runtime_options.stitch_function_max_num": 1},
+         "softmax": {}}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
 def run(request):
-    return _run(request.param)
+    return _run(request.param, CASES[request.param])
 
 
 def _odd_labels(program):
@@ -159,3 +168,37 @@ def test_writing_the_merged_swimlane_holds_a_slice_not_the_document(tmp_path, mo
     size = (tmp_path / "m.json").stat().st_size
     assert size > 10_000_000
     assert peak < size, (peak, size)
+
+
+def test_kernels_exercise_edges_and_dev_tasks(run):
+    """The byte tests above mean something only if the walk meets dependencies or
+    several dev tasks."""
+    _, _, program, _ = run
+    v = sw.TaskView.of(program)
+    assert v.edge_src.size > 0 or np.unique(v.seq).size > 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_counter_walk_on_columns_matches_the_event_loop(data):
+    """Random dev tasks, edges and stamps with many ties: the column walk writes what
+    ready_counters' loop gives."""
+    n = data.draw(st.integers(1, 40))
+    seq = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))))
+    pairs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
+                               max_size=3 * n))
+    edges = sorted({(a, b) if a < b else (b, a) for a, b in pairs if a != b})
+    src = np.asarray([a for a, _ in edges], np.int64)
+    dst = np.asarray([b for _, b in edges], np.int64)
+    start = np.asarray(data.draw(st.lists(st.integers(0, 30), min_size=n, max_size=n)))
+    length = np.asarray(data.draw(st.lists(st.integers(0, 8), min_size=n, max_size=n)))
+    core = np.asarray(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    v = sw.TaskView(seq=seq, task_id=np.arange(n), call=np.zeros(n, np.int64),
+                    root=np.zeros(n, np.int64), op=np.arange(n), leaf=np.zeros(n, np.int64),
+                    core_type=core, edge_src=src, edge_dst=dst, root_hash=[1], leaf_hash=[2],
+                    labels=["x"])
+    order = np.lexsort((start, core))
+    freq = 1.5
+    start_c, end_c = start * 7, (start + length) * 7
+    want = jt.compact_items(sw.ready_counters(v, order, start_c, end_c, freq))
+    assert ", ".join(p for p in sw._counter_texts(v, order, start_c, end_c, freq) if p) == want
