@@ -191,7 +191,7 @@ def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
     heads = [f'{{"name": {jt.string(name)}, "pid": {fmt.MACHINE_PID}, '
              f'"tid": {fmt.COUNTER_TID}, "ph": "C", "ts": '
              for name in (*fmt.READY_COUNTERS, fmt.DEP_SOLVING)]
-    real = jt.real
+    real = jt.real_for(stamp, rate_v)
     for lo, hi in jt.chunks(merged.size):
         rows = zip(which[lo:hi].tolist(), stamp[lo:hi].tolist(), count_v[lo:hi].tolist(),
                    rate_v[lo:hi].tolist())
@@ -357,7 +357,7 @@ def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: f
     label = [jt.string(f"({f.label})")[1:-1] for f in leaves]
     root_hash, leaf_hash = v.root_hash, v.leaf_hash
     tid_of = fmt.thread_id(tl.task_core)
-    real = jt.real
+    real = jt.real_for(ts, te)
     ob, fb, fm = OP_BITS, FUNC_BITS, (1 << FUNC_BITS) - 1
     om = (1 << OP_BITS) - 1
     pid = fmt.MACHINE_PID
@@ -380,7 +380,8 @@ def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: f
 
 def _flow_texts(v: TaskView, lanes: list[int], ts: list[float], te: list[float]) -> Iterator[str]:
     """Two flow events per dependency edge, as compact JSON, a slice at a time."""
-    cat, pid, lead, real = jt.string(fmt.DEP_CATEGORY), fmt.MACHINE_PID, fmt.DEP_LEAD_US, jt.real
+    cat, pid, lead = jt.string(fmt.DEP_CATEGORY), fmt.MACHINE_PID, fmt.DEP_LEAD_US
+    real = jt.real_for(ts, te)
     src_all, dst_all = v.edge_src, v.edge_dst
     for lo, hi in jt.chunks(src_all.size):
         parts = []
