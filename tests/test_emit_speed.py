@@ -202,3 +202,41 @@ def test_counter_walk_on_columns_matches_the_event_loop(data):
     start_c, end_c = start * 7, (start + length) * 7
     want = jt.compact_items(sw.ready_counters(v, order, start_c, end_c, freq))
     assert ", ".join(p for p in sw._counter_texts(v, order, start_c, end_c, freq) if p) == want
+
+
+def _bubble_log_by_full_sort(program, timeline, freq):
+    """bubble_log as it was: every task of a core sorted by its wait."""
+    from pipeline.formats import swimlane as fmt
+    from pipeline.formats.cores import kind_of_block
+    from pipeline.formats.task_id import formal_name, task_key
+    v, tl = sw.TaskView.of(program), timeline
+    ts = sw.to_cycles(tl.task_start, freq) / freq
+    te = sw.to_cycles(tl.task_end, freq) / freq
+    min_start = float(ts.min()) if ts.size else 0.0
+    pred_ready = np.full(v.size, min_start)
+    np.maximum.at(pred_ready, v.edge_dst, te[v.edge_src])
+    blocks, top_all = [], []
+    seq, task_id = v.seq.tolist(), v.task_id.tolist()
+    for block in np.unique(tl.task_core):
+        idx = np.flatnonzero(tl.task_core == block)
+        idx = idx[np.argsort(ts[idx], kind="stable")]
+        prev_end = np.concatenate([[min_start], te[idx][:-1]])
+        gaps = ts[idx] - prev_end
+        wait_sched = np.maximum(ts[idx] - np.maximum(prev_end, pred_ready[idx]), 0.0)
+        keys = [task_key(seq[t], task_id[t]) for t in idx.tolist()]
+        names = [formal_name(seq[t], task_id[t]) for t in idx.tolist()]
+        top = sorted(zip(wait_sched, keys, names), key=lambda r: -r[0])
+        top_all += top[:10]
+        blocks.append(fmt.bubble_core_block(
+            kind_of_block(int(block), tl.aic_cores), int(block), idx.size,
+            te[idx][-1] - min_start, gaps.sum(), wait_sched.sum(),
+            [fmt.bubble_task_line(k, n, w) for w, k, n in top[:3]]))
+    top10 = [fmt.bubble_task_line(k, n, w)
+             for w, k, n in sorted(top_all, key=lambda r: -r[0])[:10]]
+    return fmt.bubble_log(top10, blocks)
+
+
+def test_bubble_log_keeps_the_full_sorts_text(run):
+    _, hw, program, tl = run
+    freq = hw.aicpu.profile_freq_mhz
+    assert sw.bubble_log(program, tl, freq) == _bubble_log_by_full_sort(program, tl, freq)

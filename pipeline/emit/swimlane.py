@@ -283,10 +283,11 @@ def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
         prev_end = np.concatenate([[min_start], te[idx][:-1]])
         gaps = ts[idx] - prev_end
         wait_sched = np.maximum(ts[idx] - np.maximum(prev_end, pred_ready[idx]), 0.0)
-        keys = [task_key(seq[t], task_id[t]) for t in idx.tolist()]
-        names = [formal_name(seq[t], task_id[t]) for t in idx.tolist()]
-        top = sorted(zip(wait_sched, keys, names), key=lambda r: -r[0])
-        top_all += top[:10]
+        # the ten longest waits, ties in time order (a stable sort, as sorted() was)
+        first = np.argsort(-wait_sched, kind="stable")[:10]
+        top = [(wait_sched[k], task_key(seq[t], task_id[t]), formal_name(seq[t], task_id[t]))
+               for k, t in zip(first.tolist(), idx[first].tolist())]
+        top_all += top
         blocks.append(fmt.bubble_core_block(
             kind_of_block(int(block), tl.aic_cores), int(block), idx.size,
             te[idx][-1] - min_start, gaps.sum(), wait_sched.sum(),
