@@ -49,6 +49,13 @@ def run(request):
     return _run(request.param, CASES[request.param])
 
 
+@pytest.fixture(params=[7, None], ids=["slices_of_7", "default_slices"])
+def sliced(request, monkeypatch):
+    """Write in slices of 7 records too, so slice boundaries fall inside every run."""
+    if request.param:
+        monkeypatch.setattr(jt, "CHUNK", request.param)
+
+
 def _odd_labels(program):
     """The program with labels and merge info that need escaping (and '%', '{}')."""
     leaves = [dataclasses.replace(f, label=f"{f.label}{ODD}",
@@ -63,7 +70,7 @@ def _views(tl, freq, rounds, out):
     return views
 
 
-def test_l1_prof_data_bytes(run, tmp_path):
+def test_l1_prof_data_bytes(run, tmp_path, sliced):
     _, hw, program, tl = run
     freq = hw.aicpu.profile_freq_mhz
     sw.write_l1_prof_data(program, tl, freq, tmp_path / "l1.json")
@@ -71,7 +78,7 @@ def test_l1_prof_data_bytes(run, tmp_path):
 
 
 @pytest.mark.parametrize("odd", [False, True])
-def test_merged_swimlane_bytes(run, tmp_path, odd):
+def test_merged_swimlane_bytes(run, tmp_path, odd, sliced):
     _, hw, program, tl = run
     program = _odd_labels(program) if odd else program
     freq = hw.aicpu.profile_freq_mhz
@@ -80,7 +87,8 @@ def test_merged_swimlane_bytes(run, tmp_path, odd):
         _reference(sw.merged_swimlane(program, tl, freq), None)
 
 
-def test_merged_swimlane_with_aicpu_views_is_what_prepending_file_by_file_gave(run, tmp_path):
+def test_merged_swimlane_with_aicpu_views_is_what_prepending_file_by_file_gave(run, tmp_path,
+                                                                           sliced):
     """Three perf files (120 rounds): upstream prepends each view in turn, so the last
     file's events come first; the old writer read the swimlane back each time."""
     _, hw, program, tl = run
@@ -96,7 +104,7 @@ def test_merged_swimlane_with_aicpu_views_is_what_prepending_file_by_file_gave(r
     assert (tmp_path / "m.json").read_bytes() == ref.read_bytes()
 
 
-def test_perf_and_view_file_bytes(run, tmp_path):
+def test_perf_and_view_file_bytes(run, tmp_path, sliced):
     _, hw, program, tl = run
     freq = hw.aicpu.profile_freq_mhz
     _views(tl, freq, 60, tmp_path)
@@ -240,3 +248,36 @@ def test_bubble_log_keeps_the_full_sorts_text(run):
     _, hw, program, tl = run
     freq = hw.aicpu.profile_freq_mhz
     assert sw.bubble_log(program, tl, freq) == _bubble_log_by_full_sort(program, tl, freq)
+
+
+def _dyn_topo_all_lines(program):
+    """dyn_topo.txt as it was built: every line in one list, joined."""
+    from pipeline.emit.topo import call_ops
+    from pipeline.formats import topo as fmt
+    v = sw.TaskView.of(program)
+    opmagic, _ = call_ops(v)
+    src, dst = v.edge_src, v.edge_dst
+    keep = v.seq[src] == v.seq[dst]
+    src, dst = src[keep], dst[keep]
+    same_call = v.call[src] == v.call[dst]
+    order = np.lexsort((np.arange(src.size), ~same_call, src))
+    succ_ids = v.task_id[dst[order]].tolist()
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))]).tolist()
+    static = np.bincount(src[same_call], minlength=v.size).tolist()
+    cols = [c.tolist() for c in (v.seq, v.task_id, v.root, opmagic, v.leaf, v.core_type, v.op)]
+    lines = [fmt.HEADER]
+    for t, (seq, tid, root, magic, leaf, core, op) in enumerate(zip(*cols)):
+        fields = [seq, tid, root, v.root_hash[root], magic, leaf, v.leaf_hash[leaf], core, op,
+                  fmt.NO_WRAP, static[t]]
+        lines.append(fmt.row(fields, succ_ids[ptr[t]:ptr[t + 1]]))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("chunk", [7, None])
+def test_dyn_topo_bytes_in_any_slices(run, tmp_path, monkeypatch, chunk):
+    from pipeline.emit.topo import write_compile_files
+    _, _, program, _ = run
+    if chunk:
+        monkeypatch.setattr(jt, "CHUNK", chunk)
+    write_compile_files(program, tmp_path)
+    assert (tmp_path / "dyn_topo.txt").read_bytes() == _dyn_topo_all_lines(program).encode()
