@@ -148,7 +148,8 @@ def _warn(message: str) -> None:
 
 
 # a lane of a perf file, as json.dumps(lanes, indent=4) lays it out
-_LANE = '    {\n        "blockIdx": %s,\n        "coreType": %s,\n        "freq": %s,\n        "tasks": '
+_LANE = ('    {\n        "blockIdx": %s,\n        "coreType": %s,\n        "freq": %s,\n'
+         '        "tasks": ')
 _STAMP = '            {\n                "name": %s,\n                "end": %s\n            }'
 
 

@@ -3,7 +3,7 @@
 block (formats: pipeline/formats/swimlane.py)."""
 from __future__ import annotations
 
-from itertools import chain, islice
+from itertools import chain
 from pathlib import Path
 from typing import Iterator
 
@@ -333,10 +333,11 @@ def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: 
         out.write("[\n")
         for k, (lo, hi) in enumerate(runs):
             b = int(block[lo])
-            out.write((",\n" if k else "") + _L1_CORE % (b, jt.string(kind_of_block(b, tl.aic_cores))))
+            kind = jt.string(kind_of_block(b, tl.aic_cores))
+            out.write((",\n" if k else "") + _L1_CORE % (b, kind))
             for a, z in jt.chunks(hi - lo):
                 cols = (c[lo + a:lo + z].tolist() for c in (seq, leaf, leaf, tid, start, end))
-                out.write((",\n" if a else "") + ",\n".join(_L1_TASK % row for row in zip(*cols)))
+                out.write((",\n" if a else "") + ",\n".join(_L1_TASK % r for r in zip(*cols)))
             out.write(_L1_CORE_END)
         out.write("\n]\n")
 
@@ -359,8 +360,7 @@ def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: f
     root_hash, leaf_hash = v.root_hash, v.leaf_hash
     tid_of = fmt.thread_id(tl.task_core)
     real = jt.real_for(ts, te)
-    ob, fb, fm = OP_BITS, FUNC_BITS, (1 << FUNC_BITS) - 1
-    om = (1 << OP_BITS) - 1
+    ob, fm, om = OP_BITS, (1 << FUNC_BITS) - 1, (1 << OP_BITS) - 1   # formal_name, inlined
     pid = fmt.MACHINE_PID
     for lo, hi in jt.chunks(order.size):
         o = order[lo:hi]
@@ -379,10 +379,14 @@ def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: f
         yield ", ".join(parts)
 
 
-def _flow_texts(v: TaskView, lanes: list[int], ts: list[float], te: list[float]) -> Iterator[str]:
+def _flow_texts(v: TaskView, lanes: np.ndarray, ts_a: np.ndarray,
+                te_a: np.ndarray) -> Iterator[str]:
     """Two flow events per dependency edge, as compact JSON, a slice at a time."""
+    if v.edge_src.size == 0:
+        return
     cat, pid, lead = jt.string(fmt.DEP_CATEGORY), fmt.MACHINE_PID, fmt.DEP_LEAD_US
-    real = jt.real_for(ts, te)
+    real = jt.real_for(ts_a, te_a)
+    lanes, ts, te = lanes.tolist(), ts_a.tolist(), te_a.tolist()
     src_all, dst_all = v.edge_src, v.edge_dst
     for lo, hi in jt.chunks(src_all.size):
         parts = []
@@ -406,7 +410,7 @@ def merged_swimlane_texts(program: Program, timeline: Timeline, freq: float) -> 
     yield jt.compact_items(head)
     order = np.lexsort((tl.task_start, tl.task_core))
     yield from _task_event_texts(v, program, tl, freq, order, ts, te)
-    yield from _flow_texts(v, fmt.thread_id(tl.task_core).tolist(), ts.tolist(), te.tolist())
+    yield from _flow_texts(v, fmt.thread_id(tl.task_core), ts, te)
     yield from _counter_texts(v, order, to_cycles(tl.task_start, freq),
                               to_cycles(tl.task_end, freq), freq)
 
