@@ -141,17 +141,17 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
     freq = hw.aicpu.profile_freq_mhz
     summary = aicore_summary(timeline)[2]
     debug = kernel.options.debug_options.runtime_debug_mode == 1
+    views: list[str] = []   # the AICPU View of each perf file, for the merged swimlane
+    if dump_perf:
+        write_perf_files(timeline, freq, rounds, hw.aicpu.launch_gap_us, out, perf_limit,
+                         aicpu_views=views if debug else None)
     if debug:
         if compiled is None:
             write_compile_files(program, out)
         else:
             for name in COMPILE_FILES:
                 shutil.copyfile(compiled / name, out / name)
-        summary = write_swimlane_files(program, timeline, freq, out)
-    if dump_perf:
-        swimlane = out / "merged_swimlane.json" if debug else None
-        write_perf_files(timeline, freq, rounds, hw.aicpu.launch_gap_us, out, perf_limit,
-                         merged_swimlane=swimlane)
+        summary = write_swimlane_files(program, timeline, freq, out, aicpu_views=views)
     write_pmu_files(program, timeline, hw, env, out)
     if kernel.options.codegen_options.enable_pmu_trace:
         write_pmu_trace(program, timeline, hw, out)

@@ -18,7 +18,8 @@ import json
 from pathlib import Path
 
 from ..formats import perf_trace as fmt
-from .atomic import write_json
+from . import jsontext as jt
+from .atomic import open_text, write_json
 
 
 def _lane_events(lane: dict, tid: int) -> list[dict]:
@@ -61,8 +62,40 @@ def operator_trace(lanes: list[dict]) -> dict:
     return {"traceEvents": events}
 
 
+# an X event of the view file, as json.dumps(trace, indent=2) lays it out
+_VIEW_X = ('    {\n      "name": %s,\n      "cat": %s,\n      "ph": "X",\n      "ts": %s,\n'
+           '      "dur": %s,\n      "pid": %s,\n      "tid": %s,\n      "freq": %s\n    }')
+_VIEW_X_KEYS = ("name", "cat", "ph", "ts", "dur", "pid", "tid", "freq")
+
+
+def _view_event_text(event: dict) -> str:
+    if event.get("ph") == "X" and tuple(event) == _VIEW_X_KEYS:
+        e = event
+        return _VIEW_X % (jt.string(e["name"]), jt.string(e["cat"]), jt.number(e["ts"]),
+                          jt.number(e["dur"]), jt.number(e["pid"]), jt.number(e["tid"]),
+                          jt.number(e["freq"]))
+    return jt.indented(event, 2, 2)
+
+
+def write_operator_trace(path: Path, trace: dict) -> None:
+    """``operator_trace``'s result written as ``write_json(..., indent=2)`` would, its
+    phase events through a template instead of the pure-Python indenting encoder."""
+    events = trace["traceEvents"]
+    with open_text(path) as out:
+        if not events:
+            out.write('{\n  "traceEvents": []\n}\n')
+            return
+        out.write('{\n  "traceEvents": [\n')
+        for lo, hi in jt.chunks(len(events)):
+            out.write((",\n" if lo else "") + ",\n".join(map(_view_event_text, events[lo:hi])))
+        out.write("\n  ]\n}\n")
+
+
 def prepend_to_swimlane(path: Path, aicpu_events: list[dict]) -> None:
-    """Put the AICPU View in front of ``merged_swimlane.json``'s events, as upstream does."""
+    """Put the AICPU View in front of ``merged_swimlane.json``'s events, as upstream does.
+
+    The runner no longer calls this (swimlane.write_swimlane_files takes the views and
+    writes the file once); it stays as the reference the writers are checked against."""
     trace = json.loads(Path(path).read_text(encoding="utf-8"))
     kernel = trace["traceEvents"] if isinstance(trace, dict) else trace
     write_json(Path(path), {"traceEvents": list(aicpu_events) + kernel}, indent=None)

@@ -8,9 +8,10 @@ dropped with upstream's warning.  The limit is ``PTOLAB_PERF_DEVTASK_MAX``
 docs/zh/tutorials/debug/performance.md; upstream code has since raised it to 200).
 
 After each file, as the runtime runs ``machine_perf_trace.py gen_perfetto``, the
-AICPU view ``machine_runtime_operator_trace_<N>.json`` is written and, when a
-``merged_swimlane.json`` exists (``runtime_debug_mode=1``), its events are
-prepended there (see operator_trace.py).
+AICPU view ``machine_runtime_operator_trace_<N>.json`` is written; upstream then
+prepends its events to ``merged_swimlane.json`` (``runtime_debug_mode=1``).  Here
+each view's events are handed back as compact JSON text, and the swimlane writer
+puts them in front of its own events in one pass (see operator_trace.py).
 
 Every round replays the same simulated launch, shifted by a whole number of
 cycles, so all rounds give the same durations (a float shift would let rounding
@@ -29,8 +30,9 @@ from simcore.spec.errors import ConfigError
 
 from ..formats import perf_trace as fmt
 from ..formats.cores import kind_of_block, sched_core_lane
-from .atomic import write_json
-from .operator_trace import operator_trace, prepend_to_swimlane
+from . import jsontext as jt
+from .atomic import open_text
+from .operator_trace import operator_trace, write_operator_trace
 from .swimlane import to_cycles
 
 MAX_ROUNDS = fmt.MAX_ROUNDS
@@ -145,10 +147,38 @@ def _warn(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+# a lane of a perf file, as json.dumps(lanes, indent=4) lays it out
+_LANE = ('    {\n        "blockIdx": %s,\n        "coreType": %s,\n        "freq": %s,\n'
+         '        "tasks": ')
+_STAMP = '            {\n                "name": %s,\n                "end": %s\n            }'
+
+
+def write_perf_data(path: Path, lanes: list[dict]) -> None:
+    """``perf_lanes``' result written as ``write_json`` (indent=4) would."""
+    with open_text(path) as out:
+        if not lanes:
+            out.write("[]\n")
+            return
+        out.write("[\n")
+        for k, lane in enumerate(lanes):
+            out.write((",\n" if k else "") + _LANE % (
+                jt.number(lane["blockIdx"]), jt.string(lane["coreType"]), jt.number(lane["freq"])))
+            tasks = lane["tasks"]
+            if not tasks:
+                out.write("[]\n    }")
+                continue
+            out.write("[\n" + ",\n".join(_STAMP % (jt.string(t["name"]), jt.number(t["end"]))
+                                           for t in tasks) + "\n        ]\n    }")
+        out.write("\n]\n")
+
+
 def write_perf_files(tl: Timeline, freq: float, rounds: int, launch_gap_us: float, out: Path,
                      limit: int = DEVTASK_LIMIT_DEFAULT,
-                     merged_swimlane: Path | None = None) -> list[Path]:
-    """Write one perf file (and its AICPU view) per 50 rounds; return the perf files."""
+                     aicpu_views: list[str] | None = None) -> list[Path]:
+    """Write one perf file (and its AICPU view) per 50 rounds; return the perf files.
+
+    ``aicpu_views``: when given, each view's events are appended to it as compact JSON
+    text, for swimlane.write_swimlane_files to put in front of the merged swimlane."""
     recorded = min(rounds, MAX_ROUNDS)
     if rounds > MAX_ROUNDS:
         _warn(f"Aicpu perf info more than maxTurnNum={MAX_ROUNDS}, some info would be lost")
@@ -161,10 +191,10 @@ def write_perf_files(tl: Timeline, freq: float, rounds: int, launch_gap_us: floa
         data = perf_lanes(lanes, range(first, min(first + ROUNDS_PER_FILE, recorded)),
                           span_cycles)
         path = out / fmt.perf_file(first)
-        write_json(path, data)
+        write_perf_data(path, data)
         trace = operator_trace(data)
-        write_json(out / fmt.view_file(first), trace, indent=2)
-        if merged_swimlane is not None and Path(merged_swimlane).exists():
-            prepend_to_swimlane(Path(merged_swimlane), trace["traceEvents"])
+        write_operator_trace(out / fmt.view_file(first), trace)
+        if aicpu_views is not None:
+            aicpu_views.append(jt.compact_items(trace["traceEvents"]))
         written.append(path)
     return written

@@ -3,7 +3,9 @@
 block (formats: pipeline/formats/swimlane.py)."""
 from __future__ import annotations
 
+from itertools import chain
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -12,8 +14,9 @@ from simcore.machine import Timeline
 
 from ..formats import swimlane as fmt
 from ..formats.cores import kind_of_block
-from ..formats.task_id import formal_name, task_key
-from .atomic import write_json, write_text
+from ..formats.task_id import FUNC_BITS, OP_BITS, formal_name, task_key
+from . import jsontext as jt
+from .atomic import open_text, write_text
 from .tasks import TaskView
 from .topo import call_ops
 
@@ -49,6 +52,11 @@ def _successor_lists(v: TaskView) -> tuple[list[int], list[int]]:
 
 def ready_counters(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: np.ndarray,
                    freq: float) -> list[dict]:
+    return list(iter_ready_counters(v, order, start_c, end_c, freq))
+
+
+def iter_ready_counters(v: TaskView, order: np.ndarray, start_c: np.ndarray,
+                        end_c: np.ndarray, freq: float) -> Iterator[dict]:
     """ReadyCount_AIC/AIV/Total and Dependence Solving, as the merger counts them.
 
     Walking the task start and end stamps in time order (at one stamp, tasks in
@@ -72,7 +80,6 @@ def ready_counters(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
     walk = np.lexsort((is_end, np.concatenate([pos, pos]), times))
     times, task, is_end = times[walk].tolist(), task[walk].tolist(), is_end[walk].tolist()
     seq, left = v.seq.tolist(), indeg.tolist()
-    events: list[dict] = []
     ready, cur_seq = [0, 0], None
     dep_time, dep_count = times[0] / freq if times else 0.0, 0
     i = 0
@@ -96,14 +103,100 @@ def ready_counters(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
         for k, name in ((0, fmt.READY_COUNTERS[0]), (1, fmt.READY_COUNTERS[1])):
             if diff[k]:
                 ready[k] += diff[k]
-                events.append(fmt.counter_event(name, now_us, ready[k]))
+                yield fmt.counter_event(name, now_us, ready[k])
         if diff[0] + diff[1]:
-            events.append(fmt.counter_event(fmt.READY_COUNTERS[2], now_us, ready[0] + ready[1]))
+            yield fmt.counter_event(fmt.READY_COUNTERS[2], now_us, ready[0] + ready[1])
         if now_us - dep_time > fmt.DEP_WINDOW_US:
-            events.append(fmt.counter_event(fmt.DEP_SOLVING, dep_time,
-                                            dep_count / (now_us - dep_time)))
+            yield fmt.counter_event(fmt.DEP_SOLVING, dep_time, dep_count / (now_us - dep_time))
             dep_time, dep_count = now_us, 0
-    return events
+
+
+def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: np.ndarray,
+                   freq: float) -> Iterator[str]:
+    """``iter_ready_counters``' events as compact JSON, the walk done on whole columns.
+
+    Same walk: stamps in (time, position in ``order``, start before end) order, grouped
+    by time point.  Per group, a counter's change is: the new dev task's initially ready
+    tasks (when the group's first stamp opens a dev task), minus the tasks starting,
+    plus the tasks whose last predecessor (in walk order) ends in the group.  Only the
+    Dependence Solving windows need a sequential pass, over time points.
+    """
+    n = order.size
+    if n == 0:
+        return
+    same = v.seq[v.edge_src] == v.seq[v.edge_dst]
+    src, dst = v.edge_src[same], v.edge_dst[same]
+    indeg = np.bincount(dst, minlength=v.size)
+    nsucc = np.bincount(src, minlength=v.size)
+    kind = (~v.is_aic).astype(np.int64)           # 0: AIC, 1: AIV
+    seq = v.seq.astype(np.int64)
+    pos = np.arange(n)
+    times = np.concatenate([start_c[order], end_c[order]])
+    task = np.concatenate([order, order])
+    is_end = np.concatenate([np.zeros(n, bool), np.ones(n, bool)])
+    walk = np.lexsort((is_end, np.concatenate([pos, pos]), times))
+    times, task, is_end = times[walk], task[walk], is_end[walk]
+    new_group = np.ones(times.size, bool)
+    new_group[1:] = times[1:] != times[:-1]
+    group = np.cumsum(new_group) - 1
+    first = np.flatnonzero(new_group)
+    n_groups = first.size
+    diff = np.zeros((2, n_groups), np.int64)
+    seq_first = seq[task[first]]
+    opens = np.ones(n_groups, bool)
+    opens[1:] = seq_first[1:] != seq_first[:-1]
+    initial = np.zeros((int(seq.max()) + 1, 2), np.int64)
+    free = indeg == 0
+    np.add.at(initial, (seq[free], kind[free]), 1)
+    diff[:, opens] += initial[seq_first[opens]].T
+    starts = np.flatnonzero(~is_end)
+    np.add.at(diff, (kind[task[starts]], group[starts]), -1)
+    ends = np.flatnonzero(is_end)
+    end_at = np.empty(v.size, np.int64)
+    end_at[task[ends]] = ends
+    last_pred = np.full(v.size, -1, np.int64)
+    np.maximum.at(last_pred, dst, end_at[src])
+    waits = np.flatnonzero(indeg > 0)
+    np.add.at(diff, (kind[waits], group[last_pred[waits]]), 1)
+    resolved = np.zeros(n_groups, np.int64)
+    np.add.at(resolved, group[ends], nsucc[task[ends]])
+    ready = np.cumsum(diff, axis=1)
+    now = (times[first] / freq).tolist()
+    # Dependence Solving: a window closes at the first time point more than
+    # DEP_WINDOW_US after it opened, stamped at its opening
+    dep_groups, dep_ts, dep_rate = [], [], []
+    dep_time, count = now[0], 0
+    window = fmt.DEP_WINDOW_US
+    for g, (t, c) in enumerate(zip(now, resolved.tolist())):
+        count += c
+        if t - dep_time > window:
+            dep_groups.append(g)
+            dep_ts.append(dep_time)
+            dep_rate.append(count / (t - dep_time))
+            dep_time, count = t, 0
+    total = ready[0] + ready[1]
+    slots = [np.flatnonzero(diff[0]), np.flatnonzero(diff[1]),
+             np.flatnonzero(diff[0] + diff[1]), np.asarray(dep_groups, np.int64)]
+    # events in group order, within a group AIC, AIV, Total, Dependence Solving
+    merged = np.argsort(np.concatenate([slots[k] * 4 + k for k in range(4)]), kind="stable")
+    which = np.concatenate([np.full(slots[k].size, k, np.int64) for k in range(4)])[merged]
+    now_a = np.asarray(now)
+    stamp = np.concatenate([now_a[slots[0]], now_a[slots[1]], now_a[slots[2]],
+                            np.asarray(dep_ts, float)])[merged]
+    count_v = np.concatenate([ready[0][slots[0]], ready[1][slots[1]], total[slots[2]],
+                              np.zeros(len(dep_groups), np.int64)])[merged]
+    rate_v = np.concatenate([np.zeros(slots[0].size + slots[1].size + slots[2].size),
+                             np.asarray(dep_rate, float)])[merged]
+    del now, now_a
+    heads = [f'{{"name": {jt.string(name)}, "pid": {fmt.MACHINE_PID}, '
+             f'"tid": {fmt.COUNTER_TID}, "ph": "C", "ts": '
+             for name in (*fmt.READY_COUNTERS, fmt.DEP_SOLVING)]
+    real = jt.real_for(stamp, rate_v)
+    for lo, hi in jt.chunks(merged.size):
+        rows = zip(which[lo:hi].tolist(), stamp[lo:hi].tolist(), count_v[lo:hi].tolist(),
+                   rate_v[lo:hi].tolist())
+        yield ", ".join([f'{heads[k]}{real(round(t, 4))}, "args": {{"size": '
+                         f'{real(r) if k == 3 else c}}}}}' for k, t, c, r in rows])
 
 
 def _execution_hints(v: TaskView, order: np.ndarray, ts: np.ndarray,
@@ -190,10 +283,11 @@ def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
         prev_end = np.concatenate([[min_start], te[idx][:-1]])
         gaps = ts[idx] - prev_end
         wait_sched = np.maximum(ts[idx] - np.maximum(prev_end, pred_ready[idx]), 0.0)
-        keys = [task_key(seq[t], task_id[t]) for t in idx.tolist()]
-        names = [formal_name(seq[t], task_id[t]) for t in idx.tolist()]
-        top = sorted(zip(wait_sched, keys, names), key=lambda r: -r[0])
-        top_all += top[:10]
+        # the ten longest waits, ties in time order (a stable sort, as sorted() was)
+        first = np.argsort(-wait_sched, kind="stable")[:10]
+        top = [(wait_sched[k], task_key(seq[t], task_id[t]), formal_name(seq[t], task_id[t]))
+               for k, t in zip(first.tolist(), idx[first].tolist())]
+        top_all += top
         blocks.append(fmt.bubble_core_block(
             kind_of_block(int(block), tl.aic_cores), int(block), idx.size,
             te[idx][-1] - min_start, gaps.sum(), wait_sched.sum(),
@@ -203,8 +297,134 @@ def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
     return fmt.bubble_log(top10, blocks)
 
 
-def write_swimlane_files(program: Program, timeline: Timeline, freq: float, out: Path) -> str:
-    write_json(out / fmt.L1_PROF_FILE, l1_prof_data(program, timeline, freq))
-    write_json(out / fmt.MERGED_FILE, merged_swimlane(program, timeline, freq), indent=None)
+def write_swimlane_files(program: Program, timeline: Timeline, freq: float, out: Path,
+                         aicpu_views: list[str] = ()) -> str:
+    """The swimlane files; ``aicpu_views``: the AICPU View events of each perf file
+    (perf_trace.write_perf_files), put in front of the merged swimlane's own, the last
+    file's first, as upstream's gen_perfetto leaves them after prepending file by file."""
+    write_l1_prof_data(program, timeline, freq, out / fmt.L1_PROF_FILE)
+    write_merged_swimlane(program, timeline, freq, out / fmt.MERGED_FILE, aicpu_views)
     write_text(out / fmt.BUBBLE_FILE, bubble_log(program, timeline, freq))
     return aicore_summary(timeline)[2]
+
+
+# tilefwk_L1_prof_data.json as json.dumps(l1_prof_data(...), indent=4) lays it out
+_L1_CORE = '    {\n        "blockIdx": %d,\n        "coreType": %s,\n        "tasks": [\n'
+_L1_TASK = ('            {\n                "seqNo": %d,\n                "leafIndex": %d,\n'
+            '                "subGraphId": %d,\n                "taskId": %d,\n'
+            '                "execStart": %d,\n                "execEnd": %d\n            }')
+_L1_CORE_END = "\n        ]\n    }"
+
+
+def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: Path) -> None:
+    """``l1_prof_data`` written as ``write_json`` would, a slice of tasks at a time."""
+    v, tl = TaskView.of(program), timeline
+    order = np.lexsort((tl.task_start, tl.task_core))
+    block = tl.task_core[order]
+    start, end = to_cycles(tl.task_start, freq)[order], to_cycles(tl.task_end, freq)[order]
+    seq, leaf, tid = v.seq[order], v.leaf[order], v.task_id[order]
+    bounds = np.flatnonzero(np.diff(block)) + 1
+    runs = zip(np.concatenate([[0], bounds]).tolist(),
+               np.concatenate([bounds, [order.size]]).tolist())
+    with open_text(path) as out:
+        if order.size == 0:
+            out.write("[]\n")
+            return
+        out.write("[\n")
+        for k, (lo, hi) in enumerate(runs):
+            b = int(block[lo])
+            kind = jt.string(kind_of_block(b, tl.aic_cores))
+            out.write((",\n" if k else "") + _L1_CORE % (b, kind))
+            for a, z in jt.chunks(hi - lo):
+                cols = (c[lo + a:lo + z].tolist() for c in (seq, leaf, leaf, tid, start, end))
+                out.write((",\n" if a else "") + ",\n".join(_L1_TASK % r for r in zip(*cols)))
+            out.write(_L1_CORE_END)
+        out.write("\n]\n")
+
+
+def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: float,
+                      order: np.ndarray, ts: np.ndarray, te: np.ndarray) -> Iterator[str]:
+    """The task events of ``merged_swimlane``, as compact JSON, a slice at a time."""
+    tl = timeline
+    opmagic, _ = call_ops(v)
+    hints = _execution_hints(v, order, ts, te)
+    leaves = program.leaf_functions
+    order_hints = ["\n".join(f.merge_info) for f in leaves]
+    # per leaf function, the parts of an event that do not change from task to task
+    tail = [jt.string("\n" + h)[1:-1] if h else "" for h in order_hints]
+    middle = [f', "ioperand-hint": "[]", "ooperand-hint": "[]", "execution-hint": '
+              f'{jt.string(hints[k]) if k in hints else ""}, "color": {jt.string(f.label)}, '
+              for k, f in enumerate(leaves)]
+    extra = [f', "hashOrder-hint": {jt.string(h)}' if h else "" for h in order_hints]
+    label = [jt.string(f"({f.label})")[1:-1] for f in leaves]
+    root_hash, leaf_hash = v.root_hash, v.leaf_hash
+    tid_of = fmt.thread_id(tl.task_core)
+    real = jt.real_for(ts, te)
+    ob, fm, om = OP_BITS, (1 << FUNC_BITS) - 1, (1 << OP_BITS) - 1   # formal_name, inlined
+    pid = fmt.MACHINE_PID
+    for lo, hi in jt.chunks(order.size):
+        o = order[lo:hi]
+        cols = zip(o.tolist(), *(c[o].tolist() for c in (v.seq, v.task_id, v.leaf, v.root, v.op,
+                                                          opmagic, tid_of, ts, te)))
+        parts = []
+        for t, seq, tid, leaf, root, op, magic, lane, start, end in cols:
+            name = f"{seq}-{(tid >> ob) & fm}-{tid & om}"
+            parts.append(
+                f'{{"args": {{"event-hint": "Task:[{name}], rootHash:{root_hash[root]}, '
+                f'callOpMagic:{magic}, leafHash:{leaf_hash[leaf]}, TaskId:{tid}{tail[leaf]}"'
+                f'{middle[leaf]}"taskId": {tid}, "seqNo": {seq}, "wrapId": -1{extra[leaf]}}}, '
+                f'"cat": "event", "id": {t}, "name": "{name}-{root}-{op}{label[leaf]}", '
+                f'"ph": "X", "pid": {pid}, "tid": {lane}, "ts": {real(round(start, 4))}, '
+                f'"dur": {real(round(end - start, 4))}}}')
+        yield ", ".join(parts)
+
+
+def _flow_texts(v: TaskView, lanes: np.ndarray, ts_a: np.ndarray,
+                te_a: np.ndarray) -> Iterator[str]:
+    """Two flow events per dependency edge, as compact JSON, a slice at a time."""
+    if v.edge_src.size == 0:
+        return
+    cat, pid, lead = jt.string(fmt.DEP_CATEGORY), fmt.MACHINE_PID, fmt.DEP_LEAD_US
+    real = jt.real_for(ts_a, te_a)
+    lanes, ts, te = lanes.tolist(), ts_a.tolist(), te_a.tolist()
+    src_all, dst_all = v.edge_src, v.edge_dst
+    for lo, hi in jt.chunks(src_all.size):
+        parts = []
+        for k, a, b in zip(range(lo, hi), src_all[lo:hi].tolist(), dst_all[lo:hi].tolist()):
+            parts.append(
+                f'{{"cat": {cat}, "id": {k}, "name": {cat}, "ph": "s", "pid": {pid}, '
+                f'"tid": {lanes[a]}, "ts": {real(round(te[a] - lead, 4))}}}, '
+                f'{{"bp": "e", "cat": {cat}, "id": {k}, "name": {cat}, "ph": "f", "pid": {pid}, '
+                f'"tid": {lanes[b]}, "ts": {real(round(ts[b], 4))}}}')
+        yield ", ".join(parts)
+
+
+def merged_swimlane_texts(program: Program, timeline: Timeline, freq: float) -> Iterator[str]:
+    """``merged_swimlane``'s events as compact JSON pieces (each a run of events joined
+    by ", "), in the same order, never all held at once."""
+    v, tl = TaskView.of(program), timeline
+    ts, te = to_cycles(tl.task_start, freq) / freq, to_cycles(tl.task_end, freq) / freq
+    head = [fmt.process_meta()]
+    head += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
+             for b in np.unique(tl.task_core)]
+    yield jt.compact_items(head)
+    order = np.lexsort((tl.task_start, tl.task_core))
+    yield from _task_event_texts(v, program, tl, freq, order, ts, te)
+    yield from _flow_texts(v, fmt.thread_id(tl.task_core), ts, te)
+    yield from _counter_texts(v, order, to_cycles(tl.task_start, freq),
+                              to_cycles(tl.task_end, freq), freq)
+
+
+def write_merged_swimlane(program: Program, timeline: Timeline, freq: float, path: Path,
+                          aicpu_views: list[str] = ()) -> None:
+    """``{"traceEvents": aicpu_views (last first) + merged_swimlane events}``, written as
+    ``write_json(..., indent=None)`` would."""
+    with open_text(path) as out:
+        out.write('{"traceEvents": [')
+        first = True
+        for piece in chain(reversed(list(aicpu_views)),
+                           merged_swimlane_texts(program, timeline, freq)):
+            if piece:
+                out.write(piece if first else ", " + piece)
+                first = False
+        out.write("]}\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -10,7 +11,8 @@ from simcore.compiler import Program
 
 from ..formats import program as pj
 from ..formats import topo as fmt
-from .atomic import write_json, write_text
+from .atomic import open_text, write_json
+from .jsontext import chunks
 from .tasks import TaskView
 
 
@@ -44,6 +46,11 @@ def call_ops(view: TaskView) -> tuple[np.ndarray, list[list[tuple[int, int]]]]:
 
 
 def dyn_topo_text(program: Program) -> str:
+    return "".join(_dyn_topo_pieces(program))
+
+
+def _dyn_topo_pieces(program: Program) -> Iterator[str]:
+    """``dyn_topo.txt`` a slice of task lines at a time, each piece ending in a newline."""
     v = TaskView.of(program)
     opmagic, _ = call_ops(v)
     # a dev task's successors only (dev tasks are synchronisation points); per task, those
@@ -55,14 +62,15 @@ def dyn_topo_text(program: Program) -> str:
     order = np.lexsort((np.arange(src.size), ~same_call, src))
     succ_ids = v.task_id[dst[order]].tolist()
     ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))]).tolist()
-    static = np.bincount(src[same_call], minlength=v.size).tolist()
-    cols = [c.tolist() for c in (v.seq, v.task_id, v.root, opmagic, v.leaf, v.core_type, v.op)]
-    lines = [fmt.HEADER]
-    for t, (seq, tid, root, magic, leaf, core, op) in enumerate(zip(*cols)):
-        fields = [seq, tid, root, v.root_hash[root], magic, leaf, v.leaf_hash[leaf], core, op,
-                  fmt.NO_WRAP, static[t]]
-        lines.append(fmt.row(fields, succ_ids[ptr[t]:ptr[t + 1]]))
-    return "\n".join(lines) + "\n"
+    static = np.bincount(src[same_call], minlength=v.size)
+    cols = (v.seq, v.task_id, v.root, opmagic, v.leaf, v.core_type, v.op, static)
+    root_hash, leaf_hash = v.root_hash, v.leaf_hash
+    yield fmt.HEADER + "\n"
+    for lo, hi in chunks(v.size):
+        rows = zip(range(lo, hi), *(c[lo:hi].tolist() for c in cols))
+        yield "\n".join(fmt.row([seq, tid, root, root_hash[root], magic, leaf, leaf_hash[leaf],
+                                  core, op, fmt.NO_WRAP, n_static], succ_ids[ptr[t]:ptr[t + 1]])
+                         for t, seq, tid, root, magic, leaf, core, op, n_static in rows) + "\n"
 
 
 def _leaf_ops(leaf) -> tuple[list[dict], list[dict], list[dict]]:
@@ -105,7 +113,8 @@ def program_json(program: Program) -> dict:
 def write_compile_files(program: Program, out: Path) -> dict:
     counts = program.counts()
     write_json(out / "program.json", program_json(program), indent=1)
-    write_text(out / "dyn_topo.txt", dyn_topo_text(program))
+    with open_text(out / "dyn_topo.txt") as handle:
+        handle.writelines(_dyn_topo_pieces(program))
     write_json(out / "compile.json", {"kernel": program.kernel, **counts,
                                       "edges": int(program.edge_src.size),
                                       "workspace_bytes": program.workspace_bytes})

@@ -1,0 +1,69 @@
+"""JSON text for the big files, written piece by piece, byte for byte what
+``json.dumps(..., ensure_ascii=False)`` gives for the same data.
+
+``json.dumps`` with an ``indent`` runs Python's pure-Python encoder and needs the
+whole document as Python objects; for 10^6 tasks that is minutes and gigabytes.
+The writers instead fill fixed per-record templates from plain lists, and use the
+C encoder (``indent=None``) only on short lists of small objects.  The rules
+followed are the standard library's (Lib/json/encoder.py): strings through
+``encode_basestring``, floats through ``float.__repr__`` (``NaN``/``Infinity``
+spelled out), items of a compact list joined by ``", "``, of an indented one by
+``",\\n"`` with ``indent * level`` spaces before each line.
+"""
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+INF = float("inf")
+
+string = encode_basestring       # the ensure_ascii=False escaper json.dumps uses
+
+
+def real(x: float) -> str:
+    """A float as json.dumps writes it."""
+    if x != x:
+        return "NaN"
+    if x == INF:
+        return "Infinity"
+    if x == -INF:
+        return "-Infinity"
+    return float.__repr__(x)
+
+
+def real_for(*arrays) -> Callable[[float], str]:
+    """``real``, or the plain (faster) ``float.__repr__`` when every value to be written
+    comes from ``arrays`` and they are all finite."""
+    return float.__repr__ if all(np.isfinite(a).all() for a in arrays) else real
+
+
+def number(x: Any) -> str:
+    """A bool, int or float as json.dumps writes it."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return real(x) if isinstance(x, float) else int.__repr__(int(x))
+
+
+def compact_items(items: list) -> str:
+    """``json.dumps(items)`` without its brackets: the items joined by ", "."""
+    return json.dumps(items, ensure_ascii=False)[1:-1]
+
+
+def indented(obj: Any, indent: int, level: int) -> str:
+    """``obj`` as it appears ``level`` deep inside an indented document, first line
+    indented too.  Encoded strings hold no raw newline, so every newline is layout."""
+    pad = " " * (indent * level)
+    return pad + json.dumps(obj, indent=indent, ensure_ascii=False).replace("\n", "\n" + pad)
+
+
+CHUNK = 1 << 16     # records per piece: big enough to amortise the calls, small next to a file
+
+
+def chunks(n: int, size: int | None = None) -> Iterable[tuple[int, int]]:
+    """[lo, hi) slices covering range(n), ``CHUNK`` long unless told."""
+    size = size or CHUNK
+    for lo in range(0, n, size):
+        yield lo, min(lo + size, n)
