@@ -230,3 +230,33 @@ def test_fair_mode_still_gives_a_readied_successor_to_the_resolving_threads_idle
     for mode in (0, 2):
         cores = run(chain, mode=mode).task_core.tolist()
         assert len(set(cores)) == 1, (mode, cores)
+
+
+def test_a_busy_thread_reaches_the_shared_queue_after_a_free_one_whose_core_ended_later():
+    """A thread takes from the shared queue only in its own loop, after releasing its
+    finished cores (upstream ResolveDepForAllAiCore, aicore_manager.h): a thread still
+    resolving an earlier completion cannot take the queue's head the instant its core
+    ends.  Task 0 (the AIC core, thread 0) ends first and has four successor edges that
+    readied nothing (each also waits for task 5), so thread 0 resolves until 0.25 us after
+    its AIV core 2 ends task 2; thread 1's core 1 ends task 1 in between, and thread 1,
+    free, takes the queued task 5 into core 1's freed pending slot.  Noticed at its core's
+    end, thread 0 would have taken it for core 2."""
+    program = make_program([2000, 2625, 2000, 1000, 1000, 1000, 0, 0, 0, 0],
+                           edges=[(0, s) for s in range(6, 10)] + [(5, s) for s in range(6, 10)],
+                           core=[AIC] + [AIV] * 9)
+    tl = run(program)
+    s = tl.dev_start[0]
+    # first sends: task 0 to core 0 and task 1 to core 1 (both threads free), then task 2
+    # to core 2 (thread 0, after task 0's send) and the pending slots: task 3 into core 2's
+    # (thread 0 keeps its batch), task 4 into core 1's; task 5 stays queued
+    assert tl.task_core.tolist()[:5] == [0, CORE_1, CORE_2, CORE_2, CORE_1]
+    p_end = s + A.dispatch_us + HEAD + 2000 / CLOCK                          # s + 3.5
+    t2_end = s + 2 * A.dispatch_us + HEAD + 2000 / CLOCK                     # s + 4
+    t1_end = s + A.dispatch_us + HEAD + 2625 / CLOCK                         # s + 4.125
+    thread_0_free = p_end + A.completion_us + 4 * A.resolve_edge_us          # s + 4.25
+    assert t2_end < t1_end < thread_0_free
+    assert tl.task_end[[0, 1, 2]].tolist() == pytest.approx([p_end, t1_end, t2_end])
+    # core 1 goes on with task 4 at t1_end; task 5 waits in its pending slot behind it
+    t4_end = t1_end + HEAD + 1000 / CLOCK
+    assert tl.task_core[5] == CORE_1
+    assert tl.task_start[5] == pytest.approx(t4_end)
