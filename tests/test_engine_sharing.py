@@ -260,3 +260,30 @@ def test_a_busy_thread_reaches_the_shared_queue_after_a_free_one_whose_core_ende
     t4_end = t1_end + HEAD + 1000 / CLOCK
     assert tl.task_core[5] == CORE_1
     assert tl.task_start[5] == pytest.approx(t4_end)
+
+
+def test_a_core_that_ended_unnoticed_offers_no_pending_slot():
+    """Core 2 (thread 0) ends task 3 with nothing pending while thread 0 still resolves
+    task 0's sixteen edges (none readies a task: each also waits for task 6); task 6, readied by thread 1 and queued, must wait until
+    thread 0 notices core 2 idle and sends it there, not be pre-loaded into the pending
+    slot of a core that runs nothing (it would never start)."""
+    k = 16
+    program = make_program([1500, 500, 500, 0, 5000, 1000, 1000] + [0] * k,
+                           edges=[(0, s) for s in range(7, 7 + k)] + [(1, 6)]
+                           + [(6, s) for s in range(7, 7 + k)],
+                           core=[AIC] + [AIV] * (6 + k))
+    tl = run(program)
+    s = tl.dev_start[0]
+    assert tl.task_core.tolist()[:6] == [0, CORE_1, CORE_2, CORE_2, CORE_1, CORE_1]
+    core_2_stops = s + 2 * A.dispatch_us + HEAD + 500 / CLOCK + HEAD        # s + 3.5
+    thread_0_free = s + A.dispatch_us + HEAD + 1500 / CLOCK + A.completion_us \
+        + k * A.resolve_edge_us                                                 # s + 5.25
+    # task 1 ends on core 1, which goes on with task 4; thread 1 pre-loads task 5, then
+    # resolves task 6 and queues it
+    readied = s + A.dispatch_us + HEAD + 500 / CLOCK + A.completion_us \
+        + A.dispatch_us + A.resolve_edge_us + A.ready_handoff_us                # s + 3.875
+    assert tl.task_end[3] == pytest.approx(core_2_stops)
+    assert core_2_stops < readied < thread_0_free
+    assert tl.task_core[6] == CORE_2
+    assert tl.task_start[6] == pytest.approx(thread_0_free + A.completion_us + A.dispatch_us)
+    assert (tl.task_core >= 0).all() and (tl.task_end >= tl.task_start).all()

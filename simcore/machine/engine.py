@@ -235,6 +235,9 @@ class Cores:
         self.queued = [False] * n
         self.pending = [-1] * n
         self.busy = [False] * n
+        # the core went on with its pending task and its thread has not noticed yet: the
+        # freed slot is not offered until then
+        self.unnoticed = [False] * n
 
     def _round(self, lists, core_type: int) -> int:
         """The next thread round from the last one used with a non-empty list (fair)."""
@@ -317,11 +320,15 @@ class Cores:
         """Has another thread an idle core of ``core_type``? (fair modes refuse then)"""
         return any(self.idle[t][core_type] for t in range(self.n_threads) if t != th)
 
-    def go_idle(self, core: int, th: int, core_type: int) -> None:
-        """``core``'s task ended with nothing pending: it joins its thread's idle cores."""
+    def stop(self, core: int, th: int, core_type: int) -> None:
+        """``core``'s task ended with nothing pending: it runs nothing, so it has no
+        pending slot to offer, even before its thread has noticed (``go_idle``)."""
         self.busy[core] = False
         self.n_pend[th][core_type] -= 1
         self.n_pend_all[core_type] -= 1
+
+    def go_idle(self, core: int, th: int, core_type: int) -> None:
+        """The thread has noticed the stopped ``core``: it joins its idle cores."""
         self.n_idle[core_type] += 1
         self.idle[th][core_type].append(core)
 
@@ -521,11 +528,20 @@ class Run:
         self.running -= 1
         cores = self.cores
         waiting = cores.pending[core]
+        th = core % self.n_threads
         if waiting >= 0:
             cores.pending[core] = -1
+            cores.unnoticed[core] = True
             sent = self.start_of[waiting]
             self.begin(waiting, core, now if now > sent else sent)
-        f = self.thread_free[core % self.n_threads]
+        elif cores.unnoticed[core]:
+            # it ended that task too before its thread noticed the first end: no slot
+            # was offered, so none is withdrawn
+            cores.unnoticed[core] = False
+            cores.busy[core] = False
+        else:
+            cores.stop(core, th, self.core_type[task])
+        f = self.thread_free[th]
         if f > now:
             heappush(self.events, (f, next(self.seq), _NOTICE, task,
                                    core if waiting < 0 else ~core))
@@ -558,7 +574,9 @@ class Run:
         core_type, cores = self.core_type, self.cores
         ct = core_type[task]
         if went_on:
-            cores.slot_free(core, th, ct)
+            if cores.unnoticed[core]:         # else it has stopped since
+                cores.unnoticed[core] = False
+                cores.slot_free(core, th, ct)
         else:
             cores.go_idle(core, th, ct)
         direct = self.direct_send
