@@ -238,6 +238,11 @@ class Cores:
         # the core went on with its pending task and its thread has not noticed yet: the
         # freed slot is not offered until then
         self.unnoticed = [False] * n
+        # it then ended that task too, still unnoticed: the first notice finds it idle
+        # (upstream ReleaseCoreByRegVal sees both ends at once), the second must not
+        # idle it again
+        self.ended_twice = [False] * n
+        self.idled_early = [False] * n
 
     def _round(self, lists, core_type: int) -> int:
         """The next thread round from the last one used with a non-empty list (fair)."""
@@ -539,6 +544,7 @@ class Run:
             # was offered, so none is withdrawn
             cores.unnoticed[core] = False
             cores.busy[core] = False
+            cores.ended_twice[core] = True
         else:
             cores.stop(core, th, self.core_type[task])
         f = self.thread_free[th]
@@ -574,9 +580,15 @@ class Run:
         core_type, cores = self.core_type, self.cores
         ct = core_type[task]
         if went_on:
-            if cores.unnoticed[core]:         # else it has stopped since
+            if cores.unnoticed[core]:
                 cores.unnoticed[core] = False
                 cores.slot_free(core, th, ct)
+            elif cores.ended_twice[core]:     # it has ended the pending task too
+                cores.ended_twice[core] = False
+                cores.idled_early[core] = True
+                cores.go_idle(core, th, ct)
+        elif cores.idled_early[core]:
+            cores.idled_early[core] = False
         else:
             cores.go_idle(core, th, ct)
         direct = self.direct_send
