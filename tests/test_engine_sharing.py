@@ -230,3 +230,60 @@ def test_fair_mode_still_gives_a_readied_successor_to_the_resolving_threads_idle
     for mode in (0, 2):
         cores = run(chain, mode=mode).task_core.tolist()
         assert len(set(cores)) == 1, (mode, cores)
+
+
+def test_a_busy_thread_reaches_the_shared_queue_after_a_free_one_whose_core_ended_later():
+    """A thread takes from the shared queue only in its own loop, after releasing its
+    finished cores (upstream ResolveDepForAllAiCore, aicore_manager.h): a thread still
+    resolving an earlier completion cannot take the queue's head the instant its core
+    ends.  Task 0 (the AIC core, thread 0) ends first and has four successor edges that
+    readied nothing (each also waits for task 5), so thread 0 resolves until 0.25 us after
+    its AIV core 2 ends task 2; thread 1's core 1 ends task 1 in between, and thread 1,
+    free, takes the queued task 5 into core 1's freed pending slot.  Noticed at its core's
+    end, thread 0 would have taken it for core 2."""
+    program = make_program([2000, 2625, 2000, 1000, 1000, 1000, 0, 0, 0, 0],
+                           edges=[(0, s) for s in range(6, 10)] + [(5, s) for s in range(6, 10)],
+                           core=[AIC] + [AIV] * 9)
+    tl = run(program)
+    s = tl.dev_start[0]
+    # first sends: task 0 to core 0 and task 1 to core 1 (both threads free), then task 2
+    # to core 2 (thread 0, after task 0's send) and the pending slots: task 3 into core 2's
+    # (thread 0 keeps its batch), task 4 into core 1's; task 5 stays queued
+    assert tl.task_core.tolist()[:5] == [0, CORE_1, CORE_2, CORE_2, CORE_1]
+    p_end = s + A.dispatch_us + HEAD + 2000 / CLOCK                          # s + 3.5
+    t2_end = s + 2 * A.dispatch_us + HEAD + 2000 / CLOCK                     # s + 4
+    t1_end = s + A.dispatch_us + HEAD + 2625 / CLOCK                         # s + 4.125
+    thread_0_free = p_end + A.completion_us + 4 * A.resolve_edge_us          # s + 4.25
+    assert t2_end < t1_end < thread_0_free
+    assert tl.task_end[[0, 1, 2]].tolist() == pytest.approx([p_end, t1_end, t2_end])
+    # core 1 goes on with task 4 at t1_end; task 5 waits in its pending slot behind it
+    t4_end = t1_end + HEAD + 1000 / CLOCK
+    assert tl.task_core[5] == CORE_1
+    assert tl.task_start[5] == pytest.approx(t4_end)
+
+
+def test_a_core_that_ended_unnoticed_offers_no_pending_slot():
+    """Core 2 (thread 0) ends task 3 with nothing pending while thread 0 still resolves
+    task 0's sixteen edges (none readies a task: each also waits for task 6); task 6, readied by thread 1 and queued, must wait until
+    thread 0 notices core 2 idle and sends it there, not be pre-loaded into the pending
+    slot of a core that runs nothing (it would never start)."""
+    k = 16
+    program = make_program([1500, 500, 500, 0, 5000, 1000, 1000] + [0] * k,
+                           edges=[(0, s) for s in range(7, 7 + k)] + [(1, 6)]
+                           + [(6, s) for s in range(7, 7 + k)],
+                           core=[AIC] + [AIV] * (6 + k))
+    tl = run(program)
+    s = tl.dev_start[0]
+    assert tl.task_core.tolist()[:6] == [0, CORE_1, CORE_2, CORE_2, CORE_1, CORE_1]
+    core_2_stops = s + 2 * A.dispatch_us + HEAD + 500 / CLOCK + HEAD        # s + 3.5
+    thread_0_free = s + A.dispatch_us + HEAD + 1500 / CLOCK + A.completion_us \
+        + k * A.resolve_edge_us                                                 # s + 5.25
+    # task 1 ends on core 1, which goes on with task 4; thread 1 pre-loads task 5, then
+    # resolves task 6 and queues it
+    readied = s + A.dispatch_us + HEAD + 500 / CLOCK + A.completion_us \
+        + A.dispatch_us + A.resolve_edge_us + A.ready_handoff_us                # s + 3.875
+    assert tl.task_end[3] == pytest.approx(core_2_stops)
+    assert core_2_stops < readied < thread_0_free
+    assert tl.task_core[6] == CORE_2
+    assert tl.task_start[6] == pytest.approx(thread_0_free + A.completion_us + A.dispatch_us)
+    assert (tl.task_core >= 0).all() and (tl.task_end >= tl.task_start).all()

@@ -47,14 +47,15 @@ How the code is laid out:
   the same Timeline twice and no run touches an earlier one's results.
 - A ``Run`` is a small event engine.  Events sit on a heap ordered by
   ``(time, sequence number)``, so ties break by arrival order and the same
-  input always gives the same timeline.  Four kinds: a task is done
-  (``on_task_done``), a task reaches the shared queue (``on_task_ready``), a
+  input always gives the same timeline.  Five kinds: a task is done
+  (``on_task_done``), its owner thread, busy when the core ended it, gets round
+  to it (``on_notice``), a task reaches the shared queue (``on_task_ready``), a
   loader starts draining HBM bytes (``on_join``) and the first loader of a
   core type has drained them (``on_drained``).  Loaders of one core type get
   the same rate, so each keeps the byte count its type must reach for it to
   be done, and only the earliest of them has an event in flight; re-pricing
   bumps a version that makes the old event stale (skipped when popped), so a
-  change costs O(log loaders).  After a completion or a queue arrival
+  change costs O(log loaders).  After a noticed completion or a queue arrival
   ``dispatch`` sends queued tasks to idle cores and pending slots.
 """
 from __future__ import annotations
@@ -77,8 +78,9 @@ from .timeline import SchedThread, Timeline
 AIV, AIC = int(CoreType.AIV), int(CoreType.AIC)
 
 # event kinds: a task ends, a task reaches the ready queue, a loader starts draining HBM
-# bytes, the first loader of a core type has drained them (if not re-priced since)
-_DONE, _READY, _JOIN, _DRAIN = 0, 1, 2, 3
+# bytes, the first loader of a core type has drained them (if not re-priced since), a
+# busy schedule thread gets round to a completion its core signalled earlier
+_DONE, _READY, _JOIN, _DRAIN, _NOTICE = 0, 1, 2, 3, 4
 _CORE_BEGIN = 0.005      # when the cores' own records start, us after the launch
 _SCHED_ALLOC = 0.01      # when a schedule thread has allocated its state
 
@@ -233,6 +235,14 @@ class Cores:
         self.queued = [False] * n
         self.pending = [-1] * n
         self.busy = [False] * n
+        # the core went on with its pending task and its thread has not noticed yet: the
+        # freed slot is not offered until then
+        self.unnoticed = [False] * n
+        # it then ended that task too, still unnoticed: the first notice finds it idle
+        # (upstream ReleaseCoreByRegVal sees both ends at once), the second must not
+        # idle it again
+        self.ended_twice = [False] * n
+        self.idled_early = [False] * n
 
     def _round(self, lists, core_type: int) -> int:
         """The next thread round from the last one used with a non-empty list (fair)."""
@@ -315,11 +325,15 @@ class Cores:
         """Has another thread an idle core of ``core_type``? (fair modes refuse then)"""
         return any(self.idle[t][core_type] for t in range(self.n_threads) if t != th)
 
-    def go_idle(self, core: int, th: int, core_type: int) -> None:
-        """``core``'s task ended with nothing pending: it joins its thread's idle cores."""
+    def stop(self, core: int, th: int, core_type: int) -> None:
+        """``core``'s task ended with nothing pending: it runs nothing, so it has no
+        pending slot to offer, even before its thread has noticed (``go_idle``)."""
         self.busy[core] = False
         self.n_pend[th][core_type] -= 1
         self.n_pend_all[core_type] -= 1
+
+    def go_idle(self, core: int, th: int, core_type: int) -> None:
+        """The thread has noticed the stopped ``core``: it joins its idle cores."""
         self.n_idle[core_type] += 1
         self.idle[th][core_type].append(core)
 
@@ -484,12 +498,15 @@ class Run:
         self.lifo = plan.direct_send
         events = self.events
         # handlers bound to locals once: the loop runs two to four times per leaf task
-        on_task_done, dispatch = self.on_task_done, self.dispatch
+        on_task_done, on_notice, dispatch = self.on_task_done, self.on_notice, self.dispatch
         on_join, on_drained = self.on_join, self.on_drained
         while events:
             now, _, kind, a, b = heappop(events)
             if kind == _DONE:
-                on_task_done(now, a, b)
+                if not on_task_done(now, a, b):
+                    continue
+            elif kind == _NOTICE:
+                on_notice(now, a, b)
             elif kind == _READY:
                 queues[core_type[a]].append(a)       # on_task_ready, inlined
             elif kind == _JOIN:
@@ -510,9 +527,42 @@ class Run:
         return self.end_of_dev
 
     # -- event handlers: the schedule threads --------------------------------------------
-    def on_task_done(self, now: float, task: int, core: int) -> None:
-        """The core's owner thread notices the completion and frees the core (which starts
-        its pending task, if it has one, by itself), then resolves the successor edges.
+    def on_task_done(self, now: float, task: int, core: int) -> bool:
+        """The core ends ``task`` and starts its pending task, if it has one, by itself.
+        Its owner thread handles the completion (``on_notice``) now if it is free, else
+        once it is: a thread takes from the shared queue only in its own loop, after
+        releasing its finished cores (upstream ``ResolveDepForAllAiCore``), so a thread
+        busy elsewhere reaches the queue after free threads whose cores ended as early.
+        True if the thread handled it now."""
+        self.running -= 1
+        cores = self.cores
+        waiting = cores.pending[core]
+        th = core % self.n_threads
+        if waiting >= 0:
+            cores.pending[core] = -1
+            cores.unnoticed[core] = True
+            sent = self.start_of[waiting]
+            self.begin(waiting, core, now if now > sent else sent)
+        elif cores.unnoticed[core]:
+            # it ended that task too before its thread noticed the first end: no slot
+            # was offered, so none is withdrawn
+            cores.unnoticed[core] = False
+            cores.busy[core] = False
+            cores.ended_twice[core] = True
+        else:
+            cores.stop(core, th, self.core_type[task])
+        f = self.thread_free[th]
+        if f > now:
+            heappush(self.events, (f, next(self.seq), _NOTICE, task,
+                                   core if waiting < 0 else ~core))
+            return False
+        self.on_notice(now, task, core if waiting < 0 else ~core)
+        return True
+
+    def on_notice(self, now: float, task: int, core: int) -> None:
+        """The core's owner thread notices the completion and frees the core (``core`` is
+        ``~core`` when the core went on with its pending task), then resolves the
+        successor edges.
 
         Mode 0 first sends from the shared queue's head to freed cores, then gives the newly
         ready tasks, most recent first, to its own idle cores and pushes the rest onto the
@@ -522,7 +572,9 @@ class Run:
         ``ResolveDepForAllAiCore``, ``PushReadyTask``, ``TrySendTaskDirectly``,
         ``BatchPushReadyQueue`` in framework/src/machine/device/dynamic/aicore_manager.h).
         """
-        self.running -= 1
+        went_on = core < 0
+        if went_on:
+            core = ~core
         th = core % self.n_threads
         free = self.thread_free
         f = free[th]
@@ -531,12 +583,16 @@ class Run:
         free[th] = (now if now > f else f) + self.completion_us
         core_type, cores = self.core_type, self.cores
         ct = core_type[task]
-        waiting = cores.pending[core]
-        if waiting >= 0:
-            cores.pending[core] = -1
-            cores.slot_free(core, th, ct)
-            sent = self.start_of[waiting]
-            self.begin(waiting, core, now if now > sent else sent)
+        if went_on:
+            if cores.unnoticed[core]:
+                cores.unnoticed[core] = False
+                cores.slot_free(core, th, ct)
+            elif cores.ended_twice[core]:     # it has ended the pending task too
+                cores.ended_twice[core] = False
+                cores.idled_early[core] = True
+                cores.go_idle(core, th, ct)
+        elif cores.idled_early[core]:
+            cores.idled_early[core] = False
         else:
             cores.go_idle(core, th, ct)
         direct = self.direct_send
