@@ -190,9 +190,9 @@ def test_the_fit_starts_at_the_prior_not_the_last_fit(tmp_path):
 # --- write-back ----------------------------------------------------------------------------
 
 def test_the_shipped_model_is_the_facts_or_a_fit_of_the_current_procedure():
-    """An overlay, when one is shipped, replaces exactly the keys the procedure fits; with
-    none (the last fit ended on a bound), the procedure's priors are the facts themselves,
-    so the model a user runs is the one the fit starts from."""
+    """An overlay, when one is shipped, replaces exactly the keys the procedure fits and
+    leaves the held ones at their priors; with none, the procedure's priors are the facts
+    themselves, so the model a user runs is the one the fit starts from."""
     procedure = "configs/calibration/dav_2201.yaml"
     params = load_calibration(REPO / procedure).parameters
     facts = _flat(load(Hardware, REPO / "configs/hardware/dav_2201.toml", "hardware"))
@@ -209,7 +209,9 @@ def test_the_shipped_model_is_the_facts_or_a_fit_of_the_current_procedure():
     assert all(merged[k] == v for k, v in fitted.items())
     assert f"# procedure: {procedure} " in text, \
         "the overlay was fitted by an older procedure: rerun ptolab calibrate " + procedure
-    assert set(fitted) == {p.path for p in params}
+    assert set(fitted) == {p.path for p in params if not p.held}
+    # a held parameter is the facts value, its prior
+    assert all(merged[p.path] == facts[p.path] == p.prior for p in params if p.held)
 
 
 def test_write_fit_writes_only_the_overlay_deterministically(tmp_path):

@@ -126,8 +126,8 @@ def test_baseline_is_sorted_readable_and_rewritten_identically(built, tmp_path):
 
 @needs_tools
 def test_hardware_parameter_flags_exactly_the_stages_on_that_chip(built, tmp_path):
-    # +1.5 us on every leaf task, in the facts file (no fit overlay holds this key)
-    work = perturbed(built, tmp_path, "configs/hardware/dav_2201.toml",
+    # +1.5 us on every leaf task, on the value calibration fitted (the overlay wins)
+    work = perturbed(built, tmp_path, "configs/hardware/dav_2201.fit.toml",
                      r"^head_overhead_us = ([0-9.]+)",
                      lambda m: f"head_overhead_us = {float(m.group(1)) + 1.5}")
     got = flagged(work)
