@@ -727,6 +727,7 @@ class Run:
             self.finish(t, core, at, latency)
 
     def _advance(self, now: float) -> None:
+        """Every loader has drained at its rate from the last change until ``now``."""
         dt = now - self.drained_at
         if dt:
             loaders, drained, rate = self.loaders, self.drained, self.rate
@@ -774,15 +775,7 @@ class Run:
         """Task ``t``'s latency is over: it starts draining its HBM bytes.  While every
         loader is held to its cap the rates stay as they were, and only a newcomer that
         finishes first moves the completion event."""
-        # _advance, inlined: every loader has drained at its rate since the last change
-        dt = now - self.drained_at
-        if dt:
-            loaders, drained, rate = self.loaders, self.drained, self.rate
-            if loaders[AIV]:
-                drained[AIV] += rate[AIV] * dt
-            if loaders[AIC]:
-                drained[AIC] += rate[AIC] * dt
-            self.drained_at = now
+        self._advance(now)      # every loader has drained at its rate since the last change
         ct = self.core_type[t]
         heap = self.loaders[ct]
         asked = self.asked_of[t]
