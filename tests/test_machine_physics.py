@@ -99,9 +99,9 @@ def test_more_cores_never_slow_a_run():
     for kernel in ("tiling_add", "softmax"):
         assert run(kernel, more)[2]["kernel_us"] <= run(kernel)[2]["kernel_us"] * 1.02
     # glm_attention is bound by its schedule threads (its softmax chains stay on the thread
-    # that started them): more cores neither help nor hurt beyond where the chains land
+    # that started them): more cores can only move where the chains land, which may help
     base, doubled = run("glm_attention")[2]["kernel_us"], run("glm_attention", more)[2]["kernel_us"]
-    assert abs(doubled / base - 1) < 0.05, (base, doubled)
+    assert doubled <= base * 1.05, (base, doubled)
 
 
 def test_l2_keeps_written_data_for_consumers_until_evicted():
@@ -203,7 +203,10 @@ def test_sched_mode_1_sends_a_readied_consumer_to_its_producers_core_past_a_full
     assert p0.leaf_tasks == steps + tiles
     chain0, chain1 = t0.task_core[:steps].tolist(), t1.task_core[:steps].tolist()
     assert chain1[1] == chain1[0]                   # mode 1: the first consumer takes its producer's core
-    assert chain0[1] != chain0[0]                   # mode 0: the queue head got the core
+    # mode 0: the producer's core went on with the queue's head, a background tile
+    on_core = np.flatnonzero(t0.task_core == chain0[0])
+    after = on_core[t0.task_start[on_core] >= t0.task_end[0]]
+    assert after[np.argmin(t0.task_start[after])] >= steps
     # mode 0's first consumer starts after background tiles queued behind its producer
     assert t0.task_start[1] > t1.task_start[1]
     assert t1.task_end[steps - 1] < t0.task_end[steps - 1]
@@ -258,3 +261,52 @@ def test_every_shipped_kernel_runs_on_both_chips(name):
         p, tl, m = run(name, hw)
         assert m["leaf_tasks"] == p.leaf_tasks > 0 and m["kernel_us"] > 0
         assert m["e2e_us"] >= m["kernel_us"]
+
+
+def test_run_setups_bound_a_copy_in_from_below_and_hide_behind_long_runs():
+    """The DMA issues the next contiguous run's descriptor while earlier runs stream, so
+    per-run setup costs nothing while the runs are long and sets the pace when they are
+    short: one MiB in four long runs takes its bandwidth time, the same MiB in 32 B runs
+    (a 16-column fp16 strip of a wide matrix) takes its setups."""
+    from simcore.machine.costs import Mte2Model
+    m = Mte2Model(HW)
+    mib = float(1 << 20)
+    cap = m.caps[0]
+    long_runs = m.us(loads=1, bursts=4, hbm_bytes=mib, l2_bytes=0, loaders=1)
+    assert long_runs == pytest.approx(m.fixed_us + mib / cap)
+    short = mib / 32
+    assert m.bursts_us(short) > mib / cap          # the setups outlast the bytes
+    short_runs = m.us(loads=1, bursts=short, hbm_bytes=mib, l2_bytes=0, loaders=1)
+    assert short_runs == pytest.approx(m.fixed_us + m.bursts_us(short))
+
+
+
+def strip():
+    """y = x + 1 over a [64, 256] fp16 slice of a [64, 4096] matrix: one task, whose
+    copy-in is 64 runs of 512 B (whole L2 lines, so it fetches just what it asks)."""
+    return Kernel.model_validate({
+        "name": "strip",
+        "tensors": {"x": {"shape": [64, 4096], "dtype": "fp16", "role": "input"},
+                    "y": {"shape": [64, 256], "dtype": "fp16", "role": "output"}},
+        "body": [{"set_vec_tile_shapes": [64, 256]},
+                 {"op": "view", "inputs": ["x"], "out": "xs", "shape": [64, 256],
+                  "offsets": [0, 0]},
+                 {"op": "add", "inputs": ["xs"], "scalar": 1.0, "out": "s"},
+                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}]})
+
+
+def test_run_setups_hide_behind_a_stream_until_they_outlast_it():
+    """A lone core loading 32 KiB in 64 runs: at 4 cycles a run the setups (0.14 us) hide
+    behind the 0.3 us stream and cost nothing; at 40 cycles a run they outlast it, and the
+    task ends when they do."""
+    def kernel_us(cycles):
+        hw = with_values(HW, {"pipes.mte2.burst_setup_cycles": cycles})
+        return run(strip(), hw)[1].kernel_us
+    from simcore.machine.costs import Mte2Model
+    m = Mte2Model(HW)
+    stream = 32768 / m.caps[0]
+    base = kernel_us(0.0)
+    assert kernel_us(4.0) == pytest.approx(base, abs=1e-9)
+    setups = 64 * 40 / HW.cores.clock_mhz
+    assert setups > stream
+    assert kernel_us(40.0) - base == pytest.approx(setups - stream, rel=0.05)

@@ -101,8 +101,12 @@ def static_pipe_us(hw: Hardware, program: Program) -> dict[str, np.ndarray]:
 class Mte2Model:
     """MTE2 time of a task: a latency, then its HBM bytes at the bandwidth share of the moment.
 
-    A copy-in pays the GM round trip and per-burst setup, then streams; L2 hits stream at
-    the core's copy rate (L2 is several times HBM, so its share is taken at the start).
+    A copy-in pays the GM round trip, then streams; L2 hits stream at the core's copy rate
+    (L2 is several times HBM, so its share is taken at the start).  Every contiguous run
+    of a box costs the DMA a setup, but the engine issues the next run's descriptor while
+    earlier runs stream, so the setups only bound the stream from below: they show when the
+    runs are short (a short tail axis, ND rows reordered into fractals on the way to L1),
+    and hide behind the data when the runs are long.
     The HBM bytes drain at a rate the engine re-prices whenever a loader joins or leaves
     (``rates``): the chip's HBM is water-filled over the cores loading at that moment, each
     held to its own per-core ceiling, so a lone loader runs at its cap and many share HBM.
@@ -121,14 +125,18 @@ class Mte2Model:
         self.caps = [(g * 1e3 if g else self.core_rate)
                      for g in (m.aiv_hbm_gbps, m.aic_hbm_gbps)]
 
-    def latency_us(self, bursts: float, hbm_bytes: float, l2_bytes: float,
-                   running: int) -> float:
-        """Everything of the MTE2 phase but the HBM bytes: the GM latency, paid once per task
-        (its copy-ins queue back to back and pipelined tiles hide each other's latency),
-        burst setup and the L2 hits.  All-L2 tasks wait only the L2 round trip."""
+    def latency_us(self, hbm_bytes: float, l2_bytes: float, running: int) -> float:
+        """Everything of the MTE2 phase before the HBM bytes: the GM latency, paid once per
+        task (its copy-ins queue back to back and pipelined tiles hide each other's
+        latency), and the L2 hits.  All-L2 tasks wait only the L2 round trip."""
         fixed = self.fixed_us if hbm_bytes > 0 else self.l2_fixed_us
         l2 = min(self.core_rate, self.l2_rate / max(running, 1))
-        return fixed + bursts * self.burst_us + (l2_bytes / l2 if l2_bytes else 0.0)
+        return fixed + (l2_bytes / l2 if l2_bytes else 0.0)
+
+    def bursts_us(self, bursts: float) -> float:
+        """The setups of a task's contiguous runs, back to back: no copy-in of the task
+        ends sooner than this after its GM latency, whatever its bandwidth share."""
+        return bursts * self.burst_us
 
     def rates(self, n_aiv: int, n_aic: int, over_v: float = 1.0,
               over_c: float = 1.0) -> tuple[float, float]:
@@ -167,8 +175,10 @@ class Mte2Model:
         asked = hbm_bytes if asked_bytes is None or hbm_bytes == 0 else asked_bytes
         over = hbm_bytes / asked if asked else 1.0
         rate = self.rates(max(loaders, 1), 0, over_v=over)[0]
-        return self.latency_us(bursts, hbm_bytes, l2_bytes, loaders) + \
+        fixed = self.fixed_us if hbm_bytes > 0 else self.l2_fixed_us
+        stream = self.latency_us(hbm_bytes, l2_bytes, loaders) - fixed + \
             (asked / rate if asked else 0.0)
+        return fixed + max(stream, self.bursts_us(bursts))
 
     def write_us(self, nbytes: float, loaders: int) -> float:
         return nbytes / (self.hbm_rate / max(loaders, 1)) if nbytes else 0.0

@@ -407,6 +407,9 @@ class Run:
         # pipes) and the writes' part (leaving through FIXP/MTE3, alongside the pipes)
         self.task_joined = np.zeros(n)
         self.joined_of = memoryview(self.task_joined)
+        # the earliest a loader's copy-in can end: its latency plus its runs' setups
+        self.task_stream_floor = np.zeros(n)
+        self.stream_floor = memoryview(self.task_stream_floor)
         # the hot handlers read these on every event: the Plan's columns and the
         # Mte2Model's methods bound once here rather than looked up through self.plan
         self.n_threads, self.direct_send = plan.n_threads, plan.direct_send
@@ -711,11 +714,15 @@ class Run:
         if self.loads[t] == 0:
             self.finish(t, core, at, 0.0)
             return
-        # Mte2Model.latency_us, inlined: the GM (or L2) round trip, burst setup, L2 hits
-        latency = (self.fixed_us if miss > 0 else self.l2_fixed_us) + self.burst_us_of[t]
+        # Mte2Model.latency_us, inlined: the GM (or L2) round trip, then the L2 hits; the
+        # runs' setups (Mte2Model.bursts_us) bound the stream from below, they do not add
+        fixed = self.fixed_us if miss > 0 else self.l2_fixed_us
+        latency = fixed
         if hit:
             l2 = self.l2_rate / self.running
             latency += hit / (l2 if l2 < self.core_rate else self.core_rate)
+        floor = fixed + self.burst_us_of[t]
+        self.stream_floor[t] = at + floor
         if miss > 0:
             asked = self.read_bytes[t] - hit
             # the reads ask for at most what HBM fetches for them (rounding aside)
@@ -724,7 +731,7 @@ class Run:
             self.joined_of[t] = at + latency
             heappush(self.events, (at + latency, next(self.seq), _JOIN, t, core))
         else:
-            self.finish(t, core, at, latency)
+            self.finish(t, core, at, latency if latency > floor else floor)
 
     def _advance(self, now: float) -> None:
         """Every loader has drained at its rate from the last change until ``now``."""
@@ -804,7 +811,9 @@ class Run:
         self._rates()
         self._next_drained(now)
         start = self.start_of[t]
-        self.finish(t, core, start, now - start, now - self.joined_of[t])
+        floor = self.stream_floor[t]
+        self.finish(t, core, start, (now if now > floor else floor) - start,
+                    now - self.joined_of[t])
 
     def finish(self, t: int, core: int, start: float, mte2: float, drain: float = 0.0) -> None:
         """The MTE2 phase took ``mte2``, ``drain`` of it sharing HBM: the task ends as the
