@@ -15,7 +15,7 @@ from .loader import Traced
 from .recorder import LoopRec, OpRec, StateRec
 
 _FIELD_ORDER = ("op", "inputs", "out", "scalar", "dtype", "shape", "offsets", "valid_shape", "axis",
-                "a_trans", "b_trans", "perm", "inplace", "value", "label", "cond")
+                "keepdim", "a_trans", "b_trans", "perm", "inplace", "value", "label", "cond")
 
 
 def _flow(value) -> str:

@@ -13,9 +13,13 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
-                 "neg", "reciprocal", "cast", "sum(keepdim=True)", "amax(keepdim=True)",
-                 "amin(keepdim=True)", "softmax", "sigmoid", "matmul (2-D)", "@", "view", "assemble",
+                 "neg", "reciprocal", "cast", "sum(dim, keepdim)", "amax(dim, keepdim)",
+                 "amin(dim, keepdim)", "softmax", "sigmoid", "matmul (2-D, batched 3-D/4-D)", "@", "view", "assemble",
                  "reshape(inplace, GM)", "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
+
+
+BROADCAST_RULE = ["shapes aligned at the last dim whose dims match or are 1",
+                  "a shorter shape gains leading dims of 1 ([N] with [M, N])"]
 
 
 def _unsupported(name: str, why: str = "is not in the kernel language yet"):
@@ -36,20 +40,21 @@ def _is_one(d) -> bool:
 
 
 def _broadcast(op: str, a: Tensor, b: Tensor) -> list:
+    """numpy's broadcast, as PyPTO's binary ops: shapes align at the last dim, the shorter
+    gains leading dims of 1, a dim of 1 stretches ([N] * [M, N], [M, 1] - [M, N])."""
     R = context.rec()
-    if len(a.shape) != len(b.shape):
-        raise R.fail(f"{op} of shapes {a.shape} and {b.shape}: rank broadcast (e.g. [N] with "
-                     f"[M, N]) is not supported yet", supported=["inputs of equal rank whose "
-                                                             "dims match or are 1"])
+    rank = max(len(a.shape), len(b.shape))
+    sa = [1] * (rank - len(a.shape)) + a.shape
+    sb = [1] * (rank - len(b.shape)) + b.shape
     out = []
-    for x, y in zip(a.shape, b.shape):
+    for x, y in zip(sa, sb):
         if same_dim(x, y) or _is_one(y):
             out.append(x)
         elif _is_one(x):
             out.append(y)
         else:
             raise R.fail(f"{op} of shapes {a.shape} and {b.shape}: dims {x} and {y} neither "
-                         f"match nor broadcast")
+                         f"match nor broadcast", supported=BROADCAST_RULE)
     return out
 
 
@@ -135,15 +140,18 @@ def _reduce(op):
     def fn(input, dim=-1, keepdim=False):
         R = context.rec()
         t = _tensor(input, op)
-        if not keepdim:
-            raise R.fail(f"pypto.{op}(keepdim=False) (upstream's default) is not supported yet: "
-                         f"the kernel language reduces with keepdim=True only",
-                         supported=[f"pypto.{op}(x, dim, keepdim=True)"])
         if not is_int(dim) or not -len(t.shape) <= dim < len(t.shape):
             raise R.fail(f"pypto.{op} dim {dim!r} is not a dim of shape {t.shape}")
         shape = t.shape
-        shape[dim] = 1
-        return _local(op, shape, t.dtype, {"axis": dim}, [t])
+        axis = dim % len(shape)
+        if keepdim or len(shape) == 1:
+            shape[axis] = 1           # a 1-D reduction keeps one dim of 1 (no 0-d values)
+        else:
+            del shape[axis]
+        fields = {"axis": dim}
+        if not keepdim:
+            fields["keepdim"] = False
+        return _local(op, shape, t.dtype, fields, [t])
     fn.__name__ = op
     return fn
 
@@ -155,26 +163,39 @@ def matmul(input, mat2, out_dtype=None, *, a_trans=False, b_trans=False, c_matri
            extend_params=None):
     R = context.rec()
     a, b = _tensor(input, "matmul"), _tensor(mat2, "matmul")
-    if len(a.shape) != 2 or len(b.shape) != 2:
-        raise R.fail(f"matmul of shapes {a.shape} x {b.shape}: batched (3-D) and broadcast "
-                     f"matmul are not supported yet", supported=["2-D matmul; batch with a "
-                                                               "Python for over views"])
+    if not (2 <= len(a.shape) <= 4 and 2 <= len(b.shape) <= 4):
+        raise R.fail(f"matmul of shapes {a.shape} x {b.shape}: operands need 2 to 4 dims",
+                     supported=["[M, K] @ [K, N]", "batched [B, M, K] @ [B, K, N]",
+                                "broadcast [B, M, K] @ [K, N]"])
     if extend_params is not None or c_matrix_nz:
         raise R.fail("matmul extend_params (bias, scale, relu) and c_matrix_nz are not supported "
                      "yet", supported=["a_trans", "b_trans", "out_dtype"])
-    m = a.shape[1] if a_trans else a.shape[0]
-    n = b.shape[0] if b_trans else b.shape[1]
-    ka, kb = (a.shape[0] if a_trans else a.shape[1]), (b.shape[1] if b_trans else b.shape[0])
+    m = a.shape[-1] if a_trans else a.shape[-2]
+    n = b.shape[-2] if b_trans else b.shape[-1]
+    ka, kb = (a.shape[-2] if a_trans else a.shape[-1]), (b.shape[-1] if b_trans else b.shape[-2])
     if not same_dim(ka, kb):
         raise R.fail(f"matmul K mismatch: {a.shape}{'^T' if a_trans else ''} x "
                      f"{b.shape}{'^T' if b_trans else ''}")
+    batch = []
+    if len(a.shape) > 2 or len(b.shape) > 2:
+        ba, bb = a.shape[:-2] or [1], b.shape[:-2] or [1]
+        rank = max(len(ba), len(bb))
+        ba, bb = [1] * (rank - len(ba)) + ba, [1] * (rank - len(bb)) + bb
+        for x, y in zip(ba, bb):
+            if same_dim(x, y) or _is_one(y):
+                batch.append(x)
+            elif _is_one(x):
+                batch.append(y)
+            else:
+                raise R.fail(f"matmul batch dims of {a.shape} and {b.shape} neither match "
+                             f"nor broadcast", supported=BROADCAST_RULE)
     dtype = out_dtype or DataType.DT_FP32
     fields = {"dtype": schema_dtype(dtype)}
     if a_trans:
         fields["a_trans"] = True
     if b_trans:
         fields["b_trans"] = True
-    return _local("matmul", [m, n], dtype, fields, [a, b])
+    return _local("matmul", batch + [m, n], dtype, fields, [a, b])
 
 
 def _gm(t, op: str) -> Tensor:

@@ -26,10 +26,10 @@ class DType:
         return f"DataType.{self.name}"
 
 
-# upstream DataType members; the kernel language holds the first five
+# upstream DataType members; the kernel language holds the first six
 KERNEL_DTYPES = {"DT_FP32": "fp32", "DT_FP16": "fp16", "DT_BF16": "bf16", "DT_INT8": "int8",
-                 "DT_INT32": "int32"}
-OTHER_DTYPES = ("DT_INT4", "DT_INT16", "DT_INT64", "DT_FP8", "DT_HF4", "DT_HF8", "DT_FP8E4M3",
+                 "DT_INT32": "int32", "DT_INT64": "int64"}
+OTHER_DTYPES = ("DT_INT4", "DT_INT16", "DT_FP8", "DT_HF4", "DT_HF8", "DT_FP8E4M3",
                 "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1", "DT_FP4_E2M1X2", "DT_FP4_E1M2",
                 "DT_FP4_E1M2X2", "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64", "DT_BOOL",
                 "DT_DOUBLE")

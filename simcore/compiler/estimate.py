@@ -109,7 +109,9 @@ class _Walker:
             shape = self.dims(stmt.shape, env)
             return shape, 0 if op != "full" else self.grid(shape)
         if op in ELEMENTWISE_OPS:
-            shape = tuple(max(d) for d in zip(*inputs)) if inputs else (1,)
+            rank = max((len(i) for i in inputs), default=1)   # shorter shapes broadcast
+            shape = tuple(max(d) for d in zip(*[(1,) * (rank - len(i)) + i for i in inputs])) \
+                if inputs else (1,)
             return shape, self.grid(shape)
         if op in REDUCE_OPS:
             src = inputs[0]
@@ -135,12 +137,16 @@ class _Walker:
 
     def matmul(self, stmt: OpStmt, inputs) -> tuple[tuple[int, ...] | None, int]:
         a, b = inputs[0], inputs[1]
-        if len(a) != 2 or len(b) != 2:
+        if len(a) < 2 or len(b) < 2:
             return None, 1
-        m = a[1] if stmt.a_trans else a[0]
-        n = b[0] if stmt.b_trans else b[1]
+        m = a[-1] if stmt.a_trans else a[-2]
+        n = b[-2] if stmt.b_trans else b[-1]
+        lead = max(len(a), len(b)) - 2     # batch dims: one tile per batch
+        batch = tuple(max(x, y) for x, y in zip((1,) * (lead - len(a) + 2) + a[:-2],
+                                                 (1,) * (lead - len(b) + 2) + b[:-2])) \
+            if lead else ()
         tm, tn, _ = self.cube or (m or 1, n or 1, False)
-        return (m, n), math.ceil(m / tm) * math.ceil(n / tn)
+        return (*batch, m, n), math.prod(batch) * math.ceil(m / tm) * math.ceil(n / tn)
 
     def grid(self, shape: tuple[int, ...]) -> int:
         tile = self.vec_tile

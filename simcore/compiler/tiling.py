@@ -219,9 +219,6 @@ class RootCallTiler:
         inputs = [self.lookup(name, op) for name in op.inputs]
         builder = ops.BUILDERS[op.op]
         node = builder(len(self.nodes), op, inputs, self.limits)
-        if op.op in ("sum", "amax", "amin") and not op.get("keepdim"):
-            raise ConfigError(f"field '{op.where}': reductions are modeled with keepdim=true "
-                              f"only; keep the dim and reshape afterwards.")
         self._place(node)
         value = LocalValue(node.index, node.out_shape, node.out_dtype)
         if node.extra.get("splits", 1) > 1:
@@ -235,7 +232,10 @@ class RootCallTiler:
         if node.kind != "vector" or node.op.op in ops.REDUCE_OPS:
             return
         valids = [v.valid if isinstance(v, GmValue) else self.valid.get(v.node) for v in inputs]
-        valids = [v for v in valids if v is not None]
+        rank = len(node.out_shape)
+        # a lower-rank (broadcast) input's valid region covers the leading dims it lacks
+        valids = [tuple(node.out_shape[:rank - len(v)]) + tuple(v) for v in valids
+                  if v is not None]
         if valids:
             self.valid[node.index] = tuple(min(d) for d in zip(*valids))
 
@@ -467,7 +467,8 @@ class RootCallTiler:
         """Split-K partial sums accumulate: each K chunk is its own writer of the box."""
         if not node.accumulate:
             return 0
-        return np.unique(node.in_lo[0][:, 1], return_inverse=True)[1].astype(np.int64) + 1
+        k_lo = node.extra.get("k_lo", node.in_lo[0][:, 1])
+        return np.unique(k_lo, return_inverse=True)[1].astype(np.int64) + 1
 
     def workspace_bytes(self) -> int:
         return sum(int(np.prod(self.nodes[i].out_shape)) * DTYPE_BYTES[self.nodes[i].out_dtype]

@@ -1,0 +1,185 @@
+"""Kernel-language mechanisms PyPTO kernels need: each shown on a tiny hand-built program
+whose counts, shapes and bytes can be worked out by hand."""
+import numpy as np
+import pytest
+
+from simcore.compiler import compile_kernel
+from simcore.machine.costs import static_pipe_us
+from simcore.spec.errors import ConfigError
+from simcore.spec.hardware import load_hardware
+from simcore.spec.kernel import Kernel
+
+HW = load_hardware("dav_2201")
+
+
+def kernel(body, tensors, tiles=None, params=None, **extra):
+    return Kernel.model_validate({"name": "k", "params": params or {}, "tensors": tensors,
+                                  "tiles": tiles or {}, "body": body, **extra})
+
+
+def t(shape, dtype="fp32", role="input"):
+    return {"shape": shape, "dtype": dtype, "role": role}
+
+
+def leaf_ops(program):
+    return [program.leaf_functions[i].ops for i in program.task_leaf]
+
+
+# 1. reductions with keepdim=False ------------------------------------------------------
+def _colsum(keepdim: bool, tile):
+    return kernel([{"set_vec_tile_shapes": tile},
+                   {"op": "sum", "inputs": ["x"], "out": "s", "axis": 0, "keepdim": keepdim},
+                   {"op": "sub", "inputs": ["x", "s"], "out": "d"},
+                   {"op": "assemble", "inputs": ["d"], "out": "y", "offsets": [0, 0]}],
+                  {"x": t([64, 128]), "y": t([64, 128], role="output")})
+
+
+@pytest.mark.parametrize("tile", [[64, 128], [16, 128]])   # one tile; the axis cut in 4
+def test_keepdim_false_drops_the_axis_and_broadcasts_like_numpy(tile):
+    # sum over rows: [1, 128] with keepdim, [128] without; x - s broadcasts either way, so
+    # the program is the same work on the same bytes (split or not along the reduce axis)
+    kept = compile_kernel(_colsum(True, tile), HW)
+    dropped = compile_kernel(_colsum(False, tile), HW)
+    assert kept.counts() == dropped.counts()
+    assert dropped.workspace_bytes == kept.workspace_bytes
+    assert dropped.edge_src.size == kept.edge_src.size
+    for col in ("mte2_bytes", "mte3_bytes", "flops"):
+        assert getattr(dropped.work, col).sum() == getattr(kept.work, col).sum()
+
+
+def test_keepdim_false_result_no_longer_broadcasts_against_its_row_axis():
+    # amax over the last axis without keepdim is [64]: numpy aligns it with x's last dim
+    # (128), which does not broadcast; with keepdim it is [64, 1] and does
+    def k(keepdim):
+        return kernel([{"set_vec_tile_shapes": [16, 128]},
+                       {"op": "amax", "inputs": ["x"], "out": "m", "axis": -1,
+                        "keepdim": keepdim},
+                       {"op": "sub", "inputs": ["x", "m"], "out": "d"},
+                       {"op": "assemble", "inputs": ["d"], "out": "y", "offsets": [0, 0]}],
+                      {"x": t([64, 128]), "y": t([64, 128], role="output")})
+    assert compile_kernel(k(True), HW).leaf_tasks == 4
+    with pytest.raises(ConfigError, match="broadcast"):
+        compile_kernel(k(False), HW)
+
+
+def test_a_squeezed_row_reduce_chains_on_chip_under_a_longer_tile():
+    # rowsum of [64, 128] without keepdim is [64]; the 2-D TileShape [16, 128] cuts it by
+    # its first dim (16), so the muls tiles line up with the reduce's and the chain is one
+    # leaf function per row block, nothing through GM
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 128]},
+         {"op": "sum", "inputs": ["x"], "out": "s", "axis": -1, "keepdim": False},
+         {"op": "mul", "inputs": ["s"], "scalar": 2.0, "out": "s2"},
+         {"op": "assemble", "inputs": ["s2"], "out": "y", "offsets": [0]}],
+        {"x": t([64, 128]), "y": t([64], role="output")}), HW)
+    assert program.leaf_tasks == 4 and program.workspace_bytes == 0
+    assert all(ops == ("sum", "mul") for ops in leaf_ops(program))
+    assert program.work.mte3_bytes.sum() == 64 * 4          # only the [64] result goes out
+
+
+# 2. rank broadcast ----------------------------------------------------------------------
+@pytest.mark.parametrize("shape, per_task", [([128], 128 * 4), ([64, 1], 16 * 4), ([1], 4)])
+def test_rank_broadcast_reads_the_broadcast_operand_per_tile(shape, per_task):
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 128]},
+         {"op": "mul", "inputs": ["x", "b"], "out": "p"},
+         {"op": "assemble", "inputs": ["p"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([64, 128]), "b": t(shape), "y": t([64, 128], role="output")}), HW)
+    assert program.leaf_tasks == 4
+    # every task loads its x tile and the part of b under it: all of a [128] row, the 16
+    # rows of a [64, 1] column, the one element of a [1]
+    assert program.work.mte2_bytes.sum() == 4 * (16 * 128 * 4 + per_task)
+
+
+def test_shapes_that_do_not_broadcast_are_refused():
+    with pytest.raises(ConfigError, match="broadcast"):
+        compile_kernel(kernel([{"set_vec_tile_shapes": [16, 128]},
+                               {"op": "add", "inputs": ["x", "b"], "out": "p"}],
+                              {"x": t([64, 128]), "b": t([64])}), HW)
+
+
+# 3. batched and broadcast matmul --------------------------------------------------------
+CUBE = {"m": [64, 64], "k": [32, 32], "n": [128, 128]}
+
+
+def _bmm(a, b, b_trans=False, out="fp32"):
+    return kernel([{"set_cube_tile_shapes": CUBE},
+                   {"op": "matmul", "inputs": ["a", "b"], "out": "c", "b_trans": b_trans,
+                    "dtype": out},
+                   {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0, 0]}],
+                  {"a": t(a, "fp16"), "b": t(b, "fp16"), "y": t([4, 64, 128], out, "output")})
+
+
+def test_batched_matmul_is_one_cube_tile_per_batch():
+    single = compile_kernel(kernel(
+        [{"set_cube_tile_shapes": CUBE},
+         {"op": "matmul", "inputs": ["a", "b"], "out": "c", "dtype": "fp32"},
+         {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}],
+        {"a": t([64, 32], "fp16"), "b": t([32, 128], "fp16"),
+         "y": t([64, 128], role="output")}), HW)
+    batched = compile_kernel(_bmm([4, 64, 32], [4, 32, 128]), HW)
+    assert single.leaf_tasks == 1 and batched.leaf_tasks == 4
+    # 64x32x128 in 16-cubes: 4 * 2 * 8 fractals per batch
+    assert batched.work.cube.fractals.sum() == 4 * single.work.cube.fractals.sum() == 4 * 64
+    assert batched.work.fixp_bytes.sum() == 4 * 64 * 128 * 4
+    assert batched.work.mte2_bytes.sum() == 4 * (64 * 32 * 2 + 32 * 128 * 2)
+    # each batch costs the Cube what the single matmul costs
+    cube = static_pipe_us(HW, batched)["cube"]
+    assert np.allclose(cube, static_pipe_us(HW, single)["cube"][0])
+
+
+def test_broadcast_matmul_reads_the_shared_operand_in_every_batch_and_b_trans_swaps():
+    shared = compile_kernel(_bmm([4, 64, 32], [32, 128]), HW)
+    assert shared.leaf_tasks == 4
+    assert shared.work.mte2_bytes.sum() == 4 * (64 * 32 * 2 + 32 * 128 * 2)
+    trans = compile_kernel(_bmm([4, 64, 32], [4, 128, 32], b_trans=True), HW)
+    assert trans.counts() == compile_kernel(_bmm([4, 64, 32], [4, 32, 128]), HW).counts()
+    assert trans.work.cube.fractals.sum() == 4 * 64
+    fp16_out = compile_kernel(_bmm([4, 64, 32], [4, 32, 128], out="fp16"), HW)
+    assert fp16_out.work.fixp_bytes.sum() == 4 * 64 * 128 * 2
+
+
+def test_batched_matmul_checks_batch_and_k():
+    with pytest.raises(ConfigError, match="batch"):
+        compile_kernel(_bmm([4, 64, 32], [3, 32, 128]), HW)
+    with pytest.raises(ConfigError, match="K mismatch"):
+        compile_kernel(_bmm([4, 64, 32], [4, 64, 128]), HW)
+
+
+# 4. TileShapes of higher rank than the tensor -------------------------------------------
+def _add1(shape, tile, dtype="fp32"):
+    return kernel([{"set_vec_tile_shapes": tile},
+                   {"op": "add", "inputs": ["x"], "scalar": 1.0, "out": "z"},
+                   {"op": "assemble", "inputs": ["z"], "out": "y",
+                    "offsets": [0] * len(shape)}],
+                  {"x": t(shape, dtype), "y": t(shape, dtype, "output")})
+
+
+def test_a_longer_tile_cuts_the_tensor_by_its_first_dims_and_a_shorter_one_fails():
+    assert compile_kernel(_add1([64], [16, 128]), HW).leaf_tasks == 4      # cut by 16
+    # [1, 16] of [1, 16, 128] cuts [64, 128]: 64 rows x 8 blocks of 16 columns
+    assert compile_kernel(_add1([64, 128], [1, 16, 128]), HW).leaf_tasks == 64 * 8
+    with pytest.raises(ConfigError, match="at least one tile dim per tensor dim"):
+        compile_kernel(_add1([64, 128], [16]), HW)
+
+
+# 5. INT64 ---------------------------------------------------------------------------------
+def test_int64_moves_eight_bytes_an_element():
+    i32 = compile_kernel(_add1([64, 64], [16, 64], "int32"), HW)
+    i64 = compile_kernel(_add1([64, 64], [16, 64], "int64"), HW)
+    assert i64.work.mte2_bytes.sum() == 2 * i32.work.mte2_bytes.sum() == 64 * 64 * 8
+    assert i64.work.mte3_bytes.sum() == 64 * 64 * 8
+    assert i64.work.vector.bytes.sum() == 2 * i32.work.vector.bytes.sum()
+    assert static_pipe_us(HW, i64)["vector"].sum() > static_pipe_us(HW, i32)["vector"].sum()
+    # the 32-byte tail rule counts bytes: 4 int64 elements align, 4 int32 do not
+    assert compile_kernel(_add1([64, 64], [16, 4], "int64"), HW).leaf_tasks == 64
+    with pytest.raises(ConfigError, match="32 bytes"):
+        compile_kernel(_add1([64, 64], [16, 4], "int32"), HW)
+
+
+def test_the_cube_refuses_int64():
+    k = kernel([{"set_cube_tile_shapes": CUBE},
+                {"op": "matmul", "inputs": ["a", "b"], "out": "c"}],
+               {"a": t([64, 32], "int64"), "b": t([32, 128], "int64")})
+    with pytest.raises(ConfigError, match="Cube multiplies"):
+        compile_kernel(k, HW)
