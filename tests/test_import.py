@@ -357,3 +357,42 @@ def test_batched_matmul_and_int64_trace(tmp_path, hw):
     program = compile_kernel(kernel, hw)
     assert program.work.cube.fractals.sum() == 2 * 4 * 64      # two matmuls, 4 batches each
     assert program.leaf_tasks == 4 + 4 + 4
+
+
+PAGED = """
+    @pypto.frontend.jit
+    def k(kv: pypto.Tensor([128, 64], pypto.DT_FP32), y: pypto.Tensor([192, 64], pypto.DT_FP32),
+          seq_lens: pypto.Tensor([3], pypto.DT_INT64),
+          block_table: pypto.Tensor([3, 4], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(16, 64)
+        for b in pypto.loop(3):
+            blocks = seq_lens[b].min(4)
+            for i in pypto.loop(blocks):
+                blk = pypto.view(kv, [16, 64], [block_table[b, i] * 16, 0])
+                y[(b * 4 + i) * 16:(b * 4 + i + 1) * 16, :] = pypto.exp(blk)
+        first = seq_lens[0]
+        assert first == 1                 # a read at a known index has its value
+        for j in pypto.loop(first):
+            y[j * 16:(j + 1) * 16, :] = pypto.view(kv, [16, 64], [0, 0]) * 2.0
+"""
+
+
+def test_element_reads_become_scalars_from_given_values(tmp_path, hw):
+    path = write(tmp_path, PAGED)
+    with pytest.raises(ConfigError, match="--arg seq_lens.values="):
+        trace_file(path)
+    table = [[7, 0, 0, 0], [5, 6, 0, 0], [1, 2, 3, 4]]
+    kernel, text = imported(path, args={"seq_lens.values": [1, 2, 9],
+                                        "block_table": {"values": table}})
+    assert kernel.values == {"seq_lens": [1, 2, 9], "block_table": table}
+    assert kernel.tensors["seq_lens"].control_flow_input
+    assert kernel.tensors["block_table"].control_flow_input
+    assert "min(seq_lens[b], 4)" in text and "block_table[b, i])*16" in text
+    # trips min(1, 4), min(2, 4), min(9, 4), then seq_lens[0] = 1
+    assert compile_kernel(kernel, hw).root_calls == 1 + 2 + 4 + 1
+    # a study changes the data: --set values.seq_lens=[...]
+    from simcore.spec.overrides import apply
+    data = apply(yaml.safe_load(text), {"values.seq_lens": [4, 4, 4]})
+    assert compile_kernel(Kernel.model_validate(data), hw).root_calls == 12 + 4
+    with pytest.raises(ConfigError, match="values"):
+        apply(yaml.safe_load(text), {"values.kv": [1]})

@@ -183,3 +183,50 @@ def test_the_cube_refuses_int64():
                {"a": t([64, 32], "int64"), "b": t([32, 128], "int64")})
     with pytest.raises(ConfigError, match="Cube multiplies"):
         compile_kernel(k, HW)
+
+
+# 6. tensor element reads as scalars -------------------------------------------------------
+def _paged(values):
+    # per batch b: seq_lens[b] blocks, block i of batch b at row block_table[b, i] of kv
+    return kernel(
+        [{"set_vec_tile_shapes": [16, 64]},
+         {"loop": {"name": "b_loop", "idx": "b", "trip": 3, "style": "for"},
+          "body": [{"loop": {"name": "s_loop", "idx": "i", "trip": "seq_lens[b]"},
+                    "body": [{"op": "view", "inputs": ["kv"], "out": "blk", "shape": [16, 64],
+                              "offsets": ["block_table[b, i]*16", 0]},
+                             {"op": "exp", "inputs": ["blk"], "out": "e"},
+                             {"op": "assemble", "inputs": ["e"], "out": "y",
+                              "offsets": ["(b*4 + i)*16", 0]}]}]}],
+        {"kv": t([8 * 16, 64]), "y": t([12 * 16, 64], role="output"),
+         "seq_lens": t([3], "int64"), "block_table": t([3, 4], "int32")},
+        values=values)
+
+
+TABLE = [[7, 0, 0, 0], [5, 6, 0, 0], [1, 2, 3, 4]]
+
+
+def _blocks_read(program) -> int:
+    r = program.regions
+    reads = ~r.write
+    return len({(int(a), int(b)) for a, b in zip(r.region[reads], r.lines[reads])})
+
+
+def test_element_reads_set_trip_counts_and_view_offsets():
+    program = compile_kernel(_paged({"seq_lens": [1, 2, 4], "block_table": TABLE}), HW)
+    assert program.root_calls == 1 + 2 + 4          # one root call per block read
+    assert set(program.control_inputs) == {"seq_lens", "block_table"}
+    assert _blocks_read(program) == 7               # the table names 7 different blocks
+    longer = compile_kernel(_paged({"seq_lens": [4, 4, 4], "block_table": TABLE}), HW)
+    assert longer.root_calls == 12 and longer.leaf_tasks == 12
+    # a table naming block 0 everywhere: the same 7 reads, all of one block
+    same = compile_kernel(_paged({"seq_lens": [1, 2, 4], "block_table": [[0] * 4] * 3}), HW)
+    assert same.root_calls == 7 and _blocks_read(same) == 1
+
+
+def test_element_reads_need_values_of_the_right_shape():
+    with pytest.raises(ConfigError, match="no values"):
+        compile_kernel(_paged({"seq_lens": [1, 2, 4]}), HW)
+    with pytest.raises(ConfigError, match="outside its values"):
+        compile_kernel(_paged({"seq_lens": [1, 2, 5], "block_table": TABLE}), HW)
+    with pytest.raises(Exception, match="has shape"):
+        _paged({"seq_lens": [1, 2], "block_table": TABLE})

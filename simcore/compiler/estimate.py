@@ -159,7 +159,7 @@ class _Walker:
 
 def estimate(kernel: Kernel) -> Estimate:
     walker = _Walker(kernel)
-    walker.run(kernel.body, dict(kernel.params), 1)
+    walker.run(kernel.body, kernel.scalar_env(), 1)
     sizes = {name: math.prod(walker.tensor_shape(name, dict(kernel.params)))
              * DTYPE_BYTES[spec.dtype] for name, spec in kernel.tensors.items()}
     largest = max(sizes.items(), key=lambda kv: kv[1])

@@ -200,6 +200,9 @@ Statement = Annotated[
 LoopStmt.model_rebuild()
 
 
+Values = Union[list[int], list[list[int]], list[list[list[int]]], list[list[list[list[int]]]]]
+
+
 class Kernel(Strict):
     name: str
     description: str = ""
@@ -208,6 +211,53 @@ class Kernel(Strict):
     tiles: dict[str, Union[list[Dim], CubeTile]] = Field(default_factory=dict)
     body: list[Statement] = Field(min_length=1)
     options: JitOptions = Field(default_factory=JitOptions)
+    # The data of input tensors whose elements the kernel reads as scalars (seq_lens[b],
+    # block_table[b, i]) for trip counts and view offsets: a run's data, fixed by the
+    # config (or a study's values.<name>) so the program is deterministic.  Such a
+    # tensor is a control-flow input: the control AICPU reads it before building.
+    values: dict[str, Values] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _values_read_control_flow(cls, data):
+        if isinstance(data, dict) and data.get("values") and isinstance(data.get("tensors"), dict):
+            tensors = dict(data["tensors"])
+            for name in data["values"]:
+                spec = tensors.get(name)
+                if isinstance(spec, dict):
+                    tensors[name] = {**spec, "control_flow_input": True}
+            data = {**data, "tensors": tensors}
+        return data
+
+    @model_validator(mode="after")
+    def _values_fit_their_tensors(self) -> "Kernel":
+        import numpy as np
+        for name, values in self.values.items():
+            spec = self.tensors.get(name)
+            if spec is None:
+                raise ValueError(f"values names '{name}', not a tensor of this kernel (known: "
+                                 f"{', '.join(sorted(self.tensors))})")
+            if name in self.params:
+                raise ValueError(f"values '{name}' has the name of a param")
+            if spec.dtype not in ("int32", "int64"):
+                raise ValueError(f"values '{name}': tensor '{name}' is {spec.dtype}; values read "
+                                 f"as scalars need an int32 or int64 tensor")
+            try:
+                array = np.asarray(values, dtype=np.int64)
+            except ValueError:
+                raise ValueError(f"values '{name}' is ragged; give a full nested list") from None
+            shape = [d if isinstance(d, int) else None for d in spec.shape]
+            if array.ndim != len(shape) or any(d is not None and d != n
+                                               for d, n in zip(shape, array.shape)):
+                raise ValueError(f"values '{name}' has shape {list(array.shape)}, tensor "
+                                 f"'{name}' has shape {spec.shape}")
+        return self
+
+    def scalar_env(self) -> dict:
+        """Params and the value arrays element reads look up, for shape expressions."""
+        import numpy as np
+        return {**self.params, **{n: np.asarray(v, dtype=np.int64)
+                                  for n, v in self.values.items()}}
 
     @model_validator(mode="after")
     def _tile_names_exist(self) -> "Kernel":
