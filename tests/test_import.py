@@ -396,3 +396,18 @@ def test_element_reads_become_scalars_from_given_values(tmp_path, hw):
     assert compile_kernel(Kernel.model_validate(data), hw).root_calls == 12 + 4
     with pytest.raises(ConfigError, match="values"):
         apply(yaml.safe_load(text), {"values.kv": [1]})
+
+
+def test_activations_trace_to_priced_ops(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            y[:] = pypto.tanh(pypto.log(pypto.relu(x) + 1.0)) * x.rsqrt().relu()
+        """)
+    kernel, _ = imported(path)
+    ops = [s.op for s in kernel.body if getattr(s, "op", None)]
+    assert ops[:3] == ["relu", "add", "log"] and "tanh" not in ops
+    # tanh from exp and a divide
+    assert {"exp", "div", "full"} <= set(ops) and ops.count("relu") == 2
+    assert compile_kernel(kernel, hw).leaf_tasks >= 2

@@ -132,6 +132,9 @@ def test_broadcast_matmul_reads_the_shared_operand_in_every_batch_and_b_trans_sw
     shared = compile_kernel(_bmm([4, 64, 32], [32, 128]), HW)
     assert shared.leaf_tasks == 4
     assert shared.work.mte2_bytes.sum() == 4 * (64 * 32 * 2 + 32 * 128 * 2)
+    one = compile_kernel(_bmm([1, 64, 32], [4, 32, 128]), HW)    # upstream's broadcast form
+    assert one.leaf_tasks == 4
+    assert one.work.mte2_bytes.sum() == 4 * (64 * 32 * 2 + 32 * 128 * 2)
     trans = compile_kernel(_bmm([4, 64, 32], [4, 128, 32], b_trans=True), HW)
     assert trans.counts() == compile_kernel(_bmm([4, 64, 32], [4, 32, 128]), HW).counts()
     assert trans.work.cube.fractals.sum() == 4 * 64
@@ -230,3 +233,30 @@ def test_element_reads_need_values_of_the_right_shape():
         compile_kernel(_paged({"seq_lens": [1, 2, 5], "block_table": TABLE}), HW)
     with pytest.raises(Exception, match="has shape"):
         _paged({"seq_lens": [1, 2], "block_table": TABLE})
+
+
+# 7. more unary ops, each priced by its own vector instruction ------------------------------
+@pytest.mark.parametrize("op", ["relu", "log", "rsqrt", "abs", "neg"])
+def test_unary_ops_are_priced_by_their_instruction(op):
+    # one [8, 64] fp32 tile: 8 rows of one 256-byte repeat, one instruction, one tile op
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [8, 64]},
+         {"op": op, "inputs": ["x"], "out": "z"},
+         {"op": "assemble", "inputs": ["z"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([8, 64]), "y": t([8, 64], role="output")}), HW)
+    assert program.work.vector.kinds == (op,)
+    assert op in HW.pipes.vector                  # its own sourced row, not the default
+    rate, issue = HW.pipes.vector[op], HW.pipes.vector_issue
+    want = rate.fixed_cycles + 8 * issue.repeat_bytes / rate.bytes_per_cycle \
+        + issue.issue_cycles
+    got = static_pipe_us(HW, program)["vector"][0] * HW.cores.clock_mhz
+    assert got == pytest.approx(want)
+
+
+def test_log_costs_more_than_relu_per_repeat():
+    def cycles(op):
+        p = compile_kernel(kernel([{"set_vec_tile_shapes": [64, 64]},
+                                   {"op": op, "inputs": ["x"], "out": "z"}],
+                                  {"x": t([64, 64])}), HW)
+        return static_pipe_us(HW, p)["vector"].sum()
+    assert cycles("relu") < cycles("rsqrt") < cycles("log")

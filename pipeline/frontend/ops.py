@@ -13,9 +13,10 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
-                 "neg", "reciprocal", "cast", "sum(dim, keepdim)", "amax(dim, keepdim)",
-                 "amin(dim, keepdim)", "softmax", "sigmoid", "matmul (2-D, batched 3-D/4-D)", "@", "view", "assemble",
-                 "reshape(inplace, GM)", "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
+                 "neg", "reciprocal", "relu", "log", "tanh", "cast", "sum(dim, keepdim)",
+                 "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
+                 "matmul (2-D, batched 3-D/4-D)", "@", "view", "assemble", "reshape(inplace, GM)",
+                 "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
 
 
 BROADCAST_RULE = ["shapes aligned at the last dim whose dims match or are 1",
@@ -127,7 +128,7 @@ def _unary(op):
 
 
 exp, sqrt, rsqrt, abs, neg = (_unary(o) for o in ("exp", "sqrt", "rsqrt", "abs", "neg"))
-reciprocal = _unary("reciprocal")
+reciprocal, relu, log = _unary("reciprocal"), _unary("relu"), _unary("log")
 
 
 def cast(input, dtype, mode=None, satmode=None):
@@ -318,14 +319,24 @@ def sigmoid(input):
     return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
 
 
+def tanh(input):
+    """tanh(x) = 1 - 2 / (exp(2x) + 1), from these ops (in FP32): the pto-isa cost tables have
+    no single tanh instruction to price upstream's TTanh by, its parts each have one."""
+    t = _tensor(input, "tanh")
+    x = cast(t, DataType.DT_FP32) if t.dtype.name != "DT_FP32" else t
+    d = add(exp(mul(x, 2.0)), 1.0)
+    out = add(mul(div(full(d.shape, 2.0, DataType.DT_FP32), d), -1.0), 1.0)
+    return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
+
+
 METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "minimum": minimum, "exp": exp, "sqrt": sqrt, "rsqrt": rsqrt, "abs": abs, "neg": neg,
            "reciprocal": reciprocal, "sum": sum, "amax": amax, "amin": amin, "matmul": matmul,
            "view": view, "reshape": reshape, "transpose": transpose, "softmax": softmax,
-           "sigmoid": sigmoid,
+           "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
-UNSUPPORTED = ("erfc", "log", "log1p", "tanh", "relu", "clip", "where",
+UNSUPPORTED = ("erfc", "log1p", "log2", "log10", "lrelu", "prelu", "clip", "where",
                "topk", "expand_clone", "scatter_update", "scatter", "scatter_", "gather",
                "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "pow", "exp2",
                "expm1", "floor", "ceil", "round", "trunc", "sign", "logical_not", "cumsum",
