@@ -411,3 +411,25 @@ def test_activations_trace_to_priced_ops(tmp_path, hw):
     # tanh from exp and a divide
     assert {"exp", "div", "full"} <= set(ops) and ops.count("relu") == 2
     assert compile_kernel(kernel, hw).leaf_tasks >= 2
+
+
+def test_upstream_elementwise_surface_traces_to_priced_ops(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 64], pypto.DT_FP32), lo: pypto.Tensor([64], pypto.DT_FP32),
+              y: pypto.Tensor([64, 64], pypto.DT_FP32), z: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            a = pypto.clip(x, 0.0, 6.0)
+            b = pypto.clip(x, lo)
+            c = pypto.ceil(pypto.pow(a, 2)) + pypto.exp2(b) + pypto.expm1(b) + pypto.pow(a, 0.5)
+            y[:] = c.floor()
+            z[:] = x                       # GM into GM: a copy through UB
+        """)
+    kernel, _ = imported(path)
+    ops = [s.op for s in kernel.body if getattr(s, "op", None)]
+    assert ops[:3] == ["maximum", "minimum", "maximum"]
+    assert ops.count("cast") == 4 and "copy" in ops and "log" in ops
+    program = compile_kernel(kernel, hw)
+    kinds = set(program.work.vector.kinds)
+    assert {"maximums", "minimums", "maximum", "copy", "log", "cast"} <= kinds
+    assert {"maximums", "minimums", "copy"} <= set(hw.pipes.vector)   # each its own rate

@@ -13,7 +13,8 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
-                 "neg", "reciprocal", "relu", "log", "tanh", "cast", "sum(dim, keepdim)",
+                 "neg", "reciprocal", "relu", "log", "tanh", "clip", "ceil", "floor", "trunc",
+                 "round", "exp2", "expm1", "pow", "cast", "sum(dim, keepdim)",
                  "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
                  "matmul (2-D, batched 3-D/4-D)", "@", "view", "assemble", "reshape(inplace, GM)",
                  "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
@@ -256,9 +257,7 @@ def assemble(*args, parallel=False):
     src = _tensor(src, "assemble", "source")
     dst = _gm(dst, "assemble into")
     if src.kind != "local":
-        raise R.fail(f"assembling '{src.slot.root().hint}', a GM tensor or view, into GM is a "
-                     f"copy the kernel language cannot hold yet",
-                     supported=["assembling the result of an op"])
+        src = copy(src)          # GM into GM goes through UB: a copy op
     if len(offsets) != len(dst.shape):
         raise R.fail(f"assemble offsets {list(offsets)} need one entry per dim of {dst.shape}")
     fields = {"offsets": R.check_dims(offsets, "assemble offsets")}
@@ -329,16 +328,78 @@ def tanh(input):
     return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
 
 
+def clip(input, min=None, max=None):
+    """Upstream's clip as the kernel language holds it: maximum with the lower bound, then
+    minimum with the upper (a scalar bound is vmaxs / vmins, a tensor one broadcasts)."""
+    t = _tensor(input, "clip")
+    out = t
+    if min is not None:
+        out = maximum(out, min)
+    if max is not None:
+        out = minimum(out, max)
+    return out
+
+
+def _rounding(name: str):
+    def fn(input, decimals=0):
+        """Rounding of a float tensor: a conversion to int32 with the rounding mode, then back
+        (vconv f32 -> s32 with mode, s32 -> f32), each priced as a cast."""
+        R = context.rec()
+        t = _tensor(input, name)
+        if decimals:
+            raise R.fail(f"pypto.{name}(decimals={decimals}) is not supported",
+                         supported=[f"pypto.{name}(x)"])
+        if t.dtype.name in ("DT_INT32", "DT_INT64", "DT_INT8"):
+            return t
+        return cast(cast(t, DataType.DT_INT32), t.dtype)
+    fn.__name__ = name
+    return fn
+
+
+ceil, floor, trunc, round = (_rounding(n) for n in ("ceil", "floor", "trunc", "round"))
+
+
+def exp2(input):
+    """2^x = exp(x * ln 2)."""
+    return exp(mul(_tensor(input, "exp2"), 0.6931471805599453))
+
+
+def expm1(input):
+    """exp(x) - 1."""
+    return add(exp(_tensor(input, "expm1")), -1.0)
+
+
+def pow(base, other, precision_type=None):
+    """base ** other = exp(other * log(base)); a scalar exponent of 2 is one multiply."""
+    t = _tensor(base, "pow")
+    if isinstance(other, Real) and not isinstance(other, bool):
+        if other == 1:
+            return mul(t, 1.0)
+        if other == 2:
+            return mul(t, t)
+        return exp(mul(log(t), float(other)))
+    return exp(mul(log(t), _tensor(other, "pow", "exponent")))
+
+
+def copy(src):
+    """A GM tensor or view copied through UB (assembling GM data into GM), priced as the
+    vector copy instruction over its bytes, like concat's copies."""
+    t = _tensor(src, "assemble", "source")
+    return _local("copy", t.shape, t.dtype, {}, [t])
+
+
 METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "minimum": minimum, "exp": exp, "sqrt": sqrt, "rsqrt": rsqrt, "abs": abs, "neg": neg,
            "reciprocal": reciprocal, "sum": sum, "amax": amax, "amin": amin, "matmul": matmul,
            "view": view, "reshape": reshape, "transpose": transpose, "softmax": softmax,
-           "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh,
+           "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh, "clip": clip,
+           "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
+           "expm1": expm1, "pow": pow,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
-UNSUPPORTED = ("erfc", "log1p", "log2", "log10", "lrelu", "prelu", "clip", "where",
+UNSUPPORTED = ("erfc", "log1p", "log2", "log10", "lrelu", "prelu", "where",
                "topk", "expand_clone", "scatter_update", "scatter", "scatter_", "gather",
-               "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "pow", "exp2",
-               "expm1", "floor", "ceil", "round", "trunc", "sign", "logical_not", "cumsum",
+               "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "sign",
+               "logical_not", "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",
                "greater", "gt", "ge", "lt", "le", "eq", "ne", "sin", "cos")

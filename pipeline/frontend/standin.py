@@ -80,7 +80,9 @@ def build() -> dict[str, types.ModuleType]:
         "symbolic_scalar": SymInt, "matmul": ops.matmul, "view": ops.view,
         "reshape": ops.reshape, "assemble": ops.assemble, "transpose": ops.transpose,
         "concat": ops.concat, "full": ops.full, "cast": ops.cast, "softmax": ops.softmax,
-        "sigmoid": ops.sigmoid, "tanh": ops.tanh,
+        "sigmoid": ops.sigmoid, "tanh": ops.tanh, "clip": ops.clip, "ceil": ops.ceil,
+        "floor": ops.floor, "trunc": ops.trunc, "round": ops.round, "exp2": ops.exp2,
+        "expm1": ops.expm1, "pow": ops.pow,
     }
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                "neg", "reciprocal", "relu", "log", "sum", "amax", "amin"):

@@ -23,7 +23,8 @@ DType = Literal["fp32", "fp16", "bf16", "int8", "int32", "int64"]
 # element sizes; int64 is 8 bytes as upstream's BytesOf(DT_INT64) (seq_lens, block tables
 # and indices are int64 in many upstream kernels)
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int32": 4, "int64": 8}
-UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast", "relu", "log")
+# "copy": GM data through UB into GM (an assemble of a GM view), priced as vector copy
+UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast", "relu", "log", "copy")
 BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS
 REDUCE_OPS = ("sum", "amax", "amin")
