@@ -260,3 +260,35 @@ def test_log_costs_more_than_relu_per_repeat():
                                   {"x": t([64, 64])}), HW)
         return static_pipe_us(HW, p)["vector"].sum()
     assert cycles("relu") < cycles("rsqrt") < cycles("log")
+
+
+def test_a_view_may_pass_the_tensor_edge_where_it_holds_no_data():
+    # [4, 4] at [2, 4] of a [4, 8] tensor: rows 2-3 exist, rows 4-5 would not; valid_shape
+    # [2, 4] keeps the view to the rows that exist, so it reads 2 x 4 elements
+    def k(valid):
+        return kernel([{"set_vec_tile_shapes": [8, 8]},
+                       {"op": "view", "inputs": ["x"], "out": "v", "shape": [4, 4],
+                        "offsets": [2, 4], **({"valid_shape": valid} if valid else {})},
+                       {"op": "copy", "inputs": ["v"], "out": "c"},
+                       {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}],
+                      {"x": t([4, 8]), "y": t([4, 4], role="output")})
+    assert compile_kernel(k([2, 4]), HW).work.mte2_bytes.sum() == 2 * 4 * 4
+    for bad in (None, [3, 4]):
+        with pytest.raises(ConfigError, match="leaves the tensor"):
+            compile_kernel(k(bad), HW)
+
+
+def test_a_matmul_bias_is_read_per_tile_and_adds_no_vector_work():
+    def k(bias):
+        return kernel([{"set_cube_tile_shapes": {"m": [32, 32], "k": [32, 32], "n": [64, 64]}},
+                       {"op": "matmul", "inputs": ["a", "b"] + (["bias"] if bias else []),
+                        "out": "c", "dtype": "fp32"},
+                       {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}],
+                      {"a": t([64, 32], "fp16"), "b": t([32, 128], "fp16"),
+                       "bias": t([1, 128]), "y": t([64, 128], role="output")})
+    plain, biased = compile_kernel(k(False), HW), compile_kernel(k(True), HW)
+    assert plain.leaf_tasks == biased.leaf_tasks == 4        # 2 x 2 tiles of 32 x 64
+    # each tile loads its 64 bias columns (fp32)
+    assert biased.work.mte2_bytes.sum() - plain.work.mte2_bytes.sum() == 4 * 64 * 4
+    assert biased.work.vector.bytes.sum() == plain.work.vector.bytes.sum() == 0
+    assert biased.work.cube.fractals.sum() == plain.work.cube.fractals.sum()

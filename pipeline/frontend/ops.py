@@ -169,9 +169,17 @@ def matmul(input, mat2, out_dtype=None, *, a_trans=False, b_trans=False, c_matri
         raise R.fail(f"matmul of shapes {a.shape} x {b.shape}: operands need 2 to 4 dims",
                      supported=["[M, K] @ [K, N]", "batched [B, M, K] @ [B, K, N]",
                                 "broadcast [B, M, K] @ [K, N]"])
-    if extend_params is not None or c_matrix_nz:
-        raise R.fail("matmul extend_params (bias, scale, relu) and c_matrix_nz are not supported "
-                     "yet", supported=["a_trans", "b_trans", "out_dtype"])
+    bias = None
+    if extend_params:
+        other = [k for k in extend_params if k != "bias_tensor"]
+        if other:
+            raise R.fail(f"matmul extend_params {other} (scale, relu, ...) are not supported yet",
+                         supported=["extend_params={'bias_tensor': bias}", "a_trans", "b_trans",
+                                    "out_dtype"])
+        bias = _tensor(extend_params["bias_tensor"], "matmul", "bias")
+    if c_matrix_nz:
+        raise R.fail("matmul c_matrix_nz is not supported yet",
+                     supported=["a_trans", "b_trans", "out_dtype", "bias_tensor"])
     m = a.shape[-1] if a_trans else a.shape[-2]
     n = b.shape[-2] if b_trans else b.shape[-1]
     ka, kb = (a.shape[-2] if a_trans else a.shape[-1]), (b.shape[-1] if b_trans else b.shape[-2])
@@ -197,7 +205,8 @@ def matmul(input, mat2, out_dtype=None, *, a_trans=False, b_trans=False, c_matri
         fields["a_trans"] = True
     if b_trans:
         fields["b_trans"] = True
-    return _local("matmul", batch + [m, n], dtype, fields, [a, b])
+    inputs = [a, b] + ([bias] if bias is not None else [])
+    return _local("matmul", batch + [m, n], dtype, fields, inputs)
 
 
 def _gm(t, op: str) -> Tensor:
@@ -346,12 +355,15 @@ def _rounding(name: str):
         (vconv f32 -> s32 with mode, s32 -> f32), each priced as a cast."""
         R = context.rec()
         t = _tensor(input, name)
-        if decimals:
-            raise R.fail(f"pypto.{name}(decimals={decimals}) is not supported",
-                         supported=[f"pypto.{name}(x)"])
+        if not is_int(decimals) or (decimals and name != "round"):
+            raise R.fail(f"pypto.{name}(decimals={decimals!r}) is not supported",
+                         supported=[f"pypto.{name}(x)", "pypto.round(x, decimals=int)"])
         if t.dtype.name in ("DT_INT32", "DT_INT64", "DT_INT8"):
             return t
-        return cast(cast(t, DataType.DT_INT32), t.dtype)
+        scale = 10.0 ** decimals
+        x = mul(t, scale) if decimals else t      # round(x, d) = round(x * 10^d) / 10^d
+        out = cast(cast(x, DataType.DT_INT32), t.dtype)
+        return mul(out, 1.0 / scale) if decimals else out
     fn.__name__ = name
     return fn
 

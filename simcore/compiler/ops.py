@@ -274,6 +274,19 @@ def _operand_box(lo3, hi3, nb: int, rank: int, shape, cols: tuple[int, int], tra
     return box_lo, box_hi
 
 
+def _bias_box(op: TracedOp, bias: Value, n: int, n_lo: np.ndarray, n_hi: np.ndarray):
+    """The bias a cube tile loads: its N columns of a [N] or [1, N] bias.  The Cube adds it
+    as it accumulates (upstream's extend_params bias_tensor goes to the bias table through
+    L1), so it costs a GM read and no Vector work."""
+    if bias.shape[-1] != n or any(d != 1 for d in bias.shape[:-1]):
+        raise ConfigError(f"field '{op.where}': matmul bias of shape {list(bias.shape)} needs "
+                          f"shape [{n}] or [1, {n}].")
+    lead = len(bias.shape) - 1
+    zeros = np.zeros((len(n_lo), lead), np.int64)
+    return (np.concatenate([zeros, n_lo[:, None]], 1),
+            np.concatenate([zeros + 1, n_hi[:, None]], 1))
+
+
 CUBE_DTYPES = ("fp32", "fp16", "bf16", "int8")
 
 
@@ -281,7 +294,7 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     """A (batched) matmul tiled by set_cube_tile_shapes; a batched one is cut into one
     tile per batch (upstream's batch matmul loops over the batch and runs one matmul each),
     so the Cube work, and its cost, is counted per batch."""
-    a, b = inputs
+    a, b = inputs[:2]
     if op.cube_tile is None:
         raise ConfigError(f"field '{op.where}': matmul runs before any set_cube_tile_shapes; "
                           f"set a cube TileShape first.")
@@ -314,6 +327,11 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
                               op.get("a_trans"))
     b_lo, b_hi = _operand_box(lo3, hi3, nb, len(b.shape), b.shape, (nb + 2, nb + 1),
                               op.get("b_trans"))
+    in_lo, in_hi = [a_lo, b_lo], [a_hi, b_hi]
+    if len(inputs) == 3:
+        bias_lo, bias_hi = _bias_box(op, inputs[2], n, lo3[:, nb + 1], hi3[:, nb + 1])
+        in_lo.append(bias_lo)
+        in_hi.append(bias_hi)
     out_dtype = op.get("dtype") or "fp32"
     sa, sb, sc = DTYPE_BYTES[a.dtype], DTYPE_BYTES[b.dtype], DTYPE_BYTES[out_dtype]
     # The Cube works on whole L0 tiles: a tile with fewer valid rows than mL0 still
@@ -327,8 +345,8 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     mte1_bytes = padded_m * ks * sa * np.ceil(ns / t.n[0]) + ks * ns * sb * np.ceil(ms / t.m[0])
     steps = np.ceil(ks / t.k[1])
     node = Node(index=index, op=op, kind="cube", inputs=inputs, out_shape=(*batch, m, n),
-                out_dtype=out_dtype, out_lo=lo, out_hi=hi, in_lo=[a_lo, b_lo],
-                in_hi=[a_hi, b_hi], flops=2.0 * ms * ns * ks, ub_bytes=np.zeros(len(ms)),
+                out_dtype=out_dtype, out_lo=lo, out_hi=hi, in_lo=in_lo,
+                in_hi=in_hi, flops=2.0 * ms * ns * ks, ub_bytes=np.zeros(len(ms)),
                 in_flight=steps, cube_dtype=a.dtype, fractals=fractals, mte1_bytes=mte1_bytes,
                 k_steps=steps, fixp_bytes=ms * ns * sc, accumulate=split_k)
     if nb:

@@ -148,17 +148,19 @@ class RootCallTiler:
     def _op_view(self, op: TracedOp) -> None:
         src = self._gm(op, op.inputs[0])
         offsets, shape = op.get("offsets"), op.get("shape")
-        _check_inside(op, offsets, shape, src.shape)
-        if len(src.pieces) != 1:
-            raise ConfigError(f"field '{op.where}': view of a gathered tensor is not modeled.")
-        (p,) = src.pieces
-        piece = Piece(p.buffer, tuple(a + b for a, b in zip(p.offsets, offsets)), shape,
-                      p.storage)
         valid = op.get("valid_shape")
         if valid is not None and (len(valid) != len(shape) or any(v > s for v, s in
                                                                   zip(valid, shape))):
             raise ConfigError(f"field '{op.where}.valid_shape': {list(valid)} must fit inside "
                               f"the view shape {list(shape)}.")
+        # a view may pass the tensor's edge where it holds no data: only its valid region
+        # must lie inside (upstream pads the rest; reads stop at the valid region)
+        _check_inside(op, offsets, valid if valid is not None else shape, src.shape)
+        if len(src.pieces) != 1:
+            raise ConfigError(f"field '{op.where}': view of a gathered tensor is not modeled.")
+        (p,) = src.pieces
+        piece = Piece(p.buffer, tuple(a + b for a, b in zip(p.offsets, offsets)), shape,
+                      p.storage)
         self.values[op.out] = GmValue((piece,), shape, src.dtype, src.format, src.bypass,
                                      src.buffer_shape, valid)
 

@@ -107,6 +107,9 @@ class OpStmt(Strict):
             want = 1 if self.scalar is not None else 2
         elif self.op == "concat":
             want = None
+        elif self.op == "matmul":
+            # [a, b] or [a, b, bias]: extend_params' bias_tensor, added by the Cube
+            want = len(self.inputs) if len(self.inputs) in (2, 3) else 2
         else:
             want = _ARITY.get(self.op, 1)
         if want is not None and len(self.inputs) != want:
