@@ -433,3 +433,17 @@ def test_upstream_elementwise_surface_traces_to_priced_ops(tmp_path, hw):
     kinds = set(program.work.vector.kinds)
     assert {"maximums", "minimums", "maximum", "copy", "log", "cast"} <= kinds
     assert {"maximums", "minimums", "copy"} <= set(hw.pipes.vector)   # each its own rate
+
+
+def test_gather_by_index_traces_to_an_element_gather(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 128], pypto.DT_FP32), i: pypto.Tensor([32, 128], pypto.DT_INT32),
+              y: pypto.Tensor([32, 128], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(16, 128)
+            y[:] = pypto.gather(x, 0, i)
+        """)
+    kernel, _ = imported(path)
+    (op,) = [s for s in kernel.body if getattr(s, "op", None) == "gather_elements"]
+    assert op.inputs == ["x", "i"] and op.axis == 0
+    assert compile_kernel(kernel, hw).leaf_tasks == 2

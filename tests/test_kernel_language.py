@@ -292,3 +292,20 @@ def test_a_matmul_bias_is_read_per_tile_and_adds_no_vector_work():
     assert biased.work.mte2_bytes.sum() - plain.work.mte2_bytes.sum() == 4 * 64 * 4
     assert biased.work.vector.bytes.sum() == plain.work.vector.bytes.sum() == 0
     assert biased.work.cube.fractals.sum() == plain.work.cube.fractals.sum()
+
+
+def test_an_element_gather_reads_the_whole_gather_axis_under_each_tile():
+    def k(axis):
+        return kernel([{"set_vec_tile_shapes": [16, 128]},
+                       {"op": "gather_elements", "inputs": ["x", "i"], "out": "g",
+                        "axis": axis},
+                       {"op": "assemble", "inputs": ["g"], "out": "y", "offsets": [0, 0]}],
+                      {"x": t([64, 128]), "i": t([32, 128], "int32"),
+                       "y": t([32, 128], role="output")})
+    rows = compile_kernel(k(0), HW)
+    assert rows.leaf_tasks == 2 and rows.work.vector.kinds == ("gather",)
+    # along rows: each 16-row tile may pick any of the 64 rows of its columns
+    assert rows.work.mte2_bytes.sum() == 2 * (16 * 128 * 4 + 64 * 128 * 4)
+    cols = compile_kernel(k(1), HW)      # along columns: only the tile's own 16 rows
+    assert cols.work.mte2_bytes.sum() == 2 * (16 * 128 * 4 + 16 * 128 * 4)
+    assert "gather" in HW.pipes.vector

@@ -14,7 +14,8 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                  "neg", "reciprocal", "relu", "log", "tanh", "clip", "ceil", "floor", "trunc",
-                 "round", "exp2", "expm1", "pow", "cast", "sum(dim, keepdim)",
+                 "round", "exp2", "expm1", "pow", "gather(input, dim, index)", "cast",
+                 "sum(dim, keepdim)",
                  "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
                  "matmul (2-D, batched 3-D/4-D)", "@", "view", "assemble", "reshape(inplace, GM)",
                  "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
@@ -393,6 +394,18 @@ def pow(base, other, precision_type=None):
     return exp(mul(log(t), _tensor(other, "pow", "exponent")))
 
 
+def gather(input, dim, index):
+    """pypto.gather(input, dim, index): the element gather of the kernel language."""
+    R = context.rec()
+    t, i = _tensor(input, "gather"), _tensor(index, "gather", "index")
+    if not is_int(dim) or not -len(t.shape) <= dim < len(t.shape):
+        raise R.fail(f"pypto.gather dim {dim!r} is not a dim of shape {t.shape}")
+    if len(i.shape) != len(t.shape):
+        raise R.fail(f"pypto.gather index of shape {i.shape} needs the {len(t.shape)} dims of "
+                     f"its input {t.shape}")
+    return _local("gather_elements", i.shape, t.dtype, {"axis": dim}, [t, i])
+
+
 def copy(src):
     """A GM tensor or view copied through UB (assembling GM data into GM), priced as the
     vector copy instruction over its bytes, like concat's copies."""
@@ -406,11 +419,11 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "view": view, "reshape": reshape, "transpose": transpose, "softmax": softmax,
            "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh, "clip": clip,
            "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
-           "expm1": expm1, "pow": pow,
+           "expm1": expm1, "pow": pow, "gather": gather,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
 UNSUPPORTED = ("erfc", "log1p", "log2", "log10", "lrelu", "prelu", "where",
-               "topk", "expand_clone", "scatter_update", "scatter", "scatter_", "gather",
+               "topk", "expand_clone", "scatter_update", "scatter", "scatter_",
                "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "sign",
                "logical_not", "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",

@@ -405,6 +405,41 @@ def concat(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
                 vector_kind="copy", vector_bytes=n * elem, **_rows(lo, hi, elem))
 
 
+def gather_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """``pypto.gather(input, dim, index)``: out[..., j, ...] = input[..., index[...], ...] along
+    ``dim``, the shape of ``index``.  A tile of the output reads its index tile and, since an
+    index may name any position along ``dim``, the whole of that axis of the input under the
+    tile's other coordinates; the Vector gathers (vgather) the output's bytes."""
+    src, idx = inputs
+    if len(src.shape) != len(idx.shape):
+        raise ConfigError(f"field '{op.where}': gather index {list(idx.shape)} needs the "
+                          f"{len(src.shape)} dims of its input {list(src.shape)}.")
+    if idx.dtype not in ("int32", "int64"):
+        raise ConfigError(f"field '{op.where}': gather index is {idx.dtype}; it takes int32 "
+                          f"or int64.")
+    axis = op.get("axis") % len(src.shape)
+    if any(i > s for d, (i, s) in enumerate(zip(idx.shape, src.shape)) if d != axis):
+        raise ConfigError(f"field '{op.where}': gather index {list(idx.shape)} is larger than "
+                          f"its input {list(src.shape)} off the gather axis {axis}.")
+    out_shape = tuple(idx.shape)
+    tile = _vec_tile(op, out_shape)
+    if len(out_shape) > 1 and tile[-1] != out_shape[-1]:
+        _check_tail_alignment(op, tile, src.dtype)
+    lo, hi = grid(out_shape, tile)
+    src_lo, src_hi = lo.copy(), hi.copy()
+    src_lo[:, axis], src_hi[:, axis] = 0, src.shape[axis]
+    n = _elements(lo, hi)
+    elem = DTYPE_BYTES[src.dtype]
+    ub = n * elem + n * DTYPE_BYTES[idx.dtype] + _elements(src_lo, src_hi) * elem
+    _check_ub(limits, op, tile, ub)
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[src_lo, lo],
+                in_hi=[src_hi, hi], flops=np.zeros(len(n)), ub_bytes=ub,
+                in_flight=np.ones(len(n)), vector_kind="gather", vector_bytes=n * elem,
+                **_rows(lo, hi, elem))
+
+
 BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full",)},
             **{op: reduce for op in REDUCE_OPS},
-            "matmul": matmul, "transpose": transpose, "concat": concat}
+            "matmul": matmul, "transpose": transpose, "concat": concat,
+            "gather_elements": gather_elements}

@@ -30,9 +30,12 @@ ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS
 REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
-    "scatter_update")
+    "scatter_update", "gather_elements")
+# gather: paged blocks stacked along axis 0; gather_elements: pypto.gather(input, dim, index),
+# an element gather by an index tensor
 _ARITY = {"view": 1, "assemble": 1, "scatter_update": 1, "transpose": 1, "reshape": 1,
-          "matmul": 2, "full": 0, "gather": 1, **{op: 1 for op in REDUCE_OPS}}
+          "matmul": 2, "full": 0, "gather": 1, "gather_elements": 2,
+          **{op: 1 for op in REDUCE_OPS}}
 
 
 def _check_dims(dims):
@@ -119,7 +122,8 @@ class OpStmt(Strict):
         needs = {"view": ("shape", "offsets"), "assemble": ("offsets",),
                  "scatter_update": ("offsets",), "cast": ("dtype",), "full": ("shape",),
                  "reshape": ("shape",), "transpose": ("perm",),
-                 "gather": ("block_rows", "count"), **{op: ("axis",) for op in REDUCE_OPS}}
+                 "gather": ("block_rows", "count"), "gather_elements": ("axis",),
+                 **{op: ("axis",) for op in REDUCE_OPS}}
         missing = [f for f in needs.get(self.op, ()) if getattr(self, f) is None]
         if missing:
             raise ValueError(f"op '{self.op}' needs {' and '.join(repr(m) for m in missing)}")
