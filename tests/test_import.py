@@ -447,3 +447,17 @@ def test_gather_by_index_traces_to_an_element_gather(tmp_path, hw):
     (op,) = [s for s in kernel.body if getattr(s, "op", None) == "gather_elements"]
     assert op.inputs == ["x", "i"] and op.axis == 0
     assert compile_kernel(kernel, hw).leaf_tasks == 2
+
+
+def test_scatter_traces_to_an_element_scatter(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 128], pypto.DT_FP32), i: pypto.Tensor([8, 128], pypto.DT_INT64),
+              y: pypto.Tensor([64, 128], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(16, 128)
+            y[:] = pypto.scatter(x, 0, i, 0.5)
+        """)
+    kernel, _ = imported(path)
+    (op,) = [s for s in kernel.body if getattr(s, "op", None) == "scatter_elements"]
+    assert op.inputs == ["x", "i"] and op.scalar == 0.5
+    assert compile_kernel(kernel, hw).leaf_tasks == 4

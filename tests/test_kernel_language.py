@@ -309,3 +309,19 @@ def test_an_element_gather_reads_the_whole_gather_axis_under_each_tile():
     cols = compile_kernel(k(1), HW)      # along columns: only the tile's own 16 rows
     assert cols.work.mte2_bytes.sum() == 2 * (16 * 128 * 4 + 16 * 128 * 4)
     assert "gather" in HW.pipes.vector
+
+
+def test_an_element_scatter_reads_the_index_along_its_axis_under_each_tile():
+    def k(src_tensor):
+        op = {"op": "scatter_elements", "inputs": ["x", "i"] + (["s"] if src_tensor else []),
+              "out": "o", "axis": 0, **({} if src_tensor else {"scalar": 0.5})}
+        return kernel([{"set_vec_tile_shapes": [16, 128]}, op,
+                       {"op": "assemble", "inputs": ["o"], "out": "y", "offsets": [0, 0]}],
+                      {"x": t([64, 128]), "i": t([8, 128], "int64"), "s": t([8, 128]),
+                       "y": t([64, 128], role="output")})
+    scalar = compile_kernel(k(False), HW)
+    assert scalar.leaf_tasks == 4 and scalar.work.vector.kinds == ("scatter",)
+    # each 16-row tile of x reads its x tile and all 8 index rows of its columns (int64)
+    assert scalar.work.mte2_bytes.sum() == 4 * (16 * 128 * 4 + 8 * 128 * 8)
+    tensor = compile_kernel(k(True), HW)       # a src tensor is read like the index
+    assert tensor.work.mte2_bytes.sum() == scalar.work.mte2_bytes.sum() + 4 * 8 * 128 * 4

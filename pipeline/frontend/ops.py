@@ -14,7 +14,8 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                  "neg", "reciprocal", "relu", "log", "tanh", "clip", "ceil", "floor", "trunc",
-                 "round", "exp2", "expm1", "pow", "gather(input, dim, index)", "cast",
+                 "round", "exp2", "expm1", "pow", "gather(input, dim, index)",
+                 "scatter(input, dim, index, src)", "cast",
                  "sum(dim, keepdim)",
                  "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
                  "matmul (2-D, batched 3-D/4-D)", "@", "view", "assemble", "reshape(inplace, GM)",
@@ -406,6 +407,27 @@ def gather(input, dim, index):
     return _local("gather_elements", i.shape, t.dtype, {"axis": dim}, [t, i])
 
 
+def scatter(input, dim, index, src, *, reduce=None):
+    """pypto.scatter(input, dim, index, src): the element scatter of the kernel language."""
+    R = context.rec()
+    t, i = _tensor(input, "scatter"), _tensor(index, "scatter", "index")
+    if reduce is not None:
+        raise R.fail(f"pypto.scatter(reduce={reduce!r}) is not supported yet",
+                     supported=["pypto.scatter(input, dim, index, src)"])
+    if not is_int(dim) or not -len(t.shape) <= dim < len(t.shape):
+        raise R.fail(f"pypto.scatter dim {dim!r} is not a dim of shape {t.shape}")
+    if isinstance(src, Tensor):
+        return _local("scatter_elements", t.shape, t.dtype, {"axis": dim}, [t, i, src])
+    return _local("scatter_elements", t.shape, t.dtype,
+                  {"axis": dim, "scalar": _scalar(src, "scatter")}, [t, i])
+
+
+def scatter_(input, dim, index, src, *, reduce=None):
+    out = scatter(input, dim, index, src, reduce=reduce)
+    assemble(out, [0] * len(out.shape), input)
+    return input
+
+
 def copy(src):
     """A GM tensor or view copied through UB (assembling GM data into GM), priced as the
     vector copy instruction over its bytes, like concat's copies."""
@@ -419,11 +441,12 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "view": view, "reshape": reshape, "transpose": transpose, "softmax": softmax,
            "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh, "clip": clip,
            "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
-           "expm1": expm1, "pow": pow, "gather": gather,
+           "expm1": expm1, "pow": pow, "gather": gather, "scatter": scatter,
+           "scatter_": scatter_,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
 UNSUPPORTED = ("erfc", "log1p", "log2", "log10", "lrelu", "prelu", "where",
-               "topk", "expand_clone", "scatter_update", "scatter", "scatter_",
+               "topk", "expand_clone", "scatter_update",
                "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "sign",
                "logical_not", "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",

@@ -439,7 +439,45 @@ def gather_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limit
                 **_rows(lo, hi, elem))
 
 
+def scatter_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """``pypto.scatter(input, dim, index, src)``: the input with ``src`` (a scalar or a tensor
+    shaped like ``index``) written where ``index`` points along ``dim``.  A tile of the output
+    reads its input tile and, since any index along ``dim`` may point into it, the whole of
+    that axis of ``index`` (and ``src``) under the tile's other coordinates.  No pto-isa
+    profile prices a scatter instruction: the vector table's default rate applies."""
+    src, idx = inputs[0], inputs[1]
+    if len(src.shape) != len(idx.shape) or any(i > s for i, s in zip(idx.shape, src.shape)):
+        raise ConfigError(f"field '{op.where}': scatter index {list(idx.shape)} needs the dims "
+                          f"of its input {list(src.shape)}, none larger.")
+    if idx.dtype not in ("int32", "int64"):
+        raise ConfigError(f"field '{op.where}': scatter index is {idx.dtype}; it takes int32 "
+                          f"or int64.")
+    if len(inputs) == 3 and tuple(inputs[2].shape) != tuple(idx.shape):
+        raise ConfigError(f"field '{op.where}': scatter src {list(inputs[2].shape)} needs the "
+                          f"index's shape {list(idx.shape)}.")
+    axis = op.get("axis") % len(src.shape)
+    out_shape = tuple(src.shape)
+    tile = _vec_tile(op, out_shape)
+    if len(out_shape) > 1 and tile[-1] != out_shape[-1]:
+        _check_tail_alignment(op, tile, src.dtype)
+    lo, hi = grid(out_shape, tile)
+    i_lo = np.minimum(lo, np.asarray(idx.shape))
+    i_hi = np.minimum(hi, np.asarray(idx.shape))
+    i_lo[:, axis], i_hi[:, axis] = 0, idx.shape[axis]
+    n = _elements(lo, hi)
+    elem = DTYPE_BYTES[src.dtype]
+    ni = _elements(i_lo, i_hi)
+    ub = 2 * n * elem + ni * (DTYPE_BYTES[idx.dtype] + (elem if len(inputs) == 3 else 0))
+    _check_ub(limits, op, tile, ub)
+    extra = len(inputs) - 2               # a src tensor is read like the index
+    in_lo, in_hi = [lo, i_lo] + [i_lo] * extra, [hi, i_hi] + [i_hi] * extra
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi,
+                flops=np.zeros(len(n)), ub_bytes=ub, in_flight=np.ones(len(n)),
+                vector_kind="scatter", vector_bytes=ni * elem, **_rows(i_lo, i_hi, elem))
+
+
 BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full",)},
             **{op: reduce for op in REDUCE_OPS},
             "matmul": matmul, "transpose": transpose, "concat": concat,
-            "gather_elements": gather_elements}
+            "gather_elements": gather_elements, "scatter_elements": scatter_elements}

@@ -30,9 +30,10 @@ ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS
 REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
-    "scatter_update", "gather_elements")
+    "scatter_update", "gather_elements", "scatter_elements")
 # gather: paged blocks stacked along axis 0; gather_elements: pypto.gather(input, dim, index),
-# an element gather by an index tensor
+# an element gather by an index tensor; scatter_elements: pypto.scatter(input, dim, index,
+# src), inputs [input, index] with a scalar src or [input, index, src]
 _ARITY = {"view": 1, "assemble": 1, "scatter_update": 1, "transpose": 1, "reshape": 1,
           "matmul": 2, "full": 0, "gather": 1, "gather_elements": 2,
           **{op: 1 for op in REDUCE_OPS}}
@@ -110,6 +111,8 @@ class OpStmt(Strict):
             want = 1 if self.scalar is not None else 2
         elif self.op == "concat":
             want = None
+        elif self.op == "scatter_elements":
+            want = 2 if self.scalar is not None else 3
         elif self.op == "matmul":
             # [a, b] or [a, b, bias]: extend_params' bias_tensor, added by the Cube
             want = len(self.inputs) if len(self.inputs) in (2, 3) else 2
@@ -123,6 +126,7 @@ class OpStmt(Strict):
                  "scatter_update": ("offsets",), "cast": ("dtype",), "full": ("shape",),
                  "reshape": ("shape",), "transpose": ("perm",),
                  "gather": ("block_rows", "count"), "gather_elements": ("axis",),
+                 "scatter_elements": ("axis",),
                  **{op: ("axis",) for op in REDUCE_OPS}}
         missing = [f for f in needs.get(self.op, ()) if getattr(self, f) is None]
         if missing:
