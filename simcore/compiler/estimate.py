@@ -130,6 +130,9 @@ class _Walker:
             shape = tuple(sum(s[axis] for s in inputs) if d == axis else v
                           for d, v in enumerate(inputs[0]))
             return shape, self.grid(shape)
+        if op in ("gather_elements", "scatter_elements"):   # the index's / input's shape
+            shape = inputs[1] if op == "gather_elements" else inputs[0]
+            return shape, self.grid(shape)
         if op == "gather":
             rows = self.value(stmt.block_rows, env) * self.value(stmt.count, env)
             return (rows, *inputs[0][1:]), 0
