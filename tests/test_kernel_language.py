@@ -325,3 +325,18 @@ def test_an_element_scatter_reads_the_index_along_its_axis_under_each_tile():
     assert scalar.work.mte2_bytes.sum() == 4 * (16 * 128 * 4 + 8 * 128 * 8)
     tensor = compile_kernel(k(True), HW)       # a src tensor is read like the index
     assert tensor.work.mte2_bytes.sum() == scalar.work.mte2_bytes.sum() + 4 * 8 * 128 * 4
+
+
+def test_valid_regions_of_broadcast_operands_align_at_the_last_dim():
+    # x holds 40 of its 64 rows, the [128] row b only its first 64 entries: a [16, 128] tile
+    # does valid work on its rows below 40 and columns below 64
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 128]},
+         {"op": "view", "inputs": ["xs"], "out": "x", "shape": [64, 128], "offsets": [0, 0],
+          "valid_shape": [40, 128]},
+         {"op": "view", "inputs": ["bs"], "out": "b", "shape": [128], "offsets": [0],
+          "valid_shape": [64]},
+         {"op": "mul", "inputs": ["x", "b"], "out": "p"},
+         {"op": "assemble", "inputs": ["p"], "out": "y", "offsets": [0, 0]}],
+        {"xs": t([64, 128]), "bs": t([128]), "y": t([64, 128], role="output")}), HW)
+    assert program.work.vector.tiles.sum() == pytest.approx((1 + 1 + 0.5 + 0) * 0.5)
