@@ -148,14 +148,13 @@ def test_loop_start_step_and_loop_unroll(tmp_path, hw):
 
 
 UNSUPPORTED = {
-    "keepdim": ("y[:] = pypto.sum(x, dim=-1)", "keepdim=False"),
-    "rank broadcast": ("y[:] = x * pypto.view(x, [64], [0, 0])", "rank broadcast"),
+    "no broadcast": ("y[:] = x * pypto.view(x, [32], [0, 0])", "neither match nor broadcast"),
     "element read": ("n = x[0, 0]", "element reads"),
     "unknown op": ("y[:] = pypto.erfc(x)", "erfc"),
     "view of on-chip": ("y[:] = pypto.view(x + 1.0, [64, 64], [0, 0]) * 1.0", "on-chip"),
     "scalar minus tensor": ("y[:] = 1.0 - x", "scalar sub tensor"),
-    "3-D matmul": ("z = pypto.matmul(pypto.reshape(x, [1, 64, 64], inplace=True), x, "
-                   "pypto.DT_FP32)", "batched"),
+    "5-D matmul": ("z = pypto.matmul(pypto.reshape(x, [1, 1, 1, 64, 64], inplace=True), x, "
+                   "pypto.DT_FP32)", "2 to 4 dims"),
 }
 
 
@@ -311,4 +310,154 @@ def test_and_or_of_loop_conditions_build_one_condition(tmp_path, hw):
     ops = [s for s in kernel.body[-1].body if getattr(s, "op", None) in ("mul", "add")]
     # `and True` leaves the condition as it is
     assert [o.cond for o in ops] == ["(i == 0) or (i == 3)", "not ((i == 0) or (i == 3))"]
+    assert compile_kernel(kernel, hw).leaf_tasks == 4
+
+
+def test_keepdim_false_and_rank_broadcast_trace_as_upstream_shapes(tmp_path, hw):
+    # upstream's reductions drop the axis by default: sum over rows of [64, 128] is [128],
+    # and x - s broadcasts it over the rows as numpy does
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 128], pypto.DT_FP32), b: pypto.Tensor([128], pypto.DT_FP32),
+              y: pypto.Tensor([64, 128], pypto.DT_FP32), r: pypto.Tensor([64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(16, 128)
+            s = pypto.sum(x, 0)
+            assert s.shape == [128]
+            y[:] = (x - s) * b
+            m = x.amax(-1)
+            assert m.shape == [64]
+            r[:] = m * 2.0
+        """)
+    kernel, text = imported(path)
+    ops = {s.out: s for s in kernel.body if getattr(s, "op", None)}
+    assert ops["s"].keepdim is False and ops["m"].keepdim is False
+    program = compile_kernel(kernel, hw)
+    # the row max [64] is cut by the tile's first dim, 16: it chains with its muls
+    assert any(program.leaf_functions[i].ops[-2:] == ("amax", "mul")
+               for i in program.task_leaf)
+
+
+def test_batched_matmul_and_int64_trace(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(a: pypto.Tensor([4, 64, 32], pypto.DT_FP16), b: pypto.Tensor([32, 128], pypto.DT_FP16),
+              bt: pypto.Tensor([4, 128, 32], pypto.DT_FP16),
+              c: pypto.Tensor([4, 64, 128], pypto.DT_FP32), d: pypto.Tensor([4, 64, 128], pypto.DT_FP16),
+              i: pypto.Tensor([64, 64], pypto.DT_INT64), o: pypto.Tensor([64, 64], pypto.DT_INT64)):
+            pypto.set_cube_tile_shapes([64, 64], [32, 32], [128, 128])
+            c[:] = pypto.matmul(a, b, pypto.DT_FP32)
+            p = pypto.matmul(a, bt, pypto.DT_FP16, b_trans=True)
+            assert p.shape == [4, 64, 128]
+            d[:] = p
+            pypto.set_vec_tile_shapes(16, 64)
+            o[:] = i + 1
+        """)
+    kernel, _ = imported(path)
+    assert kernel.tensors["i"].dtype == "int64"
+    program = compile_kernel(kernel, hw)
+    assert program.work.cube.fractals.sum() == 2 * 4 * 64      # two matmuls, 4 batches each
+    assert program.leaf_tasks == 4 + 4 + 4
+
+
+PAGED = """
+    @pypto.frontend.jit
+    def k(kv: pypto.Tensor([128, 64], pypto.DT_FP32), y: pypto.Tensor([192, 64], pypto.DT_FP32),
+          seq_lens: pypto.Tensor([3], pypto.DT_INT64),
+          block_table: pypto.Tensor([3, 4], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(16, 64)
+        for b in pypto.loop(3):
+            blocks = seq_lens[b].min(4)
+            for i in pypto.loop(blocks):
+                blk = pypto.view(kv, [16, 64], [block_table[b, i] * 16, 0])
+                y[(b * 4 + i) * 16:(b * 4 + i + 1) * 16, :] = pypto.exp(blk)
+        first = seq_lens[0]
+        assert first == 1                 # a read at a known index has its value
+        for j in pypto.loop(first):
+            y[j * 16:(j + 1) * 16, :] = pypto.view(kv, [16, 64], [0, 0]) * 2.0
+"""
+
+
+def test_element_reads_become_scalars_from_given_values(tmp_path, hw):
+    path = write(tmp_path, PAGED)
+    with pytest.raises(ConfigError, match="--arg seq_lens.values="):
+        trace_file(path)
+    table = [[7, 0, 0, 0], [5, 6, 0, 0], [1, 2, 3, 4]]
+    kernel, text = imported(path, args={"seq_lens.values": [1, 2, 9],
+                                        "block_table": {"values": table}})
+    assert kernel.values == {"seq_lens": [1, 2, 9], "block_table": table}
+    assert kernel.tensors["seq_lens"].control_flow_input
+    assert kernel.tensors["block_table"].control_flow_input
+    assert "min(seq_lens[b], 4)" in text and "block_table[b, i])*16" in text
+    # trips min(1, 4), min(2, 4), min(9, 4), then seq_lens[0] = 1
+    assert compile_kernel(kernel, hw).root_calls == 1 + 2 + 4 + 1
+    # a study changes the data: --set values.seq_lens=[...]
+    from simcore.spec.overrides import apply
+    data = apply(yaml.safe_load(text), {"values.seq_lens": [4, 4, 4]})
+    assert compile_kernel(Kernel.model_validate(data), hw).root_calls == 12 + 4
+    with pytest.raises(ConfigError, match="values"):
+        apply(yaml.safe_load(text), {"values.kv": [1]})
+
+
+def test_activations_trace_to_priced_ops(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            y[:] = pypto.tanh(pypto.log(pypto.relu(x) + 1.0)) * x.rsqrt().relu()
+        """)
+    kernel, _ = imported(path)
+    ops = [s.op for s in kernel.body if getattr(s, "op", None)]
+    assert ops[:3] == ["relu", "add", "log"] and "tanh" not in ops
+    # tanh from exp and a divide
+    assert {"exp", "div", "full"} <= set(ops) and ops.count("relu") == 2
+    assert compile_kernel(kernel, hw).leaf_tasks >= 2
+
+
+def test_upstream_elementwise_surface_traces_to_priced_ops(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 64], pypto.DT_FP32), lo: pypto.Tensor([64], pypto.DT_FP32),
+              y: pypto.Tensor([64, 64], pypto.DT_FP32), z: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            a = pypto.clip(x, 0.0, 6.0)
+            b = pypto.clip(x, lo)
+            c = pypto.ceil(pypto.pow(a, 2)) + pypto.exp2(b) + pypto.expm1(b) + pypto.pow(a, 0.5)
+            y[:] = c.floor()
+            z[:] = x                       # GM into GM: a copy through UB
+        """)
+    kernel, _ = imported(path)
+    ops = [s.op for s in kernel.body if getattr(s, "op", None)]
+    assert ops[:3] == ["maximum", "minimum", "maximum"]
+    assert ops.count("cast") == 4 and "copy" in ops and "log" in ops
+    program = compile_kernel(kernel, hw)
+    kinds = set(program.work.vector.kinds)
+    assert {"maximums", "minimums", "maximum", "copy", "log", "cast"} <= kinds
+    assert {"maximums", "minimums", "copy"} <= set(hw.pipes.vector)   # each its own rate
+
+
+def test_gather_by_index_traces_to_an_element_gather(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 128], pypto.DT_FP32), i: pypto.Tensor([32, 128], pypto.DT_INT32),
+              y: pypto.Tensor([32, 128], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(16, 128)
+            y[:] = pypto.gather(x, 0, i)
+        """)
+    kernel, _ = imported(path)
+    (op,) = [s for s in kernel.body if getattr(s, "op", None) == "gather_elements"]
+    assert op.inputs == ["x", "i"] and op.axis == 0
+    assert compile_kernel(kernel, hw).leaf_tasks == 2
+
+
+def test_scatter_traces_to_an_element_scatter(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 128], pypto.DT_FP32), i: pypto.Tensor([8, 128], pypto.DT_INT64),
+              y: pypto.Tensor([64, 128], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(16, 128)
+            y[:] = pypto.scatter(x, 0, i, 0.5)
+        """)
+    kernel, _ = imported(path)
+    (op,) = [s for s in kernel.body if getattr(s, "op", None) == "scatter_elements"]
+    assert op.inputs == ["x", "i"] and op.scalar == 0.5
     assert compile_kernel(kernel, hw).leaf_tasks == 4

@@ -15,7 +15,7 @@ from .loader import Traced
 from .recorder import LoopRec, OpRec, StateRec
 
 _FIELD_ORDER = ("op", "inputs", "out", "scalar", "dtype", "shape", "offsets", "valid_shape", "axis",
-                "a_trans", "b_trans", "perm", "inplace", "value", "label", "cond")
+                "keepdim", "a_trans", "b_trans", "perm", "inplace", "value", "label", "cond")
 
 
 def _flow(value) -> str:
@@ -89,6 +89,8 @@ def _tensor_line(decl, name: str) -> str:
     if decl.format != "ND":
         spec["format"] = decl.format
     spec["role"] = decl.role
+    if decl.control_flow_input:
+        spec["control_flow_input"] = True
     if decl.cache_policy != "default":
         spec["cache_policy"] = decl.cache_policy
     comment = f"   # {_at(decl.where)}" if decl.where else ""
@@ -117,6 +119,11 @@ def kernel_text(traced: Traced, command: str) -> str:
     if tiles.table:
         lines.append("tiles:")
         lines += [f"  {n}: {_flow(v)}" for n, v in tiles.table.items()]
+    read = {d.slot.hint for d in R.decls if d.control_flow_input}
+    values = {n: v for n, v in R.values.items() if n in read}
+    if values:
+        lines.append("values:   # data the kernel reads as scalars (--arg NAME.values=...)")
+        lines += [f"  {n}: {_flow(v)}" for n, v in values.items()]
     lines.append("body:")
     lines += body
     if traced.options:

@@ -135,6 +135,10 @@ def parse_values(pairs: list[str], what: str) -> dict:
 def _placeholder(R: Recorder, name: str, ann, given, dims: dict):
     shape, dtype = ann.shape, ann.dtype
     if isinstance(given, dict):
+        if given.get("values") is not None:
+            R.values[name] = _values(name, given["values"])
+            if given.get("shape") is None:
+                given = {**given, "shape": _values_shape(given["values"])}
         if given.get("dtype"):
             dtype = tensor.BY_SCHEMA.get(given["dtype"])
             if dtype is None:
@@ -177,8 +181,46 @@ def _placeholder(R: Recorder, name: str, ann, given, dims: dict):
                            tensor._format_name(ann.format))
 
 
+def _values(name: str, values):
+    """Element data: a nested list of ints, full (every row as long as the others)."""
+    def check(v):
+        if isinstance(v, list):
+            return [check(x) for x in v]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"--arg {name}.values: {v!r} is not an int; the values of a "
+                              f"tensor read as scalars are ints.")
+        return v
+    if not isinstance(values, list):
+        raise ConfigError(f"--arg {name}.values={values!r}: give a JSON list such as [128, 256].")
+    out = check(values)
+    _values_shape(out, name)
+    return out
+
+
+def _values_shape(values, name: str = "") -> list[int]:
+    shape, level = [], values
+    while isinstance(level, list):
+        shape.append(len(level))
+        level = level[0] if level else None
+    def full(v, depth):
+        if depth == len(shape):
+            return not isinstance(v, list)
+        return isinstance(v, list) and len(v) == shape[depth] and all(full(x, depth + 1)
+                                                                      for x in v)
+    if not full(values, 0):
+        raise ConfigError(f"--arg {name}.values is ragged; give a full nested list.")
+    return shape
+
+
 def _arguments(R: Recorder, fn, given: dict, dims: dict) -> list:
     args = []
+    for key in [k for k in given if k.endswith(".values")]:
+        name = key[:-len(".values")]
+        entry = given.get(name)
+        entry = dict(entry) if isinstance(entry, dict) else (
+            {} if entry is None else {"shape": entry})
+        entry["values"] = given.pop(key)
+        given[name] = entry
     signature = inspect.signature(fn)
     for p in signature.parameters.values():
         ann = p.annotation

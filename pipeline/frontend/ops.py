@@ -13,9 +13,17 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
-                 "neg", "reciprocal", "cast", "sum(keepdim=True)", "amax(keepdim=True)",
-                 "amin(keepdim=True)", "softmax", "sigmoid", "matmul (2-D)", "@", "view", "assemble",
-                 "reshape(inplace, GM)", "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
+                 "neg", "reciprocal", "relu", "log", "tanh", "clip", "ceil", "floor", "trunc",
+                 "round", "exp2", "expm1", "pow", "gather(input, dim, index)",
+                 "scatter(input, dim, index, src)", "cast",
+                 "sum(dim, keepdim)",
+                 "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
+                 "matmul (2-D, batched 3-D/4-D)", "@", "view", "assemble", "reshape(inplace, GM)",
+                 "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
+
+
+BROADCAST_RULE = ["shapes aligned at the last dim whose dims match or are 1",
+                  "a shorter shape gains leading dims of 1 ([N] with [M, N])"]
 
 
 def _unsupported(name: str, why: str = "is not in the kernel language yet"):
@@ -36,20 +44,21 @@ def _is_one(d) -> bool:
 
 
 def _broadcast(op: str, a: Tensor, b: Tensor) -> list:
+    """numpy's broadcast, as PyPTO's binary ops: shapes align at the last dim, the shorter
+    gains leading dims of 1, a dim of 1 stretches ([N] * [M, N], [M, 1] - [M, N])."""
     R = context.rec()
-    if len(a.shape) != len(b.shape):
-        raise R.fail(f"{op} of shapes {a.shape} and {b.shape}: rank broadcast (e.g. [N] with "
-                     f"[M, N]) is not supported yet", supported=["inputs of equal rank whose "
-                                                             "dims match or are 1"])
+    rank = max(len(a.shape), len(b.shape))
+    sa = [1] * (rank - len(a.shape)) + a.shape
+    sb = [1] * (rank - len(b.shape)) + b.shape
     out = []
-    for x, y in zip(a.shape, b.shape):
+    for x, y in zip(sa, sb):
         if same_dim(x, y) or _is_one(y):
             out.append(x)
         elif _is_one(x):
             out.append(y)
         else:
             raise R.fail(f"{op} of shapes {a.shape} and {b.shape}: dims {x} and {y} neither "
-                         f"match nor broadcast")
+                         f"match nor broadcast", supported=BROADCAST_RULE)
     return out
 
 
@@ -122,7 +131,7 @@ def _unary(op):
 
 
 exp, sqrt, rsqrt, abs, neg = (_unary(o) for o in ("exp", "sqrt", "rsqrt", "abs", "neg"))
-reciprocal = _unary("reciprocal")
+reciprocal, relu, log = _unary("reciprocal"), _unary("relu"), _unary("log")
 
 
 def cast(input, dtype, mode=None, satmode=None):
@@ -135,15 +144,18 @@ def _reduce(op):
     def fn(input, dim=-1, keepdim=False):
         R = context.rec()
         t = _tensor(input, op)
-        if not keepdim:
-            raise R.fail(f"pypto.{op}(keepdim=False) (upstream's default) is not supported yet: "
-                         f"the kernel language reduces with keepdim=True only",
-                         supported=[f"pypto.{op}(x, dim, keepdim=True)"])
         if not is_int(dim) or not -len(t.shape) <= dim < len(t.shape):
             raise R.fail(f"pypto.{op} dim {dim!r} is not a dim of shape {t.shape}")
         shape = t.shape
-        shape[dim] = 1
-        return _local(op, shape, t.dtype, {"axis": dim}, [t])
+        axis = dim % len(shape)
+        if keepdim or len(shape) == 1:
+            shape[axis] = 1           # a 1-D reduction keeps one dim of 1 (no 0-d values)
+        else:
+            del shape[axis]
+        fields = {"axis": dim}
+        if not keepdim:
+            fields["keepdim"] = False
+        return _local(op, shape, t.dtype, fields, [t])
     fn.__name__ = op
     return fn
 
@@ -155,26 +167,48 @@ def matmul(input, mat2, out_dtype=None, *, a_trans=False, b_trans=False, c_matri
            extend_params=None):
     R = context.rec()
     a, b = _tensor(input, "matmul"), _tensor(mat2, "matmul")
-    if len(a.shape) != 2 or len(b.shape) != 2:
-        raise R.fail(f"matmul of shapes {a.shape} x {b.shape}: batched (3-D) and broadcast "
-                     f"matmul are not supported yet", supported=["2-D matmul; batch with a "
-                                                               "Python for over views"])
-    if extend_params is not None or c_matrix_nz:
-        raise R.fail("matmul extend_params (bias, scale, relu) and c_matrix_nz are not supported "
-                     "yet", supported=["a_trans", "b_trans", "out_dtype"])
-    m = a.shape[1] if a_trans else a.shape[0]
-    n = b.shape[0] if b_trans else b.shape[1]
-    ka, kb = (a.shape[0] if a_trans else a.shape[1]), (b.shape[1] if b_trans else b.shape[0])
+    if not (2 <= len(a.shape) <= 4 and 2 <= len(b.shape) <= 4):
+        raise R.fail(f"matmul of shapes {a.shape} x {b.shape}: operands need 2 to 4 dims",
+                     supported=["[M, K] @ [K, N]", "batched [B, M, K] @ [B, K, N]",
+                                "broadcast [B, M, K] @ [K, N]"])
+    bias = None
+    if extend_params:
+        other = [k for k in extend_params if k != "bias_tensor"]
+        if other:
+            raise R.fail(f"matmul extend_params {other} (scale, relu, ...) are not supported yet",
+                         supported=["extend_params={'bias_tensor': bias}", "a_trans", "b_trans",
+                                    "out_dtype"])
+        bias = _tensor(extend_params["bias_tensor"], "matmul", "bias")
+    if c_matrix_nz:
+        raise R.fail("matmul c_matrix_nz is not supported yet",
+                     supported=["a_trans", "b_trans", "out_dtype", "bias_tensor"])
+    m = a.shape[-1] if a_trans else a.shape[-2]
+    n = b.shape[-2] if b_trans else b.shape[-1]
+    ka, kb = (a.shape[-2] if a_trans else a.shape[-1]), (b.shape[-1] if b_trans else b.shape[-2])
     if not same_dim(ka, kb):
         raise R.fail(f"matmul K mismatch: {a.shape}{'^T' if a_trans else ''} x "
                      f"{b.shape}{'^T' if b_trans else ''}")
+    batch = []
+    if len(a.shape) > 2 or len(b.shape) > 2:
+        ba, bb = a.shape[:-2] or [1], b.shape[:-2] or [1]
+        rank = max(len(ba), len(bb))
+        ba, bb = [1] * (rank - len(ba)) + ba, [1] * (rank - len(bb)) + bb
+        for x, y in zip(ba, bb):
+            if same_dim(x, y) or _is_one(y):
+                batch.append(x)
+            elif _is_one(x):
+                batch.append(y)
+            else:
+                raise R.fail(f"matmul batch dims of {a.shape} and {b.shape} neither match "
+                             f"nor broadcast", supported=BROADCAST_RULE)
     dtype = out_dtype or DataType.DT_FP32
     fields = {"dtype": schema_dtype(dtype)}
     if a_trans:
         fields["a_trans"] = True
     if b_trans:
         fields["b_trans"] = True
-    return _local("matmul", [m, n], dtype, fields, [a, b])
+    inputs = [a, b] + ([bias] if bias is not None else [])
+    return _local("matmul", batch + [m, n], dtype, fields, inputs)
 
 
 def _gm(t, op: str) -> Tensor:
@@ -234,9 +268,7 @@ def assemble(*args, parallel=False):
     src = _tensor(src, "assemble", "source")
     dst = _gm(dst, "assemble into")
     if src.kind != "local":
-        raise R.fail(f"assembling '{src.slot.root().hint}', a GM tensor or view, into GM is a "
-                     f"copy the kernel language cannot hold yet",
-                     supported=["assembling the result of an op"])
+        src = copy(src)          # GM into GM goes through UB: a copy op
     if len(offsets) != len(dst.shape):
         raise R.fail(f"assemble offsets {list(offsets)} need one entry per dim of {dst.shape}")
     fields = {"offsets": R.check_dims(offsets, "assemble offsets")}
@@ -297,16 +329,125 @@ def sigmoid(input):
     return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
 
 
+def tanh(input):
+    """tanh(x) = 1 - 2 / (exp(2x) + 1), from these ops (in FP32): the pto-isa cost tables have
+    no single tanh instruction to price upstream's TTanh by, its parts each have one."""
+    t = _tensor(input, "tanh")
+    x = cast(t, DataType.DT_FP32) if t.dtype.name != "DT_FP32" else t
+    d = add(exp(mul(x, 2.0)), 1.0)
+    out = add(mul(div(full(d.shape, 2.0, DataType.DT_FP32), d), -1.0), 1.0)
+    return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
+
+
+def clip(input, min=None, max=None):
+    """Upstream's clip as the kernel language holds it: maximum with the lower bound, then
+    minimum with the upper (a scalar bound is vmaxs / vmins, a tensor one broadcasts)."""
+    t = _tensor(input, "clip")
+    out = t
+    if min is not None:
+        out = maximum(out, min)
+    if max is not None:
+        out = minimum(out, max)
+    return out
+
+
+def _rounding(name: str):
+    def fn(input, decimals=0):
+        """Rounding of a float tensor: a conversion to int32 with the rounding mode, then back
+        (vconv f32 -> s32 with mode, s32 -> f32), each priced as a cast."""
+        R = context.rec()
+        t = _tensor(input, name)
+        if not is_int(decimals) or (decimals and name != "round"):
+            raise R.fail(f"pypto.{name}(decimals={decimals!r}) is not supported",
+                         supported=[f"pypto.{name}(x)", "pypto.round(x, decimals=int)"])
+        if t.dtype.name in ("DT_INT32", "DT_INT64", "DT_INT8"):
+            return t
+        scale = 10.0 ** decimals
+        x = mul(t, scale) if decimals else t      # round(x, d) = round(x * 10^d) / 10^d
+        out = cast(cast(x, DataType.DT_INT32), t.dtype)
+        return mul(out, 1.0 / scale) if decimals else out
+    fn.__name__ = name
+    return fn
+
+
+ceil, floor, trunc, round = (_rounding(n) for n in ("ceil", "floor", "trunc", "round"))
+
+
+def exp2(input):
+    """2^x = exp(x * ln 2)."""
+    return exp(mul(_tensor(input, "exp2"), 0.6931471805599453))
+
+
+def expm1(input):
+    """exp(x) - 1."""
+    return add(exp(_tensor(input, "expm1")), -1.0)
+
+
+def pow(base, other, precision_type=None):
+    """base ** other = exp(other * log(base)); a scalar exponent of 2 is one multiply."""
+    t = _tensor(base, "pow")
+    if isinstance(other, Real) and not isinstance(other, bool):
+        if other == 1:
+            return mul(t, 1.0)
+        if other == 2:
+            return mul(t, t)
+        return exp(mul(log(t), float(other)))
+    return exp(mul(log(t), _tensor(other, "pow", "exponent")))
+
+
+def gather(input, dim, index):
+    """pypto.gather(input, dim, index): the element gather of the kernel language."""
+    R = context.rec()
+    t, i = _tensor(input, "gather"), _tensor(index, "gather", "index")
+    if not is_int(dim) or not -len(t.shape) <= dim < len(t.shape):
+        raise R.fail(f"pypto.gather dim {dim!r} is not a dim of shape {t.shape}")
+    if len(i.shape) != len(t.shape):
+        raise R.fail(f"pypto.gather index of shape {i.shape} needs the {len(t.shape)} dims of "
+                     f"its input {t.shape}")
+    return _local("gather_elements", i.shape, t.dtype, {"axis": dim}, [t, i])
+
+
+def scatter(input, dim, index, src, *, reduce=None):
+    """pypto.scatter(input, dim, index, src): the element scatter of the kernel language."""
+    R = context.rec()
+    t, i = _tensor(input, "scatter"), _tensor(index, "scatter", "index")
+    if reduce is not None:
+        raise R.fail(f"pypto.scatter(reduce={reduce!r}) is not supported yet",
+                     supported=["pypto.scatter(input, dim, index, src)"])
+    if not is_int(dim) or not -len(t.shape) <= dim < len(t.shape):
+        raise R.fail(f"pypto.scatter dim {dim!r} is not a dim of shape {t.shape}")
+    if isinstance(src, Tensor):
+        return _local("scatter_elements", t.shape, t.dtype, {"axis": dim}, [t, i, src])
+    return _local("scatter_elements", t.shape, t.dtype,
+                  {"axis": dim, "scalar": _scalar(src, "scatter")}, [t, i])
+
+
+def scatter_(input, dim, index, src, *, reduce=None):
+    out = scatter(input, dim, index, src, reduce=reduce)
+    assemble(out, [0] * len(out.shape), input)
+    return input
+
+
+def copy(src):
+    """A GM tensor or view copied through UB (assembling GM data into GM), priced as the
+    vector copy instruction over its bytes, like concat's copies."""
+    t = _tensor(src, "assemble", "source")
+    return _local("copy", t.shape, t.dtype, {}, [t])
+
+
 METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "minimum": minimum, "exp": exp, "sqrt": sqrt, "rsqrt": rsqrt, "abs": abs, "neg": neg,
            "reciprocal": reciprocal, "sum": sum, "amax": amax, "amin": amin, "matmul": matmul,
            "view": view, "reshape": reshape, "transpose": transpose, "softmax": softmax,
-           "sigmoid": sigmoid,
+           "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh, "clip": clip,
+           "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
+           "expm1": expm1, "pow": pow, "gather": gather, "scatter": scatter,
+           "scatter_": scatter_,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
-UNSUPPORTED = ("erfc", "log", "log1p", "tanh", "relu", "clip", "where",
-               "topk", "expand_clone", "scatter_update", "scatter", "scatter_", "gather",
-               "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "pow", "exp2",
-               "expm1", "floor", "ceil", "round", "trunc", "sign", "logical_not", "cumsum",
+UNSUPPORTED = ("erfc", "log1p", "log2", "log10", "lrelu", "prelu", "where",
+               "topk", "expand_clone", "scatter_update",
+               "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "sign",
+               "logical_not", "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",
                "greater", "gt", "ge", "lt", "le", "eq", "ne", "sin", "cos")

@@ -44,6 +44,7 @@ class TensorDecl:
     role: str = "input"
     cache_policy: str = "default"
     where: str = ""
+    control_flow_input: bool = False     # its elements are read as scalars
 
 
 @dataclass(eq=False)
@@ -89,6 +90,8 @@ class Recorder:
         self.loop_count = 0
         self.notes: list[str] = []
         self.options: dict[str, dict] = {}
+        # data of tensor arguments the kernel reads elements of (--arg NAME.values=...)
+        self.values: dict[str, list] = {}
 
     # -- where am I ---------------------------------------------------------------------
     def where(self) -> str:
@@ -141,7 +144,8 @@ class Recorder:
                                 f"symbolic int") from None
             if isinstance(value, str):
                 known = set(self.params) | set(self.active_idx) | {
-                    f"{i}_unroll" for i in self.active_idx} | {"min", "max", "ceil_div"}
+                    f"{i}_unroll" for i in self.active_idx} | {"min", "max", "ceil_div"} | set(
+                    self.values)
                 for node in ast.walk(ast.parse(value, mode="eval")):
                     if isinstance(node, ast.Name) and node.id not in known:
                         raise self.fail(f"{what} uses '{node.id}' ({value}), a loop index "

@@ -80,10 +80,13 @@ def build() -> dict[str, types.ModuleType]:
         "symbolic_scalar": SymInt, "matmul": ops.matmul, "view": ops.view,
         "reshape": ops.reshape, "assemble": ops.assemble, "transpose": ops.transpose,
         "concat": ops.concat, "full": ops.full, "cast": ops.cast, "softmax": ops.softmax,
-        "sigmoid": ops.sigmoid,
+        "sigmoid": ops.sigmoid, "tanh": ops.tanh, "clip": ops.clip, "ceil": ops.ceil,
+        "floor": ops.floor, "trunc": ops.trunc, "round": ops.round, "exp2": ops.exp2,
+        "expm1": ops.expm1, "pow": ops.pow, "gather": ops.gather,
+        "scatter": ops.scatter, "scatter_": ops.scatter_,
     }
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
-               "neg", "reciprocal", "sum", "amax", "amin"):
+               "neg", "reciprocal", "relu", "log", "sum", "amax", "amin"):
         names[op] = getattr(ops, op)
     for name in (*tensor.KERNEL_DTYPES, *tensor.OTHER_DTYPES):
         names[name] = getattr(tensor.DataType, name)

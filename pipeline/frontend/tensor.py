@@ -26,10 +26,10 @@ class DType:
         return f"DataType.{self.name}"
 
 
-# upstream DataType members; the kernel language holds the first five
+# upstream DataType members; the kernel language holds the first six
 KERNEL_DTYPES = {"DT_FP32": "fp32", "DT_FP16": "fp16", "DT_BF16": "bf16", "DT_INT8": "int8",
-                 "DT_INT32": "int32"}
-OTHER_DTYPES = ("DT_INT4", "DT_INT16", "DT_INT64", "DT_FP8", "DT_HF4", "DT_HF8", "DT_FP8E4M3",
+                 "DT_INT32": "int32", "DT_INT64": "int64"}
+OTHER_DTYPES = ("DT_INT4", "DT_INT16", "DT_FP8", "DT_HF4", "DT_HF8", "DT_FP8E4M3",
                 "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1", "DT_FP4_E2M1X2", "DT_FP4_E1M2",
                 "DT_FP4_E1M2X2", "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64", "DT_BOOL",
                 "DT_DOUBLE")
@@ -199,6 +199,9 @@ class Tensor:
 
     # -- slicing ----------------------------------------------------------------------------
     def __getitem__(self, key):
+        keys = key if isinstance(key, tuple) else (key,)
+        if keys and all(is_int(k) or isinstance(k, SymInt) for k in keys):
+            return _element(self, keys)
         offsets, shape = _region(self, key, "read")
         if offsets is None:
             return self
@@ -272,6 +275,47 @@ def temporary(shape, dtype, name="", format=None) -> Tensor:
     return make("temp", list(shape), dtype, decl.slot.hint, decl)
 
 
+def _element(t: Tensor, keys) -> SymInt:
+    """``seq_lens[b]``: one element of an int tensor argument, as a scalar of the kernel
+    language.  Its value comes from the data given at import (--arg NAME.values=...), which
+    the config keeps under ``values``: a trip count or view offset built from it is known
+    per loop iteration when the kernel compiles, as upstream's control AICPU reads it."""
+    R = context.rec()
+    name = t.slot.root().hint
+    if t.kind != "arg":
+        raise R.fail(f"an element read of '{name}', which is not a tensor argument (its data "
+                     f"is made on the device, not known while tracing)",
+                     supported=["element reads of int32/int64 tensor arguments"])
+    if t.decl.dtype not in ("int32", "int64"):
+        raise R.fail(f"an element read of '{name}' ({t.decl.dtype}): scalars come from "
+                     f"int32/int64 tensors", supported=["element reads of int32/int64 tensor "
+                                                        "arguments"])
+    if len(keys) != len(t._shape):
+        raise R.fail(f"{name}[{', '.join(map(repr, keys))}] reads an element of a "
+                     f"{len(t._shape)}-D tensor with {len(keys)} indices",
+                     supported=["one index per dim: x[b, i]", "slices x[a:b, :]"])
+    if name not in R.values:
+        raise R.fail(f"the kernel reads elements of '{name}' as scalars; their values are "
+                     f"data the config must hold", hint=f"give them as --arg {name}.values="
+                                                        f"[...] (a nested JSON list)")
+    t.decl.control_flow_input = True
+    texts = [k.text if isinstance(k, SymInt) else str(k) for k in keys]
+    R.check_dims([k for k in keys], f"index of {name}")
+    value = None
+    concrete = [k.value if isinstance(k, SymInt) else k for k in keys]
+    if all(c is not None for c in concrete):
+        data = R.values[name]
+        try:
+            for c in concrete:
+                if c < 0:
+                    raise IndexError
+                data = data[c]
+            value = int(data)
+        except (IndexError, TypeError):
+            raise R.fail(f"{name}[{', '.join(texts)}] is outside its values") from None
+    return SymInt(f"{name}[{', '.join(texts)}]", value)
+
+
 def _region(t: Tensor, key, mode: str):
     """(offsets, shape) of a basic slice, or (None, None) for ``[:]`` / ``[...]``."""
     R = context.rec()
@@ -285,9 +329,10 @@ def _region(t: Tensor, key, mode: str):
     if len(key) != len(t._shape):
         raise R.fail(f"index {key!r} has more entries than the {len(t._shape)} dims of the tensor")
     if not all(isinstance(k, slice) for k in key):
-        raise R.fail(f"tensor element {'reads' if mode == 'read' else 'writes'} (an int index "
-                     f"such as x[b] or x[b, i]) give data-dependent scalars, which are not "
-                     f"supported yet", supported=["slices x[a:b, :]", "pypto.view"])
+        raise R.fail(f"tensor element {'reads mixed with slices' if mode == 'read' else 'writes'}"
+                     f" (an int index such as x[b, :] or x[b] = ...) are not supported yet",
+                     supported=["slices x[a:b, :]", "pypto.view",
+                                "element reads x[b, i] of int tensor arguments"])
     offsets, shape = [], []
     for k, dim in zip(key, t._shape):
         if k.step not in (None, 1):

@@ -109,7 +109,9 @@ class _Walker:
             shape = self.dims(stmt.shape, env)
             return shape, 0 if op != "full" else self.grid(shape)
         if op in ELEMENTWISE_OPS:
-            shape = tuple(max(d) for d in zip(*inputs)) if inputs else (1,)
+            rank = max((len(i) for i in inputs), default=1)   # shorter shapes broadcast
+            shape = tuple(max(d) for d in zip(*[(1,) * (rank - len(i)) + i for i in inputs])) \
+                if inputs else (1,)
             return shape, self.grid(shape)
         if op in REDUCE_OPS:
             src = inputs[0]
@@ -128,6 +130,9 @@ class _Walker:
             shape = tuple(sum(s[axis] for s in inputs) if d == axis else v
                           for d, v in enumerate(inputs[0]))
             return shape, self.grid(shape)
+        if op in ("gather_elements", "scatter_elements"):   # the index's / input's shape
+            shape = inputs[1] if op == "gather_elements" else inputs[0]
+            return shape, self.grid(shape)
         if op == "gather":
             rows = self.value(stmt.block_rows, env) * self.value(stmt.count, env)
             return (rows, *inputs[0][1:]), 0
@@ -135,12 +140,16 @@ class _Walker:
 
     def matmul(self, stmt: OpStmt, inputs) -> tuple[tuple[int, ...] | None, int]:
         a, b = inputs[0], inputs[1]
-        if len(a) != 2 or len(b) != 2:
+        if len(a) < 2 or len(b) < 2:
             return None, 1
-        m = a[1] if stmt.a_trans else a[0]
-        n = b[0] if stmt.b_trans else b[1]
+        m = a[-1] if stmt.a_trans else a[-2]
+        n = b[-2] if stmt.b_trans else b[-1]
+        lead = max(len(a), len(b)) - 2     # batch dims: one tile per batch
+        batch = tuple(max(x, y) for x, y in zip((1,) * (lead - len(a) + 2) + a[:-2],
+                                                 (1,) * (lead - len(b) + 2) + b[:-2])) \
+            if lead else ()
         tm, tn, _ = self.cube or (m or 1, n or 1, False)
-        return (m, n), math.ceil(m / tm) * math.ceil(n / tn)
+        return (*batch, m, n), math.prod(batch) * math.ceil(m / tm) * math.ceil(n / tn)
 
     def grid(self, shape: tuple[int, ...]) -> int:
         tile = self.vec_tile
@@ -153,7 +162,7 @@ class _Walker:
 
 def estimate(kernel: Kernel) -> Estimate:
     walker = _Walker(kernel)
-    walker.run(kernel.body, dict(kernel.params), 1)
+    walker.run(kernel.body, kernel.scalar_env(), 1)
     sizes = {name: math.prod(walker.tensor_shape(name, dict(kernel.params)))
              * DTYPE_BYTES[spec.dtype] for name, spec in kernel.tensors.items()}
     largest = max(sizes.items(), key=lambda kv: kv[1])

@@ -19,7 +19,7 @@ from ..spec.kernel import BINARY_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
 from .limits import Limits
 from .program import CoreType
 from .trace import TracedOp
-from .values import GmValue, LocalValue, grid
+from .values import MAX_RANK, GmValue, LocalValue, grid
 
 Value = GmValue | LocalValue
 FRACTAL = 16
@@ -76,13 +76,21 @@ def _rows(lo: np.ndarray, hi: np.ndarray, elem: int) -> dict:
 
 
 def _vec_tile(op: TracedOp, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The tile that cuts ``shape``: one dim per tensor dim.
+
+    A TileShape of higher rank than the tensor is allowed, as upstream allows it (its
+    ExpandFunction rejects only a tile shorter than the op's output): upstream's tiling
+    loops index the tile by the tensor's axis, tile[0] for axis 0 and so on
+    (framework/src/interface/operation/vector/binary.cpp, TiledBinaryOperation), so the
+    tensor is cut by the tile's first dims and the others go unused.
+    """
     if op.vec_tile is None:
         raise ConfigError(f"field '{op.where}': op '{op.op}' runs before any "
                           f"set_vec_tile_shapes; set a vector TileShape first.")
-    if len(op.vec_tile) != len(shape):
+    if len(op.vec_tile) < len(shape):
         raise ConfigError(f"field '{op.where}': vector TileShape {list(op.vec_tile)} has "
                           f"{len(op.vec_tile)} dims but '{op.op}' works on shape {list(shape)}; "
-                          f"give one tile dim per tensor dim.")
+                          f"give at least one tile dim per tensor dim.")
     return tuple(min(t, s) for t, s in zip(op.vec_tile, shape))
 
 
@@ -102,14 +110,26 @@ def _check_ub(limits: Limits, op: TracedOp, tile, ub_bytes: np.ndarray) -> None:
                        capacity=limits.buffers.ub)
 
 
+def broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """numpy's rule, which PyPTO's binary ops follow: shapes align at their last dim, a
+    shorter one gains leading dims of 1 (upstream unsqueezes it,
+    framework/src/interface/operation/vector/binary.cpp BinaryOperationBroadCast), and a dim
+    of 1 stretches to the other's.  None if they do not broadcast."""
+    rank = max(len(s) for s in shapes)
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
+    out = tuple(max(dims) for dims in zip(*padded))
+    if any(a not in (b, 1) for p in padded for a, b in zip(p, out)):
+        return None
+    return out
+
+
 def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     shapes = [v.shape for v in inputs]
-    out_shape = tuple(max(dims) for dims in zip(*shapes)) if inputs else op.get("shape")
-    for s in shapes:
-        if len(s) != len(out_shape) or any(a not in (b, 1) for a, b in zip(s, out_shape)):
-            raise ConfigError(f"field '{op.where}': inputs of '{op.op}' have shapes "
-                              f"{[list(x) for x in shapes]}; they must match or broadcast "
-                              f"(a dim of 1).")
+    out_shape = broadcast_shape(shapes) if inputs else op.get("shape")
+    if out_shape is None:
+        raise ConfigError(f"field '{op.where}': inputs of '{op.op}' have shapes "
+                          f"{[list(x) for x in shapes]}; they must match or broadcast "
+                          f"(a dim of 1, or fewer leading dims).")
     in_dtype = inputs[0].dtype if inputs else (op.get("dtype") or "fp32")
     dtype = op.get("dtype") if op.op in ("cast", "full") and op.get("dtype") else in_dtype
     tile = _vec_tile(op, out_shape)
@@ -117,10 +137,14 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
         _check_tail_alignment(op, tile, dtype)
     lo, hi = grid(out_shape, tile)
     in_lo, in_hi = [], []
+    rank = len(out_shape)
     for s in shapes:
-        b = np.asarray([d == 1 and o != 1 for d, o in zip(s, out_shape)])
-        in_lo.append(np.where(b, 0, lo))
-        in_hi.append(np.where(b, 1, hi))
+        # a lower-rank input reads the trailing dims of each output box
+        lead = rank - len(s)
+        b = np.asarray([d == 1 and o != 1 for d, o in zip(s, out_shape[lead:])])
+        ilo, ihi = (lo, hi) if not lead else (lo[:, lead:], hi[:, lead:])
+        in_lo.append(np.where(b, 0, ilo))
+        in_hi.append(np.where(b, 1, ihi))
     n = _elements(lo, hi)
     elem = max([DTYPE_BYTES[dtype]] + [DTYPE_BYTES[v.dtype] for v in inputs])
     kind = op.op + "s" if op.get("scalar") is not None else op.op
@@ -149,6 +173,8 @@ def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     elem = DTYPE_BYTES[src.dtype]
     ub = n * elem + _elements(out_lo, out_hi) * elem
     _check_ub(limits, op, tile, ub)
+    if splits == 1 and not op.get("keepdim", True):
+        out_shape, out_lo, out_hi = squeeze(out_shape, out_lo, out_hi, axis)
     node = Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=src.dtype, out_lo=out_lo, out_hi=out_hi, in_lo=[lo], in_hi=[hi],
                 flops=n.astype(np.float64), ub_bytes=ub, in_flight=np.ones(len(n)),
@@ -157,6 +183,16 @@ def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     node.extra["splits"] = splits
     node.extra["axis"] = axis
     return node
+
+
+def squeeze(shape: tuple[int, ...], lo: np.ndarray, hi: np.ndarray, axis: int):
+    """keepdim=False (upstream's default for sum/amax/amin): the reduced axis leaves the
+    value's shape and its tiles' boxes, so later ops see (and broadcast) the lower rank.
+    A reduction of a 1-D value keeps one dim of 1: the kernel language has no 0-d values."""
+    if len(shape) == 1:
+        return shape, lo, hi
+    keep = [d for d in range(len(shape)) if d != axis]
+    return tuple(shape[d] for d in keep), lo[:, keep], hi[:, keep]
 
 
 def combine(index: int, partial: Node, value: LocalValue) -> Node:
@@ -170,11 +206,14 @@ def combine(index: int, partial: Node, value: LocalValue) -> Node:
     in_lo[:, axis], in_hi[:, axis] = 0, splits
     n = _elements(in_lo, in_hi)
     elem = DTYPE_BYTES[partial.out_dtype]
+    vector_reduce = axis == len(final) - 1
+    if not op.get("keepdim", True):
+        final, lo, hi = squeeze(final, lo, hi, axis)
     return Node(index=index, op=op, kind="vector", inputs=[value], out_shape=final,
                 out_dtype=partial.out_dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo], in_hi=[in_hi],
                 flops=n.astype(np.float64), ub_bytes=n * elem * 2, in_flight=np.ones(len(n)),
                 vector_kind=f"row{op.op}", vector_bytes=n * elem, combine_of=partial.index,
-                **_rows(in_lo, in_hi, elem), vector_reduce=axis == len(final) - 1)
+                **_rows(in_lo, in_hi, elem), vector_reduce=vector_reduce)
 
 
 def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
@@ -203,35 +242,96 @@ def padded_rows(rows: np.ndarray, m_l0: int) -> np.ndarray:
     return np.ceil(rows / m_l0) * block
 
 
+def _batch(op: TracedOp, a: Value, b: Value) -> tuple[int, ...]:
+    """The batch dims of a batched matmul: A's and B's leading dims, broadcast as numpy
+    broadcasts them ([B, M, K] @ [K, N] multiplies every batch by the same B)."""
+    batch = broadcast_shape([a.shape[:-2] or (1,), b.shape[:-2] or (1,)])
+    if batch is None:
+        raise ConfigError(f"field '{op.where}': matmul batch dims of {list(a.shape)} and "
+                          f"{list(b.shape)} neither match nor broadcast.")
+    return batch if len(a.shape) > 2 or len(b.shape) > 2 else ()
+
+
+def _operand_box(lo3, hi3, nb: int, rank: int, shape, cols: tuple[int, int], trans: bool):
+    """An operand's box under each tile: its batch dims (a dim of 1 under a larger batch
+    reads its only slice), then its two matrix dims, swapped when it is transposed."""
+    parts_lo, parts_hi = [], []
+    lead = rank - 2
+    for d in range(lead):
+        c = nb - lead + d
+        if shape[d] == 1:
+            parts_lo.append(np.zeros(len(lo3), np.int64))
+            parts_hi.append(np.ones(len(lo3), np.int64))
+        else:
+            parts_lo.append(lo3[:, c])
+            parts_hi.append(hi3[:, c])
+    r, c = cols
+    box_lo = np.stack(parts_lo + [lo3[:, r], lo3[:, c]], 1)
+    box_hi = np.stack(parts_hi + [hi3[:, r], hi3[:, c]], 1)
+    if trans:
+        box_lo[:, lead:] = box_lo[:, lead:][:, ::-1]
+        box_hi[:, lead:] = box_hi[:, lead:][:, ::-1]
+    return box_lo, box_hi
+
+
+def _bias_box(op: TracedOp, bias: Value, n: int, n_lo: np.ndarray, n_hi: np.ndarray):
+    """The bias a cube tile loads: its N columns of a [N] or [1, N] bias.  The Cube adds it
+    as it accumulates (upstream's extend_params bias_tensor goes to the bias table through
+    L1), so it costs a GM read and no Vector work."""
+    if bias.shape[-1] != n or any(d != 1 for d in bias.shape[:-1]):
+        raise ConfigError(f"field '{op.where}': matmul bias of shape {list(bias.shape)} needs "
+                          f"shape [{n}] or [1, {n}].")
+    lead = len(bias.shape) - 1
+    zeros = np.zeros((len(n_lo), lead), np.int64)
+    return (np.concatenate([zeros, n_lo[:, None]], 1),
+            np.concatenate([zeros + 1, n_hi[:, None]], 1))
+
+
+CUBE_DTYPES = ("fp32", "fp16", "bf16", "int8")
+
+
 def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
-    a, b = inputs
+    """A (batched) matmul tiled by set_cube_tile_shapes; a batched one is cut into one
+    tile per batch (upstream's batch matmul loops over the batch and runs one matmul each),
+    so the Cube work, and its cost, is counted per batch."""
+    a, b = inputs[:2]
     if op.cube_tile is None:
         raise ConfigError(f"field '{op.where}': matmul runs before any set_cube_tile_shapes; "
                           f"set a cube TileShape first.")
-    if len(a.shape) != 2 or len(b.shape) != 2:
-        raise ConfigError(f"field '{op.where}': matmul takes 2-D operands, got "
+    if not (2 <= len(a.shape) <= MAX_RANK and 2 <= len(b.shape) <= MAX_RANK):
+        raise ConfigError(f"field '{op.where}': matmul takes 2-D to {MAX_RANK}-D operands, got "
                           f"{list(a.shape)} and {list(b.shape)}.")
-    m, ka = (a.shape[1], a.shape[0]) if op.get("a_trans") else a.shape
-    kb, n = (b.shape[1], b.shape[0]) if op.get("b_trans") else b.shape
+    bad = [v.dtype for v in (a, b) if v.dtype not in CUBE_DTYPES]
+    if bad:
+        raise ConfigError(f"field '{op.where}': the Cube multiplies {', '.join(CUBE_DTYPES)}; "
+                          f"got {bad[0]}.")
+    m, ka = (a.shape[-1], a.shape[-2]) if op.get("a_trans") else a.shape[-2:]
+    kb, n = (b.shape[-1], b.shape[-2]) if op.get("b_trans") else b.shape[-2:]
     if ka != kb:
         raise ConfigError(f"field '{op.where}': matmul K mismatch: A {list(a.shape)}"
                           f"{'ᵀ' if op.get('a_trans') else ''} x B {list(b.shape)}"
                           f"{'ᵀ' if op.get('b_trans') else ''} gives K {ka} vs {kb}.")
+    batch = _batch(op, a, b)
+    nb = len(batch)
+    if nb + 2 > MAX_RANK:
+        raise ConfigError(f"field '{op.where}': matmul output {list(batch) + [m, n]} has more "
+                          f"than {MAX_RANK} dims.")
     _cube_fit(limits, op, a.dtype, b.dtype)
     t = op.cube_tile
     split_k = t.split_k
     k_tile = t.k[1] if split_k else ka
-    lo3, hi3 = grid((m, n, ka), (t.m[1], t.n[1], k_tile))
-    lo, hi = lo3[:, :2], hi3[:, :2]
-    ms, ns, ks = (hi3 - lo3).T
-    a_lo = np.stack([lo3[:, 0], lo3[:, 2]], 1)
-    a_hi = np.stack([hi3[:, 0], hi3[:, 2]], 1)
-    b_lo = np.stack([lo3[:, 2], lo3[:, 1]], 1)
-    b_hi = np.stack([hi3[:, 2], hi3[:, 1]], 1)
-    if op.get("a_trans"):
-        a_lo, a_hi = a_lo[:, ::-1], a_hi[:, ::-1]
-    if op.get("b_trans"):
-        b_lo, b_hi = b_lo[:, ::-1], b_hi[:, ::-1]
+    lo3, hi3 = grid((*batch, m, n, ka), (1,) * nb + (t.m[1], t.n[1], k_tile))
+    lo, hi = lo3[:, :nb + 2], hi3[:, :nb + 2]
+    ms, ns, ks = (hi3[:, nb:] - lo3[:, nb:]).T
+    a_lo, a_hi = _operand_box(lo3, hi3, nb, len(a.shape), a.shape, (nb, nb + 2),
+                              op.get("a_trans"))
+    b_lo, b_hi = _operand_box(lo3, hi3, nb, len(b.shape), b.shape, (nb + 2, nb + 1),
+                              op.get("b_trans"))
+    in_lo, in_hi = [a_lo, b_lo], [a_hi, b_hi]
+    if len(inputs) == 3:
+        bias_lo, bias_hi = _bias_box(op, inputs[2], n, lo3[:, nb + 1], hi3[:, nb + 1])
+        in_lo.append(bias_lo)
+        in_hi.append(bias_hi)
     out_dtype = op.get("dtype") or "fp32"
     sa, sb, sc = DTYPE_BYTES[a.dtype], DTYPE_BYTES[b.dtype], DTYPE_BYTES[out_dtype]
     # The Cube works on whole L0 tiles: a tile with fewer valid rows than mL0 still
@@ -244,11 +344,14 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     # A is fed to L0A once per n L0 block, B to L0B once per m L0 block.
     mte1_bytes = padded_m * ks * sa * np.ceil(ns / t.n[0]) + ks * ns * sb * np.ceil(ms / t.m[0])
     steps = np.ceil(ks / t.k[1])
-    return Node(index=index, op=op, kind="cube", inputs=inputs, out_shape=(m, n),
-                out_dtype=out_dtype, out_lo=lo, out_hi=hi, in_lo=[a_lo, b_lo], in_hi=[a_hi, b_hi],
-                flops=2.0 * ms * ns * ks, ub_bytes=np.zeros(len(ms)), in_flight=steps,
-                cube_dtype=a.dtype, fractals=fractals, mte1_bytes=mte1_bytes, k_steps=steps,
-                fixp_bytes=ms * ns * sc, accumulate=split_k)
+    node = Node(index=index, op=op, kind="cube", inputs=inputs, out_shape=(*batch, m, n),
+                out_dtype=out_dtype, out_lo=lo, out_hi=hi, in_lo=in_lo,
+                in_hi=in_hi, flops=2.0 * ms * ns * ks, ub_bytes=np.zeros(len(ms)),
+                in_flight=steps, cube_dtype=a.dtype, fractals=fractals, mte1_bytes=mte1_bytes,
+                k_steps=steps, fixp_bytes=ms * ns * sc, accumulate=split_k)
+    if nb:
+        node.extra["k_lo"] = lo3[:, nb + 2]   # split-K writers, by K chunk
+    return node
 
 
 def transpose(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
@@ -302,6 +405,79 @@ def concat(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
                 vector_kind="copy", vector_bytes=n * elem, **_rows(lo, hi, elem))
 
 
+def gather_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """``pypto.gather(input, dim, index)``: out[..., j, ...] = input[..., index[...], ...] along
+    ``dim``, the shape of ``index``.  A tile of the output reads its index tile and, since an
+    index may name any position along ``dim``, the whole of that axis of the input under the
+    tile's other coordinates; the Vector gathers (vgather) the output's bytes."""
+    src, idx = inputs
+    if len(src.shape) != len(idx.shape):
+        raise ConfigError(f"field '{op.where}': gather index {list(idx.shape)} needs the "
+                          f"{len(src.shape)} dims of its input {list(src.shape)}.")
+    if idx.dtype not in ("int32", "int64"):
+        raise ConfigError(f"field '{op.where}': gather index is {idx.dtype}; it takes int32 "
+                          f"or int64.")
+    axis = op.get("axis") % len(src.shape)
+    if any(i > s for d, (i, s) in enumerate(zip(idx.shape, src.shape)) if d != axis):
+        raise ConfigError(f"field '{op.where}': gather index {list(idx.shape)} is larger than "
+                          f"its input {list(src.shape)} off the gather axis {axis}.")
+    out_shape = tuple(idx.shape)
+    tile = _vec_tile(op, out_shape)
+    if len(out_shape) > 1 and tile[-1] != out_shape[-1]:
+        _check_tail_alignment(op, tile, src.dtype)
+    lo, hi = grid(out_shape, tile)
+    src_lo, src_hi = lo.copy(), hi.copy()
+    src_lo[:, axis], src_hi[:, axis] = 0, src.shape[axis]
+    n = _elements(lo, hi)
+    elem = DTYPE_BYTES[src.dtype]
+    ub = n * elem + n * DTYPE_BYTES[idx.dtype] + _elements(src_lo, src_hi) * elem
+    _check_ub(limits, op, tile, ub)
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[src_lo, lo],
+                in_hi=[src_hi, hi], flops=np.zeros(len(n)), ub_bytes=ub,
+                in_flight=np.ones(len(n)), vector_kind="gather", vector_bytes=n * elem,
+                **_rows(lo, hi, elem))
+
+
+def scatter_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """``pypto.scatter(input, dim, index, src)``: the input with ``src`` (a scalar or a tensor
+    shaped like ``index``) written where ``index`` points along ``dim``.  A tile of the output
+    reads its input tile and, since any index along ``dim`` may point into it, the whole of
+    that axis of ``index`` (and ``src``) under the tile's other coordinates.  No pto-isa
+    profile prices a scatter instruction: the vector table's default rate applies."""
+    src, idx = inputs[0], inputs[1]
+    if len(src.shape) != len(idx.shape) or any(i > s for i, s in zip(idx.shape, src.shape)):
+        raise ConfigError(f"field '{op.where}': scatter index {list(idx.shape)} needs the dims "
+                          f"of its input {list(src.shape)}, none larger.")
+    if idx.dtype not in ("int32", "int64"):
+        raise ConfigError(f"field '{op.where}': scatter index is {idx.dtype}; it takes int32 "
+                          f"or int64.")
+    if len(inputs) == 3 and tuple(inputs[2].shape) != tuple(idx.shape):
+        raise ConfigError(f"field '{op.where}': scatter src {list(inputs[2].shape)} needs the "
+                          f"index's shape {list(idx.shape)}.")
+    axis = op.get("axis") % len(src.shape)
+    out_shape = tuple(src.shape)
+    tile = _vec_tile(op, out_shape)
+    if len(out_shape) > 1 and tile[-1] != out_shape[-1]:
+        _check_tail_alignment(op, tile, src.dtype)
+    lo, hi = grid(out_shape, tile)
+    i_lo = np.minimum(lo, np.asarray(idx.shape))
+    i_hi = np.minimum(hi, np.asarray(idx.shape))
+    i_lo[:, axis], i_hi[:, axis] = 0, idx.shape[axis]
+    n = _elements(lo, hi)
+    elem = DTYPE_BYTES[src.dtype]
+    ni = _elements(i_lo, i_hi)
+    ub = 2 * n * elem + ni * (DTYPE_BYTES[idx.dtype] + (elem if len(inputs) == 3 else 0))
+    _check_ub(limits, op, tile, ub)
+    extra = len(inputs) - 2               # a src tensor is read like the index
+    in_lo, in_hi = [lo, i_lo] + [i_lo] * extra, [hi, i_hi] + [i_hi] * extra
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi,
+                flops=np.zeros(len(n)), ub_bytes=ub, in_flight=np.ones(len(n)),
+                vector_kind="scatter", vector_bytes=ni * elem, **_rows(i_lo, i_hi, elem))
+
+
 BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full",)},
             **{op: reduce for op in REDUCE_OPS},
-            "matmul": matmul, "transpose": transpose, "concat": concat}
+            "matmul": matmul, "transpose": transpose, "concat": concat,
+            "gather_elements": gather_elements, "scatter_elements": scatter_elements}

@@ -148,17 +148,19 @@ class RootCallTiler:
     def _op_view(self, op: TracedOp) -> None:
         src = self._gm(op, op.inputs[0])
         offsets, shape = op.get("offsets"), op.get("shape")
-        _check_inside(op, offsets, shape, src.shape)
-        if len(src.pieces) != 1:
-            raise ConfigError(f"field '{op.where}': view of a gathered tensor is not modeled.")
-        (p,) = src.pieces
-        piece = Piece(p.buffer, tuple(a + b for a, b in zip(p.offsets, offsets)), shape,
-                      p.storage)
         valid = op.get("valid_shape")
         if valid is not None and (len(valid) != len(shape) or any(v > s for v, s in
                                                                   zip(valid, shape))):
             raise ConfigError(f"field '{op.where}.valid_shape': {list(valid)} must fit inside "
                               f"the view shape {list(shape)}.")
+        # a view may pass the tensor's edge where it holds no data: only its valid region
+        # must lie inside (upstream pads the rest; reads stop at the valid region)
+        _check_inside(op, offsets, valid if valid is not None else shape, src.shape)
+        if len(src.pieces) != 1:
+            raise ConfigError(f"field '{op.where}': view of a gathered tensor is not modeled.")
+        (p,) = src.pieces
+        piece = Piece(p.buffer, tuple(a + b for a, b in zip(p.offsets, offsets)), shape,
+                      p.storage)
         self.values[op.out] = GmValue((piece,), shape, src.dtype, src.format, src.bypass,
                                      src.buffer_shape, valid)
 
@@ -219,9 +221,6 @@ class RootCallTiler:
         inputs = [self.lookup(name, op) for name in op.inputs]
         builder = ops.BUILDERS[op.op]
         node = builder(len(self.nodes), op, inputs, self.limits)
-        if op.op in ("sum", "amax", "amin") and not op.get("keepdim"):
-            raise ConfigError(f"field '{op.where}': reductions are modeled with keepdim=true "
-                              f"only; keep the dim and reshape afterwards.")
         self._place(node)
         value = LocalValue(node.index, node.out_shape, node.out_dtype)
         if node.extra.get("splits", 1) > 1:
@@ -235,7 +234,10 @@ class RootCallTiler:
         if node.kind != "vector" or node.op.op in ops.REDUCE_OPS:
             return
         valids = [v.valid if isinstance(v, GmValue) else self.valid.get(v.node) for v in inputs]
-        valids = [v for v in valids if v is not None]
+        rank = len(node.out_shape)
+        # a lower-rank (broadcast) input's valid region covers the leading dims it lacks
+        valids = [tuple(node.out_shape[:rank - len(v)]) + tuple(v) for v in valids
+                  if v is not None]
         if valids:
             self.valid[node.index] = tuple(min(d) for d in zip(*valids))
 
@@ -467,7 +469,8 @@ class RootCallTiler:
         """Split-K partial sums accumulate: each K chunk is its own writer of the box."""
         if not node.accumulate:
             return 0
-        return np.unique(node.in_lo[0][:, 1], return_inverse=True)[1].astype(np.int64) + 1
+        k_lo = node.extra.get("k_lo", node.in_lo[0][:, 1])
+        return np.unique(k_lo, return_inverse=True)[1].astype(np.int64) + 1
 
     def workspace_bytes(self) -> int:
         return sum(int(np.prod(self.nodes[i].out_shape)) * DTYPE_BYTES[self.nodes[i].out_dtype]

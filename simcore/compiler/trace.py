@@ -194,6 +194,6 @@ class _Tracer:
 
 def trace(kernel: Kernel) -> Trace:
     tracer = _Tracer(kernel)
-    tracer.run(kernel.body, dict(kernel.params), "body")
+    tracer.run(kernel.body, kernel.scalar_env(), "body")
     tracer.flush()
     return Trace(calls=tracer.calls)

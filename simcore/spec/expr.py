@@ -2,8 +2,9 @@
 
 Kernel files write shapes and offsets as ``"N*W"`` or ``"i*W"`` and conditions
 as ``"s2 == 0"``; this evaluates them safely (no Python ``eval``): names,
-integers, + - * // %, comparisons, and/or/not, parentheses and
-``min``/``max``/``ceil_div``.
+integers, + - * // %, comparisons, and/or/not, parentheses,
+``min``/``max``/``ceil_div`` and element reads ``seq_lens[b]`` of tensors whose values
+the kernel holds.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
 _FUNCS = {"min": min, "max": max, "ceil_div": lambda a, b: -(-a // b)}
 _ALLOWED = (ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Not, ast.Name, ast.Load, ast.Call,
-            ast.Constant, ast.Compare, ast.BoolOp, ast.And, ast.Or, *_BINOPS, *_CMPOPS)
+            ast.Constant, ast.Compare, ast.BoolOp, ast.And, ast.Or, ast.Subscript, ast.Tuple,
+            *_BINOPS, *_CMPOPS)
 
 
 class ExprError(ValueError):
@@ -39,6 +41,12 @@ def parse(text: str) -> ast.expr:
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name)
                                                and node.func.id in _FUNCS):
             raise ExprError(f"'{text}' calls an unknown function; allowed: {', '.join(_FUNCS)}")
+        if isinstance(node, ast.Subscript) and not isinstance(node.value, ast.Name):
+            raise ExprError(f"'{text}' indexes something other than a tensor name")
+    # a tuple only as the index of an element read: x[b, i]
+    indices = {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}
+    if any(isinstance(n, ast.Tuple) and id(n) not in indices for n in ast.walk(tree)):
+        raise ExprError(f"'{text}' is a tuple, not an integer expression")
     return tree
 
 
@@ -55,7 +63,13 @@ def _eval(node: ast.expr, env: Mapping[str, int], text: str) -> int:
         if node.id not in env:
             raise ExprError(f"'{text}' uses '{node.id}', which is not a param or loop index "
                             f"here (known: {', '.join(sorted(env)) or 'none'})")
-        return env[node.id]
+        value = env[node.id]
+        if hasattr(value, "ndim"):
+            raise ExprError(f"'{text}' uses the tensor '{node.id}' whole; read one element, "
+                            f"{node.id}[i]")
+        return value
+    if isinstance(node, ast.Subscript):
+        return _element(node, env, text)
     if isinstance(node, ast.UnaryOp):
         value = _eval(node.operand, env, text)
         if isinstance(node.op, ast.Not):
@@ -79,3 +93,18 @@ def _eval(node: ast.expr, env: Mapping[str, int], text: str) -> int:
         return int(all(values) if isinstance(node.op, ast.And) else any(values))
     assert isinstance(node, ast.Call)
     return _FUNCS[node.func.id](*(_eval(a, env, text) for a in node.args))
+
+
+def _element(node: ast.Subscript, env: Mapping[str, int], text: str) -> int:
+    """An element of a tensor whose values the kernel config holds (``seq_lens[b]``)."""
+    name = node.value.id
+    values = env.get(name)
+    if not hasattr(values, "ndim"):
+        raise ExprError(f"'{text}' reads an element of '{name}', which has no values here; give "
+                        f"them in the kernel's 'values' ({name}: [...])")
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    index = tuple(_eval(p, env, text) for p in parts)
+    if len(index) != values.ndim or any(not 0 <= i < n for i, n in zip(index, values.shape)):
+        raise ExprError(f"'{text}' reads {name}{list(index)}, outside its values of shape "
+                        f"{list(values.shape)}")
+    return int(values[index])

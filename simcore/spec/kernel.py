@@ -18,18 +18,25 @@ from .loader import load
 from .options import JitOptions, validate_scope
 
 Dim = Union[int, str]
-DType = Literal["fp32", "fp16", "bf16", "int8", "int32"]
+DType = Literal["fp32", "fp16", "bf16", "int8", "int32", "int64"]
 
-DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int32": 4}
-UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast")
+# element sizes; int64 is 8 bytes as upstream's BytesOf(DT_INT64) (seq_lens, block tables
+# and indices are int64 in many upstream kernels)
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int32": 4, "int64": 8}
+# "copy": GM data through UB into GM (an assemble of a GM view), priced as vector copy
+UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast", "relu", "log", "copy")
 BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS
 REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
-    "scatter_update")
+    "scatter_update", "gather_elements", "scatter_elements")
+# gather: paged blocks stacked along axis 0; gather_elements: pypto.gather(input, dim, index),
+# an element gather by an index tensor; scatter_elements: pypto.scatter(input, dim, index,
+# src), inputs [input, index] with a scalar src or [input, index, src]
 _ARITY = {"view": 1, "assemble": 1, "scatter_update": 1, "transpose": 1, "reshape": 1,
-          "matmul": 2, "full": 0, "gather": 1, **{op: 1 for op in REDUCE_OPS}}
+          "matmul": 2, "full": 0, "gather": 1, "gather_elements": 2,
+          **{op: 1 for op in REDUCE_OPS}}
 
 
 def _check_dims(dims):
@@ -104,6 +111,11 @@ class OpStmt(Strict):
             want = 1 if self.scalar is not None else 2
         elif self.op == "concat":
             want = None
+        elif self.op == "scatter_elements":
+            want = 2 if self.scalar is not None else 3
+        elif self.op == "matmul":
+            # [a, b] or [a, b, bias]: extend_params' bias_tensor, added by the Cube
+            want = len(self.inputs) if len(self.inputs) in (2, 3) else 2
         else:
             want = _ARITY.get(self.op, 1)
         if want is not None and len(self.inputs) != want:
@@ -113,7 +125,9 @@ class OpStmt(Strict):
         needs = {"view": ("shape", "offsets"), "assemble": ("offsets",),
                  "scatter_update": ("offsets",), "cast": ("dtype",), "full": ("shape",),
                  "reshape": ("shape",), "transpose": ("perm",),
-                 "gather": ("block_rows", "count"), **{op: ("axis",) for op in REDUCE_OPS}}
+                 "gather": ("block_rows", "count"), "gather_elements": ("axis",),
+                 "scatter_elements": ("axis",),
+                 **{op: ("axis",) for op in REDUCE_OPS}}
         missing = [f for f in needs.get(self.op, ()) if getattr(self, f) is None]
         if missing:
             raise ValueError(f"op '{self.op}' needs {' and '.join(repr(m) for m in missing)}")
@@ -198,6 +212,9 @@ Statement = Annotated[
 LoopStmt.model_rebuild()
 
 
+Values = Union[list[int], list[list[int]], list[list[list[int]]], list[list[list[list[int]]]]]
+
+
 class Kernel(Strict):
     name: str
     description: str = ""
@@ -206,6 +223,53 @@ class Kernel(Strict):
     tiles: dict[str, Union[list[Dim], CubeTile]] = Field(default_factory=dict)
     body: list[Statement] = Field(min_length=1)
     options: JitOptions = Field(default_factory=JitOptions)
+    # The data of input tensors whose elements the kernel reads as scalars (seq_lens[b],
+    # block_table[b, i]) for trip counts and view offsets: a run's data, fixed by the
+    # config (or a study's values.<name>) so the program is deterministic.  Such a
+    # tensor is a control-flow input: the control AICPU reads it before building.
+    values: dict[str, Values] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _values_read_control_flow(cls, data):
+        if isinstance(data, dict) and data.get("values") and isinstance(data.get("tensors"), dict):
+            tensors = dict(data["tensors"])
+            for name in data["values"]:
+                spec = tensors.get(name)
+                if isinstance(spec, dict):
+                    tensors[name] = {**spec, "control_flow_input": True}
+            data = {**data, "tensors": tensors}
+        return data
+
+    @model_validator(mode="after")
+    def _values_fit_their_tensors(self) -> "Kernel":
+        import numpy as np
+        for name, values in self.values.items():
+            spec = self.tensors.get(name)
+            if spec is None:
+                raise ValueError(f"values names '{name}', not a tensor of this kernel (known: "
+                                 f"{', '.join(sorted(self.tensors))})")
+            if name in self.params:
+                raise ValueError(f"values '{name}' has the name of a param")
+            if spec.dtype not in ("int32", "int64"):
+                raise ValueError(f"values '{name}': tensor '{name}' is {spec.dtype}; values read "
+                                 f"as scalars need an int32 or int64 tensor")
+            try:
+                array = np.asarray(values, dtype=np.int64)
+            except ValueError:
+                raise ValueError(f"values '{name}' is ragged; give a full nested list") from None
+            shape = [d if isinstance(d, int) else None for d in spec.shape]
+            if array.ndim != len(shape) or any(d is not None and d != n
+                                               for d, n in zip(shape, array.shape)):
+                raise ValueError(f"values '{name}' has shape {list(array.shape)}, tensor "
+                                 f"'{name}' has shape {spec.shape}")
+        return self
+
+    def scalar_env(self) -> dict:
+        """Params and the value arrays element reads look up, for shape expressions."""
+        import numpy as np
+        return {**self.params, **{n: np.asarray(v, dtype=np.int64)
+                                  for n, v in self.values.items()}}
 
     @model_validator(mode="after")
     def _tile_names_exist(self) -> "Kernel":

@@ -1,8 +1,9 @@
 """``--set KEY=VALUE`` overrides with PyPTO's option names, applied before validation.
 
 Keys: ``runtime_options.*``, ``pass_options.*``, ``debug_options.*``,
-``codegen_options.*`` (jit options), ``params.<name>`` (shape parameters) and
-``tiles.<name>`` (tile shapes).  Values are JSON; a bare word that is not JSON is
+``codegen_options.*`` (jit options), ``params.<name>`` (shape parameters),
+``tiles.<name>`` (tile shapes) and ``values.<name>`` (the data of a tensor the kernel reads
+as scalars).  Values are JSON; a bare word that is not JSON is
 taken as a string, so ``--set pass_options.ooo_sched_mode=HLF`` works.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .errors import ConfigError
 from .options import JitOptions
 
 OPTION_GROUPS = ("runtime_options", "pass_options", "debug_options", "codegen_options")
-TOP_GROUPS = ("params", "tiles")
+TOP_GROUPS = ("params", "tiles", "values")
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
@@ -64,7 +65,7 @@ def apply(kernel_data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
     return data
 
 
-_WHAT = {"params": "param", "tiles": "tile shape", **{g: f"{g} option" for g in OPTION_GROUPS}}
+_WHAT = {"params": "param", "tiles": "tile shape", "values": "tensor values", **{g: f"{g} option" for g in OPTION_GROUPS}}
 
 
 def _known_names(group: str, node: dict) -> list[str]:

@@ -1,0 +1,342 @@
+"""Kernel-language mechanisms PyPTO kernels need: each shown on a tiny hand-built program
+whose counts, shapes and bytes can be worked out by hand."""
+import numpy as np
+import pytest
+
+from simcore.compiler import compile_kernel
+from simcore.machine.costs import static_pipe_us
+from simcore.spec.errors import ConfigError
+from simcore.spec.hardware import load_hardware
+from simcore.spec.kernel import Kernel
+
+HW = load_hardware("dav_2201")
+
+
+def kernel(body, tensors, tiles=None, params=None, **extra):
+    return Kernel.model_validate({"name": "k", "params": params or {}, "tensors": tensors,
+                                  "tiles": tiles or {}, "body": body, **extra})
+
+
+def t(shape, dtype="fp32", role="input"):
+    return {"shape": shape, "dtype": dtype, "role": role}
+
+
+def leaf_ops(program):
+    return [program.leaf_functions[i].ops for i in program.task_leaf]
+
+
+# 1. reductions with keepdim=False ------------------------------------------------------
+def _colsum(keepdim: bool, tile):
+    return kernel([{"set_vec_tile_shapes": tile},
+                   {"op": "sum", "inputs": ["x"], "out": "s", "axis": 0, "keepdim": keepdim},
+                   {"op": "sub", "inputs": ["x", "s"], "out": "d"},
+                   {"op": "assemble", "inputs": ["d"], "out": "y", "offsets": [0, 0]}],
+                  {"x": t([64, 128]), "y": t([64, 128], role="output")})
+
+
+@pytest.mark.parametrize("tile", [[64, 128], [16, 128]])   # one tile; the axis cut in 4
+def test_keepdim_false_drops_the_axis_and_broadcasts_like_numpy(tile):
+    # sum over rows: [1, 128] with keepdim, [128] without; x - s broadcasts either way, so
+    # the program is the same work on the same bytes (split or not along the reduce axis)
+    kept = compile_kernel(_colsum(True, tile), HW)
+    dropped = compile_kernel(_colsum(False, tile), HW)
+    assert kept.counts() == dropped.counts()
+    assert dropped.workspace_bytes == kept.workspace_bytes
+    assert dropped.edge_src.size == kept.edge_src.size
+    for col in ("mte2_bytes", "mte3_bytes", "flops"):
+        assert getattr(dropped.work, col).sum() == getattr(kept.work, col).sum()
+
+
+def test_keepdim_false_result_no_longer_broadcasts_against_its_row_axis():
+    # amax over the last axis without keepdim is [64]: numpy aligns it with x's last dim
+    # (128), which does not broadcast; with keepdim it is [64, 1] and does
+    def k(keepdim):
+        return kernel([{"set_vec_tile_shapes": [16, 128]},
+                       {"op": "amax", "inputs": ["x"], "out": "m", "axis": -1,
+                        "keepdim": keepdim},
+                       {"op": "sub", "inputs": ["x", "m"], "out": "d"},
+                       {"op": "assemble", "inputs": ["d"], "out": "y", "offsets": [0, 0]}],
+                      {"x": t([64, 128]), "y": t([64, 128], role="output")})
+    assert compile_kernel(k(True), HW).leaf_tasks == 4
+    with pytest.raises(ConfigError, match="broadcast"):
+        compile_kernel(k(False), HW)
+
+
+def test_a_squeezed_row_reduce_chains_on_chip_under_a_longer_tile():
+    # rowsum of [64, 128] without keepdim is [64]; the 2-D TileShape [16, 128] cuts it by
+    # its first dim (16), so the muls tiles line up with the reduce's and the chain is one
+    # leaf function per row block, nothing through GM
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 128]},
+         {"op": "sum", "inputs": ["x"], "out": "s", "axis": -1, "keepdim": False},
+         {"op": "mul", "inputs": ["s"], "scalar": 2.0, "out": "s2"},
+         {"op": "assemble", "inputs": ["s2"], "out": "y", "offsets": [0]}],
+        {"x": t([64, 128]), "y": t([64], role="output")}), HW)
+    assert program.leaf_tasks == 4 and program.workspace_bytes == 0
+    assert all(ops == ("sum", "mul") for ops in leaf_ops(program))
+    assert program.work.mte3_bytes.sum() == 64 * 4          # only the [64] result goes out
+
+
+# 2. rank broadcast ----------------------------------------------------------------------
+@pytest.mark.parametrize("shape, per_task", [([128], 128 * 4), ([64, 1], 16 * 4), ([1], 4)])
+def test_rank_broadcast_reads_the_broadcast_operand_per_tile(shape, per_task):
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 128]},
+         {"op": "mul", "inputs": ["x", "b"], "out": "p"},
+         {"op": "assemble", "inputs": ["p"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([64, 128]), "b": t(shape), "y": t([64, 128], role="output")}), HW)
+    assert program.leaf_tasks == 4
+    # every task loads its x tile and the part of b under it: all of a [128] row, the 16
+    # rows of a [64, 1] column, the one element of a [1]
+    assert program.work.mte2_bytes.sum() == 4 * (16 * 128 * 4 + per_task)
+
+
+def test_shapes_that_do_not_broadcast_are_refused():
+    with pytest.raises(ConfigError, match="broadcast"):
+        compile_kernel(kernel([{"set_vec_tile_shapes": [16, 128]},
+                               {"op": "add", "inputs": ["x", "b"], "out": "p"}],
+                              {"x": t([64, 128]), "b": t([64])}), HW)
+
+
+# 3. batched and broadcast matmul --------------------------------------------------------
+CUBE = {"m": [64, 64], "k": [32, 32], "n": [128, 128]}
+
+
+def _bmm(a, b, b_trans=False, out="fp32"):
+    return kernel([{"set_cube_tile_shapes": CUBE},
+                   {"op": "matmul", "inputs": ["a", "b"], "out": "c", "b_trans": b_trans,
+                    "dtype": out},
+                   {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0, 0]}],
+                  {"a": t(a, "fp16"), "b": t(b, "fp16"), "y": t([4, 64, 128], out, "output")})
+
+
+def test_batched_matmul_is_one_cube_tile_per_batch():
+    single = compile_kernel(kernel(
+        [{"set_cube_tile_shapes": CUBE},
+         {"op": "matmul", "inputs": ["a", "b"], "out": "c", "dtype": "fp32"},
+         {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}],
+        {"a": t([64, 32], "fp16"), "b": t([32, 128], "fp16"),
+         "y": t([64, 128], role="output")}), HW)
+    batched = compile_kernel(_bmm([4, 64, 32], [4, 32, 128]), HW)
+    assert single.leaf_tasks == 1 and batched.leaf_tasks == 4
+    # 64x32x128 in 16-cubes: 4 * 2 * 8 fractals per batch
+    assert batched.work.cube.fractals.sum() == 4 * single.work.cube.fractals.sum() == 4 * 64
+    assert batched.work.fixp_bytes.sum() == 4 * 64 * 128 * 4
+    assert batched.work.mte2_bytes.sum() == 4 * (64 * 32 * 2 + 32 * 128 * 2)
+    # each batch costs the Cube what the single matmul costs
+    cube = static_pipe_us(HW, batched)["cube"]
+    assert np.allclose(cube, static_pipe_us(HW, single)["cube"][0])
+
+
+def test_broadcast_matmul_reads_the_shared_operand_in_every_batch_and_b_trans_swaps():
+    shared = compile_kernel(_bmm([4, 64, 32], [32, 128]), HW)
+    assert shared.leaf_tasks == 4
+    assert shared.work.mte2_bytes.sum() == 4 * (64 * 32 * 2 + 32 * 128 * 2)
+    one = compile_kernel(_bmm([1, 64, 32], [4, 32, 128]), HW)    # upstream's broadcast form
+    assert one.leaf_tasks == 4
+    assert one.work.mte2_bytes.sum() == 4 * (64 * 32 * 2 + 32 * 128 * 2)
+    trans = compile_kernel(_bmm([4, 64, 32], [4, 128, 32], b_trans=True), HW)
+    assert trans.counts() == compile_kernel(_bmm([4, 64, 32], [4, 32, 128]), HW).counts()
+    assert trans.work.cube.fractals.sum() == 4 * 64
+    fp16_out = compile_kernel(_bmm([4, 64, 32], [4, 32, 128], out="fp16"), HW)
+    assert fp16_out.work.fixp_bytes.sum() == 4 * 64 * 128 * 2
+
+
+def test_batched_matmul_checks_batch_and_k():
+    with pytest.raises(ConfigError, match="batch"):
+        compile_kernel(_bmm([4, 64, 32], [3, 32, 128]), HW)
+    with pytest.raises(ConfigError, match="K mismatch"):
+        compile_kernel(_bmm([4, 64, 32], [4, 64, 128]), HW)
+
+
+# 4. TileShapes of higher rank than the tensor -------------------------------------------
+def _add1(shape, tile, dtype="fp32"):
+    return kernel([{"set_vec_tile_shapes": tile},
+                   {"op": "add", "inputs": ["x"], "scalar": 1.0, "out": "z"},
+                   {"op": "assemble", "inputs": ["z"], "out": "y",
+                    "offsets": [0] * len(shape)}],
+                  {"x": t(shape, dtype), "y": t(shape, dtype, "output")})
+
+
+def test_a_longer_tile_cuts_the_tensor_by_its_first_dims_and_a_shorter_one_fails():
+    assert compile_kernel(_add1([64], [16, 128]), HW).leaf_tasks == 4      # cut by 16
+    # [1, 16] of [1, 16, 128] cuts [64, 128]: 64 rows x 8 blocks of 16 columns
+    assert compile_kernel(_add1([64, 128], [1, 16, 128]), HW).leaf_tasks == 64 * 8
+    with pytest.raises(ConfigError, match="at least one tile dim per tensor dim"):
+        compile_kernel(_add1([64, 128], [16]), HW)
+
+
+# 5. INT64 ---------------------------------------------------------------------------------
+def test_int64_moves_eight_bytes_an_element():
+    i32 = compile_kernel(_add1([64, 64], [16, 64], "int32"), HW)
+    i64 = compile_kernel(_add1([64, 64], [16, 64], "int64"), HW)
+    assert i64.work.mte2_bytes.sum() == 2 * i32.work.mte2_bytes.sum() == 64 * 64 * 8
+    assert i64.work.mte3_bytes.sum() == 64 * 64 * 8
+    assert i64.work.vector.bytes.sum() == 2 * i32.work.vector.bytes.sum()
+    assert static_pipe_us(HW, i64)["vector"].sum() > static_pipe_us(HW, i32)["vector"].sum()
+    # the 32-byte tail rule counts bytes: 4 int64 elements align, 4 int32 do not
+    assert compile_kernel(_add1([64, 64], [16, 4], "int64"), HW).leaf_tasks == 64
+    with pytest.raises(ConfigError, match="32 bytes"):
+        compile_kernel(_add1([64, 64], [16, 4], "int32"), HW)
+
+
+def test_the_cube_refuses_int64():
+    k = kernel([{"set_cube_tile_shapes": CUBE},
+                {"op": "matmul", "inputs": ["a", "b"], "out": "c"}],
+               {"a": t([64, 32], "int64"), "b": t([32, 128], "int64")})
+    with pytest.raises(ConfigError, match="Cube multiplies"):
+        compile_kernel(k, HW)
+
+
+# 6. tensor element reads as scalars -------------------------------------------------------
+def _paged(values):
+    # per batch b: seq_lens[b] blocks, block i of batch b at row block_table[b, i] of kv
+    return kernel(
+        [{"set_vec_tile_shapes": [16, 64]},
+         {"loop": {"name": "b_loop", "idx": "b", "trip": 3, "style": "for"},
+          "body": [{"loop": {"name": "s_loop", "idx": "i", "trip": "seq_lens[b]"},
+                    "body": [{"op": "view", "inputs": ["kv"], "out": "blk", "shape": [16, 64],
+                              "offsets": ["block_table[b, i]*16", 0]},
+                             {"op": "exp", "inputs": ["blk"], "out": "e"},
+                             {"op": "assemble", "inputs": ["e"], "out": "y",
+                              "offsets": ["(b*4 + i)*16", 0]}]}]}],
+        {"kv": t([8 * 16, 64]), "y": t([12 * 16, 64], role="output"),
+         "seq_lens": t([3], "int64"), "block_table": t([3, 4], "int32")},
+        values=values)
+
+
+TABLE = [[7, 0, 0, 0], [5, 6, 0, 0], [1, 2, 3, 4]]
+
+
+def _blocks_read(program) -> int:
+    r = program.regions
+    reads = ~r.write
+    return len({(int(a), int(b)) for a, b in zip(r.region[reads], r.lines[reads])})
+
+
+def test_element_reads_set_trip_counts_and_view_offsets():
+    program = compile_kernel(_paged({"seq_lens": [1, 2, 4], "block_table": TABLE}), HW)
+    assert program.root_calls == 1 + 2 + 4          # one root call per block read
+    assert set(program.control_inputs) == {"seq_lens", "block_table"}
+    assert _blocks_read(program) == 7               # the table names 7 different blocks
+    longer = compile_kernel(_paged({"seq_lens": [4, 4, 4], "block_table": TABLE}), HW)
+    assert longer.root_calls == 12 and longer.leaf_tasks == 12
+    # a table naming block 0 everywhere: the same 7 reads, all of one block
+    same = compile_kernel(_paged({"seq_lens": [1, 2, 4], "block_table": [[0] * 4] * 3}), HW)
+    assert same.root_calls == 7 and _blocks_read(same) == 1
+
+
+def test_element_reads_need_values_of_the_right_shape():
+    with pytest.raises(ConfigError, match="no values"):
+        compile_kernel(_paged({"seq_lens": [1, 2, 4]}), HW)
+    with pytest.raises(ConfigError, match="outside its values"):
+        compile_kernel(_paged({"seq_lens": [1, 2, 5], "block_table": TABLE}), HW)
+    with pytest.raises(Exception, match="has shape"):
+        _paged({"seq_lens": [1, 2], "block_table": TABLE})
+
+
+# 7. more unary ops, each priced by its own vector instruction ------------------------------
+@pytest.mark.parametrize("op", ["relu", "log", "rsqrt", "abs", "neg"])
+def test_unary_ops_are_priced_by_their_instruction(op):
+    # one [8, 64] fp32 tile: 8 rows of one 256-byte repeat, one instruction, one tile op
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [8, 64]},
+         {"op": op, "inputs": ["x"], "out": "z"},
+         {"op": "assemble", "inputs": ["z"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([8, 64]), "y": t([8, 64], role="output")}), HW)
+    assert program.work.vector.kinds == (op,)
+    assert op in HW.pipes.vector                  # its own sourced row, not the default
+    rate, issue = HW.pipes.vector[op], HW.pipes.vector_issue
+    want = rate.fixed_cycles + 8 * issue.repeat_bytes / rate.bytes_per_cycle \
+        + issue.issue_cycles
+    got = static_pipe_us(HW, program)["vector"][0] * HW.cores.clock_mhz
+    assert got == pytest.approx(want)
+
+
+def test_log_costs_more_than_relu_per_repeat():
+    def cycles(op):
+        p = compile_kernel(kernel([{"set_vec_tile_shapes": [64, 64]},
+                                   {"op": op, "inputs": ["x"], "out": "z"}],
+                                  {"x": t([64, 64])}), HW)
+        return static_pipe_us(HW, p)["vector"].sum()
+    assert cycles("relu") < cycles("rsqrt") < cycles("log")
+
+
+def test_a_view_may_pass_the_tensor_edge_where_it_holds_no_data():
+    # [4, 4] at [2, 4] of a [4, 8] tensor: rows 2-3 exist, rows 4-5 would not; valid_shape
+    # [2, 4] keeps the view to the rows that exist, so it reads 2 x 4 elements
+    def k(valid):
+        return kernel([{"set_vec_tile_shapes": [8, 8]},
+                       {"op": "view", "inputs": ["x"], "out": "v", "shape": [4, 4],
+                        "offsets": [2, 4], **({"valid_shape": valid} if valid else {})},
+                       {"op": "copy", "inputs": ["v"], "out": "c"},
+                       {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}],
+                      {"x": t([4, 8]), "y": t([4, 4], role="output")})
+    assert compile_kernel(k([2, 4]), HW).work.mte2_bytes.sum() == 2 * 4 * 4
+    for bad in (None, [3, 4]):
+        with pytest.raises(ConfigError, match="leaves the tensor"):
+            compile_kernel(k(bad), HW)
+
+
+def test_a_matmul_bias_is_read_per_tile_and_adds_no_vector_work():
+    def k(bias):
+        return kernel([{"set_cube_tile_shapes": {"m": [32, 32], "k": [32, 32], "n": [64, 64]}},
+                       {"op": "matmul", "inputs": ["a", "b"] + (["bias"] if bias else []),
+                        "out": "c", "dtype": "fp32"},
+                       {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}],
+                      {"a": t([64, 32], "fp16"), "b": t([32, 128], "fp16"),
+                       "bias": t([1, 128]), "y": t([64, 128], role="output")})
+    plain, biased = compile_kernel(k(False), HW), compile_kernel(k(True), HW)
+    assert plain.leaf_tasks == biased.leaf_tasks == 4        # 2 x 2 tiles of 32 x 64
+    # each tile loads its 64 bias columns (fp32)
+    assert biased.work.mte2_bytes.sum() - plain.work.mte2_bytes.sum() == 4 * 64 * 4
+    assert biased.work.vector.bytes.sum() == plain.work.vector.bytes.sum() == 0
+    assert biased.work.cube.fractals.sum() == plain.work.cube.fractals.sum()
+
+
+def test_an_element_gather_reads_the_whole_gather_axis_under_each_tile():
+    def k(axis):
+        return kernel([{"set_vec_tile_shapes": [16, 128]},
+                       {"op": "gather_elements", "inputs": ["x", "i"], "out": "g",
+                        "axis": axis},
+                       {"op": "assemble", "inputs": ["g"], "out": "y", "offsets": [0, 0]}],
+                      {"x": t([64, 128]), "i": t([32, 128], "int32"),
+                       "y": t([32, 128], role="output")})
+    rows = compile_kernel(k(0), HW)
+    assert rows.leaf_tasks == 2 and rows.work.vector.kinds == ("gather",)
+    # along rows: each 16-row tile may pick any of the 64 rows of its columns
+    assert rows.work.mte2_bytes.sum() == 2 * (16 * 128 * 4 + 64 * 128 * 4)
+    cols = compile_kernel(k(1), HW)      # along columns: only the tile's own 16 rows
+    assert cols.work.mte2_bytes.sum() == 2 * (16 * 128 * 4 + 16 * 128 * 4)
+    assert "gather" in HW.pipes.vector
+
+
+def test_an_element_scatter_reads_the_index_along_its_axis_under_each_tile():
+    def k(src_tensor):
+        op = {"op": "scatter_elements", "inputs": ["x", "i"] + (["s"] if src_tensor else []),
+              "out": "o", "axis": 0, **({} if src_tensor else {"scalar": 0.5})}
+        return kernel([{"set_vec_tile_shapes": [16, 128]}, op,
+                       {"op": "assemble", "inputs": ["o"], "out": "y", "offsets": [0, 0]}],
+                      {"x": t([64, 128]), "i": t([8, 128], "int64"), "s": t([8, 128]),
+                       "y": t([64, 128], role="output")})
+    scalar = compile_kernel(k(False), HW)
+    assert scalar.leaf_tasks == 4 and scalar.work.vector.kinds == ("scatter",)
+    # each 16-row tile of x reads its x tile and all 8 index rows of its columns (int64)
+    assert scalar.work.mte2_bytes.sum() == 4 * (16 * 128 * 4 + 8 * 128 * 8)
+    tensor = compile_kernel(k(True), HW)       # a src tensor is read like the index
+    assert tensor.work.mte2_bytes.sum() == scalar.work.mte2_bytes.sum() + 4 * 8 * 128 * 4
+
+
+def test_valid_regions_of_broadcast_operands_align_at_the_last_dim():
+    # x holds 40 of its 64 rows, the [128] row b only its first 64 entries: a [16, 128] tile
+    # does valid work on its rows below 40 and columns below 64
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 128]},
+         {"op": "view", "inputs": ["xs"], "out": "x", "shape": [64, 128], "offsets": [0, 0],
+          "valid_shape": [40, 128]},
+         {"op": "view", "inputs": ["bs"], "out": "b", "shape": [128], "offsets": [0],
+          "valid_shape": [64]},
+         {"op": "mul", "inputs": ["x", "b"], "out": "p"},
+         {"op": "assemble", "inputs": ["p"], "out": "y", "offsets": [0, 0]}],
+        {"xs": t([64, 128]), "bs": t([128]), "y": t([64, 128], role="output")}), HW)
+    assert program.work.vector.tiles.sum() == pytest.approx((1 + 1 + 0.5 + 0) * 0.5)
