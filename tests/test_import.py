@@ -23,6 +23,11 @@ from simcore.spec.kernel import Kernel
 REPO = Path(__file__).resolve().parents[1]
 PY = REPO / "tests" / "kernels_py"
 COUNTS = ("root_calls", "loop_bodies", "leaf_functions", "leaf_tasks", "dev_tasks")
+# the data the kernels' control flow reads: glm_attention's s2 trip counts and block ids
+# (each s2 tile's four blocks consecutive, as its one view per tile needs)
+ARGS = {"glm_attention": {"actual_seqs.values": [16384] * 8,
+                          "block_table.values": [[b * 128 + j for j in range(128)]
+                                                 for b in range(8)]}}
 
 
 @pytest.fixture(scope="module")
@@ -44,15 +49,37 @@ def write(tmp_path: Path, body: str, name="k.py") -> Path:
 @pytest.mark.parametrize("name", ["multi_stitch_add", "softmax", "rmsnorm", "tiling_bmm",
                                   "glm_attention"])
 def test_python_kernel_compiles_like_its_config(name, hw):
-    kernel, _ = imported(PY / f"{name}.py")
+    kernel, _ = imported(PY / f"{name}.py", args=ARGS.get(name))
     from simcore.spec.kernel import load_kernel
     want = compile_kernel(load_kernel(REPO / "configs" / "kernels" / f"{name}.yaml"), hw).counts()
     got = compile_kernel(kernel, hw).counts()
     assert {k: got[k] for k in COUNTS} == {k: want[k] for k in COUNTS}
 
 
+@pytest.mark.parametrize("name, stitches", [("multi_stitch_add", (1, 64)), ("softmax", (None,)),
+                                             ("rmsnorm", (None,)), ("tiling_bmm", (None,)),
+                                             ("glm_attention", (1, 128, 512))])
+def test_python_kernel_simulates_like_its_config(name, stitches, hw, tmp_path):
+    """The imported kernel is the same kernel: per stitch setting, the same dev tasks and the
+    same simulated kernel and end-to-end times as the hand-written config."""
+    from pipeline.runner import resolve_kernel
+    from simcore.machine import simulate
+    _, text = imported(PY / f"{name}.py", args=ARGS.get(name))
+    (tmp_path / "imported.yaml").write_text(text)
+    paths = (REPO / "configs" / "kernels" / f"{name}.yaml", tmp_path / "imported.yaml")
+    for stitch in stitches:
+        sets = {} if stitch is None else {"runtime_options.stitch_function_max_num": stitch}
+        figures = []
+        for k in (resolve_kernel(path, sets) for path in paths):
+            program = compile_kernel(k, hw)
+            tl = simulate(hw, program, k.options.runtime_options)
+            figures.append((program.counts()["dev_tasks"], tl.kernel_us, tl.e2e_us))
+        assert figures[0][0] == figures[1][0], (stitch, figures)
+        assert figures[0][1:] == pytest.approx(figures[1][1:], rel=1e-9), (stitch, figures)
+
+
 def test_glm_branches_share_names_under_exclusive_conditions():
-    kernel, _ = imported(PY / "glm_attention.py")
+    kernel, _ = imported(PY / "glm_attention.py", args=ARGS["glm_attention"])
     ops = [s for s in kernel.body[0].body[0].body if getattr(s, "op", None)]
     m_new = [o for o in ops if o.out == "m_new"]
     assert len(m_new) == 2 and {o.cond for o in m_new} == {"s2 == 0", "not (s2 == 0)"}

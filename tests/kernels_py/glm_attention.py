@@ -2,8 +2,10 @@
 
 b=8 batches, nq=12 query heads on one KV head, d=128, s2=16384 keys in tiles of 512, the s2
 loop unrolled [8, 4, 2, 1].  The running max, sum and output live in GM between s2 steps.
-Keys and values are read as contiguous tiles: the paged KV cache (block ids read from
-block_table) needs tensor element reads, which the tracer does not support yet.
+The s2 trip count comes from actual_seqs[b] and each s2 tile's first block id from
+block_table, so both are values the control flow reads (pass them with
+--arg actual_seqs.values=... --arg block_table.values=...); a tile's four blocks are read
+as one view from its first block, so the table must keep a tile's blocks consecutive.
 """
 import torch  # noqa: F401
 
@@ -29,10 +31,12 @@ def glm_attention(query: pypto.Tensor([B * NQ, D], pypto.DT_BF16),
     row_sum = pypto.tensor([B * NQ, 1], pypto.DT_FP32, "row_sum")
     acc_out = pypto.tensor([B * NQ, D], pypto.DT_FP32, "acc_out")
     for b in pypto.loop(B, name="LOOP_b", idx_name="b"):
-        for s2 in pypto.loop(S2_LOOP, name="LOOP_s2", idx_name="s2", unroll_list=[8, 4, 2, 1]):
+        s2_loop = (actual_seqs[b] + S2_TILE - 1) // S2_TILE
+        for s2 in pypto.loop(s2_loop, name="LOOP_s2", idx_name="s2", unroll_list=[8, 4, 2, 1]):
             rows = [b * NQ, 0]
             q = pypto.view(query, [NQ, D], rows)
-            kj = pypto.view(key_cache, [S2_TILE, D], [(b * S2_LOOP + s2) * S2_TILE, 0])
+            first = block_table[b, s2 * (S2_TILE // BLK)] * BLK
+            kj = pypto.view(key_cache, [S2_TILE, D], [first, 0])
             pypto.set_cube_tile_shapes([128, 128], [128, 128], [128, 128])
             pypto.set_semantic_label("MM1")
             s = pypto.matmul(q, kj, pypto.DT_FP32, b_trans=True)
@@ -64,7 +68,7 @@ def glm_attention(query: pypto.Tensor([B * NQ, D], pypto.DT_BF16),
                 row_sum[b * NQ:(b + 1) * NQ, :] = l_new
             pypto.set_pass_options(sg_set_scope=-1)
 
-            vj = pypto.view(value_cache, [S2_TILE, D], [(b * S2_LOOP + s2) * S2_TILE, 0])
+            vj = pypto.view(value_cache, [S2_TILE, D], [first, 0])
             pypto.set_semantic_label("MM2")
             o = pypto.matmul(p, vj, pypto.DT_FP32)
             pypto.set_vec_tile_shapes(128, 128)
