@@ -175,6 +175,25 @@ def set_pass_options(**options):
                     (scope[0] if scope[1:] == [False, False] else scope))
 
 
+def set_matrix_size(size):
+    """Upstream hands matmul the m, k, n an NZ input had before a reshape
+    (docs/zh/api/config/pypto-set_matrix_size.md).  The kernel language's matmul reads m, k,
+    n from its inputs' shapes, so the call changes nothing here; the config's header says
+    so rather than dropping it silently."""
+    R = context.rec()
+    if not (isinstance(size, (list, tuple)) and len(size) == 3):
+        raise R.fail(f"pypto.set_matrix_size takes [m, k, n], got {size!r}")
+    dims = R.check_dims(list(size), "set_matrix_size")
+    note = (f"set_matrix_size({dims}) at {_short(R.where())}: the modeled matmul takes m, k, "
+            f"n from its input shapes")
+    if note not in R.notes:
+        R.notes.append(note)
+
+
+def _short(where: str) -> str:
+    return where.replace("\\", "/").rsplit("/", 1)[-1]
+
+
 def set_semantic_label(label):
     R = context.rec()
     R.label = None if label in (None, "") else str(label)

@@ -17,7 +17,8 @@ ENTRY_POINTS = (
     "stop, step, name=, idx_name=, unroll_list=, parallel=)", "loop_unroll", "Python for",
     "is_loop_begin", "is_loop_end", "cond", "if on loop conditions", "set_vec_tile_shapes",
     "get_vec_tile_shapes", "set_cube_tile_shapes", "get_cube_tile_shapes",
-    "set_pass_options(sg_set_scope=)", "set_semantic_label", *ops.SUPPORTED_OPS,
+    "set_pass_options(sg_set_scope=)", "set_semantic_label", "set_matrix_size",
+    *ops.SUPPORTED_OPS,
     "Tensor.move", "slicing", "slice assignment", "ceildiv", "min", "max")
 
 
@@ -32,14 +33,31 @@ class _Status:
 DYNAMIC, STATIC = _Status("DYNAMIC"), _Status("STATIC")
 
 
-def _missing(name: str):
-    def fn(*args, **kwargs):
+class _Missing:
+    """An upstream name the stand-in does not hold: calling it (or anything under it, such
+    as ``pypto.runtime.x()``) stops with the list of what is supported."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Missing(f"{self.__name__}.{attr}")
+
+    def __call__(self, *args, **kwargs):
         if context.active is None:
-            raise RuntimeError(f"pypto.{name} is not supported by the ptolab tracing stand-in")
-        raise context.rec().fail(f"pypto.{name} is not supported by the tracing stand-in",
-                                 supported=ENTRY_POINTS)
-    fn.__name__ = name
-    return fn
+            raise RuntimeError(f"pypto.{self.__name__} is not supported by the ptolab tracing "
+                               f"stand-in")
+        raise context.rec().fail(f"pypto.{self.__name__} is not supported by the tracing "
+                                 f"stand-in", supported=ENTRY_POINTS)
+
+    def __repr__(self):
+        return f"<pypto.{self.__name__}: not in ptolab's stand-in>"
+
+
+def _missing(name: str) -> _Missing:
+    return _Missing(name)
 
 
 class _Module(types.ModuleType):
@@ -76,6 +94,7 @@ def build() -> dict[str, types.ModuleType]:
         "get_cube_tile_shapes": control.get_cube_tile_shapes,
         "set_pass_options": control.set_pass_options,
         "set_semantic_label": control.set_semantic_label, "ceildiv": control.ceildiv,
+        "set_matrix_size": control.set_matrix_size,
         "min": control.sym_min, "max": control.sym_max, "SymbolicScalar": SymInt,
         "symbolic_scalar": SymInt, "matmul": ops.matmul, "view": ops.view,
         "reshape": ops.reshape, "assemble": ops.assemble, "transpose": ops.transpose,

@@ -1,0 +1,171 @@
+"""The stand-in's surface around kernels: how kernel files define and call their kernels.
+
+Upstream's examples build many kernels inside functions: a wrapper that takes the caller's
+tensor, computes the output shape, defines the kernel over those locals and calls it; or a
+factory that returns a kernel for given shapes.  ``ptolab import FILE.py:KERNEL`` builds such
+a kernel by running the enclosing function up to the kernel's ``def`` (never the caller's side
+after it), with the enclosing function's arguments from ``--arg``.
+"""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.cli import main
+from pipeline.commands.import_kernel import _split
+from pipeline.frontend import kernel_text, trace_file
+from simcore.spec.errors import ConfigError
+
+WRAPPER = """\
+import pypto
+import torch
+
+CALLED = []
+
+
+def row_sum(a: torch.Tensor, dim: int, tile: int = 8):
+    out_shape = list(a.shape)
+    out_shape[dim] = 1
+
+    @pypto.frontend.jit(runtime_options={"stitch_function_max_num": tile})
+    def row_sum_kernel(a: pypto.Tensor([], pypto.DT_FP32), out: pypto.Tensor(out_shape)):
+        pypto.set_vec_tile_shapes(tile, tile)
+        out[:] = pypto.sum(a, dim=dim, keepdim=True)
+
+    CALLED.append("caller side")
+    raise RuntimeError("the caller's side must not run")
+
+
+def make_add(n: int, m: int = 64):
+    @pypto.jit
+    def add_kernel(x: pypto.Tensor((n, m)), y: pypto.Tensor((n, m)), z: pypto.Tensor((n, m))):
+        pypto.set_vec_tile_shapes(16, m)
+        z[:] = x + y
+    return add_kernel
+
+
+def make_add_twice(n: int):
+    @pypto.jit
+    def add_kernel(x: pypto.Tensor((n, 32)), z: pypto.Tensor((n, 32))):
+        pypto.set_vec_tile_shapes(8, 32)
+        z[:] = x + x
+    return add_kernel
+"""
+
+
+@pytest.fixture()
+def kernels(tmp_path: Path) -> Path:
+    path = tmp_path / "wrapped.py"
+    path.write_text(WRAPPER)
+    return path
+
+
+def config(path: Path, function=None, args=None, dims=None) -> dict:
+    return yaml.safe_load(kernel_text(trace_file(path, function, dims, args), "test"))
+
+
+def test_kernel_inside_a_wrapper_reads_the_wrappers_locals(kernels):
+    got = config(kernels, "row_sum_kernel", {"a": [4, 48], "dim": 1})
+    # out's shape is the wrapper's out_shape, computed from the given tensor's shape
+    assert got["tensors"]["a"]["shape"] == [4, 48]
+    assert got["tensors"]["out"]["shape"] == [4, 1]
+    ops = [s for s in got["body"] if "op" in s]
+    assert ops[0]["op"] == "sum" and ops[0]["axis"] == 1
+    # the wrapper's default (tile=8) reached the tile shape and the jit options
+    assert got["tiles"]["vec"] == [8, 8]
+    assert got["options"]["runtime_options"]["stitch_function_max_num"] == 8
+
+
+def test_wrapper_arguments_change_the_kernel(kernels):
+    small = config(kernels, "row_sum_kernel", {"a": [4, 48], "dim": 1, "tile": 16})
+    other = config(kernels, "row_sum_kernel", {"a": [4, 48], "dim": 0})
+    assert small["tiles"]["vec"] == [16, 16]
+    assert other["tensors"]["out"]["shape"] == [1, 48]
+    assert [s for s in other["body"] if "op" in s][0]["axis"] == 0
+
+
+def test_the_callers_side_after_the_def_is_not_run(kernels):
+    # the wrapper raises after its def: building the kernel must stop before that line
+    got = config(kernels, "row_sum_kernel", {"a": [2, 16], "dim": 1})
+    assert got["name"] == "row_sum_kernel"
+    text = kernel_text(trace_file(kernels, "row_sum_kernel", None, {"a": [2, 16], "dim": 1}),
+                       "t")
+    assert "defined inside row_sum()" in text and "row_sum(a=[2, 16], dim=1)" in text
+
+
+def test_factory_kernel_by_its_name_or_the_factorys(kernels):
+    by_kernel = config(kernels, "make_add.add_kernel", {"n": 32})
+    by_factory = config(kernels, "make_add", {"n": 32, "m": 128})
+    assert by_kernel["tensors"]["x"]["shape"] == [32, 64]
+    assert by_factory["tensors"]["z"]["shape"] == [32, 128]
+    assert by_factory["tiles"]["vec"] == [16, 128]
+
+
+def test_ambiguous_nested_name_asks_for_outer_dot_kernel(kernels):
+    with pytest.raises(ConfigError, match=r"make_add\.add_kernel, make_add_twice\.add_kernel"):
+        trace_file(kernels, "add_kernel", None, {"n": 32})
+    got = config(kernels, "make_add_twice.add_kernel", {"n": 16})
+    assert got["tensors"]["x"]["shape"] == [16, 32]
+
+
+def test_missing_enclosing_argument_is_named(kernels):
+    with pytest.raises(ConfigError, match=r"inside row_sum\(a, dim, tile\).*--arg dim=VALUE"):
+        trace_file(kernels, "row_sum_kernel", None, {"a": [4, 48]})
+
+
+def test_unknown_name_lists_module_and_nested_kernels(kernels):
+    with pytest.raises(ConfigError, match=r"no kernel 'nope'.*row_sum\.row_sum_kernel"):
+        trace_file(kernels, "nope", None, {})
+
+
+def test_cli_takes_outer_dot_kernel(kernels, tmp_path, capsys):
+    assert _split(f"{kernels}:make_add.add_kernel") == (kernels, "make_add.add_kernel")
+    out = tmp_path / "k.yaml"
+    assert main(["import", f"{kernels}:make_add.add_kernel", "--arg", "n=8",
+                 "--out", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["tensors"]["x"]["shape"] == [8, 64]
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "k.py"
+    path.write_text("import pypto\n" + textwrap.dedent(body))
+    return path
+
+
+def test_set_matrix_size_is_noted_not_dropped(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def mm(a: pypto.Tensor((64, 128)), b: pypto.Tensor((128, 32)),
+               c: pypto.Tensor((64, 32))):
+            pypto.set_cube_tile_shapes([64, 64], [128, 128], [32, 32])
+            pypto.set_matrix_size([64, 128, 32])
+            c[:] = pypto.matmul(a, b, pypto.DT_FP32)
+        """)
+    text = kernel_text(trace_file(path), "t")
+    assert "# note: set_matrix_size([64, 128, 32]) at k.py:7" in text
+    bad = write(tmp_path, """
+        @pypto.jit
+        def mm(a: pypto.Tensor((64, 128)), c: pypto.Tensor((64, 128))):
+            pypto.set_matrix_size([64, 128])
+            c[:] = a + a
+        """)
+    with pytest.raises(ConfigError, match=r"mm\(\) at .*k.py:5: pypto.set_matrix_size takes"):
+        trace_file(bad)
+
+
+def test_unknown_namespace_call_stops_with_function_and_line(tmp_path):
+    path = write(tmp_path, """
+        SYNC = pypto.runtime.device_synchronize   # module level: only a reference
+
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
+            pypto.set_vec_tile_shapes(16, 16)
+            pypto.runtime.device_synchronize()
+            c[:] = a + a
+        """)
+    with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:8: pypto.runtime.device_synchronize "
+                                          r"is not supported.*Supported: jit"):
+        trace_file(path)
