@@ -169,3 +169,58 @@ def test_unknown_namespace_call_stops_with_function_and_line(tmp_path):
     with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:8: pypto.runtime.device_synchronize "
                                           r"is not supported.*Supported: jit"):
         trace_file(path)
+
+
+LOOP_ADD = """
+    @pypto.jit(pass_options={{"vec_nbuffer_setting": {{"DEFAULT": 2}}}})
+    def k(x: pypto.Tensor((64, 64)), y: pypto.Tensor((64, 64))):
+        pypto.set_vec_tile_shapes(8, 64)
+        {body}
+        y[:] = x + 1.0
+    """
+
+
+def test_merge_settings_in_the_body_become_kernel_wide_and_merge_tasks(tmp_path):
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.spec.kernel import Kernel
+    hw = load_hardware("dav_2201")
+
+    def compiled(body: str):
+        path = write(tmp_path, LOOP_ADD.format(body=body))
+        text = kernel_text(trace_file(path), "t")
+        cfg = yaml.safe_load(text)
+        return cfg, text, compile_kernel(Kernel.model_validate(cfg), hw).counts()
+
+    jit_only, _, a = compiled("pass")
+    body, text, b = compiled('pypto.set_pass_options(vec_nbuffer_setting={"DEFAULT": 8})')
+    assert jit_only["options"]["pass_options"]["vec_nbuffer_setting"] == {"DEFAULT": 2}
+    # the body's value overrides the jit's, and the header says where it came from
+    assert body["options"]["pass_options"]["vec_nbuffer_setting"] == {"DEFAULT": 8}
+    assert "set_pass_options(vec_nbuffer_setting={'DEFAULT': 8}) at k.py:6" in text
+    # 8 row tiles: merged 2 per task -> 4 tasks, 8 per task -> 1 task
+    assert (a["leaf_tasks"], b["leaf_tasks"]) == (4, 1)
+
+
+def test_merge_setting_twice_with_different_values_stops(tmp_path):
+    path = write(tmp_path, LOOP_ADD.format(
+        body='pypto.set_pass_options(vec_nbuffer_setting={"DEFAULT": 8})\n'
+             '        pypto.set_pass_options(vec_nbuffer_setting={"DEFAULT": 4})'))
+    with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:7: .*per-loop merge settings are "
+                                          r"not modeled"):
+        trace_file(path)
+    bad = write(tmp_path, LOOP_ADD.format(body='pypto.set_pass_options(vec_nbuffer_setting=4)'))
+    with pytest.raises(ConfigError, match=r"takes a dict of hashOrder keys"):
+        trace_file(bad)
+
+
+def test_combine_axis_is_accepted_with_a_note_and_others_stop(tmp_path):
+    path = write(tmp_path, LOOP_ADD.format(
+        body="pypto.experimental.set_operation_options(combine_axis=True)"))
+    text = kernel_text(trace_file(path), "t")
+    assert "# note: experimental.set_operation_options(combine_axis=True) at k.py:6" in text
+    bad = write(tmp_path, LOOP_ADD.format(
+        body="pypto.experimental.set_operation_options(fuse_all=True)"))
+    with pytest.raises(ConfigError, match=r"fuse_all=...\) is not an operation option.*"
+                                          r"Supported: combine_axis"):
+        trace_file(bad)

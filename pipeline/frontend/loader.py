@@ -369,6 +369,9 @@ def _options(kernel: JitKernel, R: Recorder) -> dict:
         if group == "runtime_options" and "run_mode" in clean:
             clean["run_mode"] = int(clean["run_mode"])
         out[group] = clean
+    # merge settings the body set (control.set_pass_options) override the jit's
+    for key, (value, _) in getattr(R, "body_pass_options", {}).items():
+        out.setdefault("pass_options", {})[key] = value
     return out
 
 

@@ -17,7 +17,9 @@ ENTRY_POINTS = (
     "stop, step, name=, idx_name=, unroll_list=, parallel=)", "loop_unroll", "Python for",
     "is_loop_begin", "is_loop_end", "cond", "if on loop conditions", "set_vec_tile_shapes",
     "get_vec_tile_shapes", "set_cube_tile_shapes", "get_cube_tile_shapes",
-    "set_pass_options(sg_set_scope=)", "set_semantic_label", "set_matrix_size",
+    "set_pass_options(sg_set_scope=, vec_nbuffer_setting=, cube_l1_reuse_setting=, "
+    "cube_nbuffer_setting=)", "set_semantic_label", "set_matrix_size",
+    "experimental.set_operation_options(combine_axis=)",
     *ops.SUPPORTED_OPS,
     "Tensor.move", "slicing", "slice assignment", "ceildiv", "min", "max")
 
