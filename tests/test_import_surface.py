@@ -224,3 +224,42 @@ def test_combine_axis_is_accepted_with_a_note_and_others_stop(tmp_path):
     with pytest.raises(ConfigError, match=r"fuse_all=...\) is not an operation option.*"
                                           r"Supported: combine_axis"):
         trace_file(bad)
+
+
+def test_pypto_submodules_import_and_op_wrapper_traces(tmp_path):
+    import sys
+    path = write(tmp_path, """
+        import pypto.pypto_impl as impl          # module level: imports, used only if called
+        from pypto.operation import op_wrapper
+
+
+        @op_wrapper
+        def plus_one(t):
+            return t + 1.0
+
+
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
+            pypto.set_vec_tile_shapes(16, 16)
+            c[:] = plus_one(a)
+        """)
+    got = yaml.safe_load(kernel_text(trace_file(path), "t"))
+    ops = [s for s in got["body"] if "op" in s]
+    assert ops[0]["op"] == "add" and ops[0]["scalar"] == 1.0
+    assert ops[0]["src"] == "k.py:15"           # op_wrapper: the call site, as upstream
+    assert not [m for m in sys.modules if m.startswith("pypto")]
+
+
+def test_platform_query_stops_instead_of_being_false(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
+            pypto.set_vec_tile_shapes(16, 16)
+            if pypto.platform.npuarch == "DAV_3510":
+                c[:] = a + a
+            else:
+                c[:] = a * a
+        """)
+    with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:6: pypto.platform.npuarch == "
+                                          r"'DAV_3510' is not supported"):
+        trace_file(path)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import inspect
 import json
@@ -49,6 +51,24 @@ def _real_pypto() -> str | None:
     return spec.origin or "pypto" if spec is not None else None
 
 
+class _SubmoduleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import pypto.<anything>`` while the stand-in is in place."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname.startswith("pypto.") and fullname not in sys.modules:
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return standin.submodule(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+_SUBMODULES = _SubmoduleFinder()
+
+
 @contextmanager
 def standins(folder: Path):
     real = _real_pypto()
@@ -61,6 +81,7 @@ def standins(folder: Path):
     need_torch = "torch" not in sys.modules and importlib.util.find_spec("torch") is None
     saved = {k: sys.modules.get(k) for k in modules}
     sys.modules.update(modules)
+    sys.meta_path.insert(0, _SUBMODULES)
     if need_torch:
         sys.meta_path.insert(0, torch_stub.FINDER)
     sys.path.insert(0, str(folder))
@@ -68,6 +89,9 @@ def standins(folder: Path):
         yield
     finally:
         sys.path.remove(str(folder))
+        sys.meta_path.remove(_SUBMODULES)
+        for name in [m for m in sys.modules if m.startswith("pypto.") and m not in saved]:
+            del sys.modules[name]
         if need_torch:
             sys.meta_path.remove(torch_stub.FINDER)
             for name in [m for m in sys.modules if m.split(".")[0] in ("torch", "torch_npu")]:
