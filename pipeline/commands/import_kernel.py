@@ -9,7 +9,8 @@ HELP = "trace a PyPTO Python kernel (FILE.py[:FUNCTION]) into a kernel config"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("source", help="kernel file, optionally with :FUNCTION (the @pypto.jit kernel)")
+    p.add_argument("source", help="kernel file, optionally with :FUNCTION (the @pypto.jit "
+                                  "kernel; OUTER.FUNCTION for one defined inside OUTER)")
     p.add_argument("--dim", dest="dims", action="append", default=[], metavar="NAME=VALUE",
                    help="value of a dynamic dim; the param of dim D of tensor argument T is T_D")
     p.add_argument("--arg", dest="args", action="append", default=[], metavar="NAME=VALUE",
@@ -21,7 +22,7 @@ def add_arguments(p) -> None:
 
 def _split(source: str) -> tuple[Path, str | None]:
     path, sep, function = source.rpartition(":")
-    if sep and path.endswith(".py") and function.isidentifier():
+    if sep and path.endswith(".py") and all(p.isidentifier() for p in function.split(".")):
         return Path(path), function
     return Path(source), None
 

@@ -86,6 +86,9 @@ def _leaf_ops(leaf) -> tuple[list[dict], list[dict], list[dict]]:
             raws.append({"rawmagic": len(raws), "rawshape": list(full)})
         if axis is not None:
             entry["op_attr"] = {"axis": int(axis)}
+        src = leaf.srcs[i] if i < len(leaf.srcs) else None
+        if src:
+            entry.update(pj.location_fields(src))
         ops.append(entry)
     if ops and leaf.merge_info:
         ops[0]["op_attr"] = {**ops[0].get("op_attr", {}), **pj.merge_attrs(leaf.merge_info)}

@@ -58,6 +58,18 @@ def label_field(label: str) -> dict:
     return {"semantic_label": {"label": label}} if label else {}
 
 
+def location_fields(src: str) -> dict:
+    """An op's source location as upstream dumps it (Operation::DumpLocationJson in
+    framework/src/interface/operation/operation.cpp: "file" and "line")."""
+    file, _, line = src.rpartition(":")
+    return {"file": file, "line": int(line)} if file and line.isdigit() else {}
+
+
+def op_location(op: dict) -> str | None:
+    file, line = op.get("file"), op.get("line")
+    return f"{file}:{line}" if isinstance(file, str) and isinstance(line, int) else None
+
+
 def call_op(opmagic: int, callee_hash: int | str, label: str, merge_info: Iterable[str]) -> dict:
     attrs = merge_attrs(merge_info)
     return {"opmagic": int(opmagic), "opcode": CALL, "calleehash": str(callee_hash),

@@ -13,6 +13,9 @@ from . import context
 from .symbols import SymBool, SymInt, ceil_div, is_int
 
 PASS_OPTIONS_IN_BODY = ("sg_set_scope",)
+# merge settings a kernel body may set; the kernel config holds them kernel-wide
+PASS_OPTIONS_KERNEL_WIDE = ("vec_nbuffer_setting", "cube_l1_reuse_setting",
+                            "cube_nbuffer_setting")
 
 
 class LoopRange:
@@ -163,10 +166,14 @@ def get_cube_tile_shapes():
 def set_pass_options(**options):
     R = context.rec()
     for key, value in options.items():
+        if key in PASS_OPTIONS_KERNEL_WIDE:
+            _kernel_wide_pass_option(R, key, value)
+            continue
         if key not in PASS_OPTIONS_IN_BODY:
             raise R.fail(f"set_pass_options({key}=...) inside a kernel body is not supported yet; "
                          f"give kernel-wide pass options to @pypto.jit(pass_options=...)",
-                         supported=[f"set_pass_options({k}=...)" for k in PASS_OPTIONS_IN_BODY])
+                         supported=[f"set_pass_options({k}=...)" for k in
+                                    (*PASS_OPTIONS_IN_BODY, *PASS_OPTIONS_KERNEL_WIDE)])
         try:
             scope = validate_scope(value, "sg_set_scope")
         except ValueError as exc:
@@ -175,14 +182,77 @@ def set_pass_options(**options):
                     (scope[0] if scope[1:] == [False, False] else scope))
 
 
+def set_matrix_size(size):
+    """Upstream hands matmul the m, k, n an NZ input had before a reshape
+    (docs/zh/api/config/pypto-set_matrix_size.md).  The kernel language's matmul reads m, k,
+    n from its inputs' shapes, so the call changes nothing here; the config's header says
+    so rather than dropping it silently."""
+    R = context.rec()
+    if not (isinstance(size, (list, tuple)) and len(size) == 3):
+        raise R.fail(f"pypto.set_matrix_size takes [m, k, n], got {size!r}")
+    dims = R.check_dims(list(size), "set_matrix_size")
+    note = (f"set_matrix_size({dims}) at {_short(R.where())}: the modeled matmul takes m, k, "
+            f"n from its input shapes")
+    if note not in R.notes:
+        R.notes.append(note)
+
+
+def _short(where: str) -> str:
+    return where.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _kernel_wide_pass_option(R, key: str, value) -> None:
+    """A merge setting from the body.  Upstream scopes it to the enclosing jit or loop
+    (docs/zh/api/config/pypto-set_pass_options.md); the kernel config holds one value per
+    kernel, so the body may set each key once (or to the same value again), and it then
+    overrides the jit's value."""
+    where = _short(R.where())
+    def count(v):
+        return is_int(v) or (isinstance(v, (list, tuple)) and len(v) == 2 and is_int(v[0]))
+    if not isinstance(value, dict) or not all(
+            isinstance(k, (int, str)) and not isinstance(k, bool) and count(v)
+            for k, v in value.items()):
+        raise R.fail(f"set_pass_options({key}={value!r}) takes a dict of hashOrder keys "
+                     f"(int, 'func<magic>_<order>', 'DEFAULT' or a label) to merge counts")
+    plain = {str(k): (int(v) if is_int(v) else list(v)) for k, v in value.items()}
+    seen = getattr(R, "body_pass_options", None)
+    if seen is None:
+        seen = R.body_pass_options = {}
+    if key in seen and seen[key][0] != plain:
+        raise R.fail(f"set_pass_options({key}=...) is set to {seen[key][0]} at {seen[key][1]} "
+                     f"and to {plain} here: per-loop merge settings are not modeled, the kernel "
+                     f"config holds one kernel-wide value",
+                     supported=["one value per key for the whole kernel"])
+    if key not in seen:
+        seen[key] = (plain, where)
+        R.notes.append(f"set_pass_options({key}={plain}) at {where} applies to the whole "
+                       f"kernel (pass_options.{key})")
+
+
 def set_semantic_label(label):
     R = context.rec()
     R.label = None if label in (None, "") else str(label)
 
 
 def set_operation_options(**options):
-    raise context.rec().fail(f"pypto.experimental.set_operation_options({', '.join(options)}) "
-                             f"is not modeled yet (combine_axis changes how ops are laid out)")
+    """``combine_axis`` lets codegen apply a tail-axis broadcast operand ([M, 1] with [M, N])
+    in place instead of expanding it first
+    (docs/zh/api/operation/pypto-experimental-set_operation_options.md).  The model prices
+    such an op on its output's elements and loads the [M, 1] operand as it is, with or
+    without the option: no expand step is modeled, so the option changes nothing here and
+    the header says so."""
+    R = context.rec()
+    for key, value in options.items():
+        if key != "combine_axis":
+            raise R.fail(f"pypto.experimental.set_operation_options({key}=...) is not an "
+                         f"operation option ptolab knows", supported=["combine_axis"])
+        if not isinstance(value, bool):
+            raise R.fail(f"combine_axis={value!r} must be True or False")
+        note = (f"experimental.set_operation_options(combine_axis={value}) at "
+                f"{_short(R.where())}: the model prices a tail-axis broadcast on the output's "
+                f"elements with or without it (no expand step is modeled)")
+        if note not in R.notes:
+            R.notes.append(note)
 
 
 def ceildiv(a, b):

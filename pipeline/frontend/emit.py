@@ -1,7 +1,8 @@
 """A traced kernel -> kernel config text (the schema of configs/kernels/*.yaml).
 
-The config opens with a header naming the source file and its SHA-256, and every
-statement carries a comment with the source line that made it.  The text is validated
+The config opens with a header naming the source file and its SHA-256; every op carries
+the source line that made it as its ``src`` field (the compiler hands it on to the
+program's ops, and the report links it), the other statements as a comment.  The text is validated
 against the kernel schema before anyone writes it.
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ from .loader import Traced
 from .recorder import LoopRec, OpRec, StateRec
 
 _FIELD_ORDER = ("op", "inputs", "out", "scalar", "dtype", "shape", "offsets", "valid_shape", "axis",
-                "keepdim", "a_trans", "b_trans", "perm", "inplace", "value", "label", "cond")
+                "keepdim", "a_trans", "b_trans", "perm", "inplace", "value", "label", "cond",
+                "src")
 
 
 def _flow(value) -> str:
@@ -63,13 +65,14 @@ def _op_dict(rec: OpRec, name_of) -> dict:
         fields["cond"] = cond
     if fields["op"] == "full":
         fields.pop("inputs")
+    fields["src"] = _at(rec.where)      # data the compiler carries to the program's ops
     return {k: fields[k] for k in _FIELD_ORDER if k in fields}
 
 
 def _lines(body, name_of, tiles: _Tiles, indent: str, out: list) -> None:
     for stmt in body:
         if isinstance(stmt, OpRec):
-            out.append(f"{indent}- {_flow(_op_dict(stmt, name_of))}   # {_at(stmt.where)}")
+            out.append(f"{indent}- {_flow(_op_dict(stmt, name_of))}")
         elif isinstance(stmt, StateRec):
             value = stmt.value
             if stmt.key == "set_vec_tile_shapes":

@@ -7,7 +7,10 @@ rather than shadow it: run it where PyPTO is not installed (a plain ptolab envir
 """
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import inspect
 import json
@@ -48,6 +51,24 @@ def _real_pypto() -> str | None:
     return spec.origin or "pypto" if spec is not None else None
 
 
+class _SubmoduleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import pypto.<anything>`` while the stand-in is in place."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname.startswith("pypto.") and fullname not in sys.modules:
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return standin.submodule(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+_SUBMODULES = _SubmoduleFinder()
+
+
 @contextmanager
 def standins(folder: Path):
     real = _real_pypto()
@@ -60,6 +81,7 @@ def standins(folder: Path):
     need_torch = "torch" not in sys.modules and importlib.util.find_spec("torch") is None
     saved = {k: sys.modules.get(k) for k in modules}
     sys.modules.update(modules)
+    sys.meta_path.insert(0, _SUBMODULES)
     if need_torch:
         sys.meta_path.insert(0, torch_stub.FINDER)
     sys.path.insert(0, str(folder))
@@ -67,6 +89,9 @@ def standins(folder: Path):
         yield
     finally:
         sys.path.remove(str(folder))
+        sys.meta_path.remove(_SUBMODULES)
+        for name in [m for m in sys.modules if m.startswith("pypto.") and m not in saved]:
+            del sys.modules[name]
         if need_torch:
             sys.meta_path.remove(torch_stub.FINDER)
             for name in [m for m in sys.modules if m.split(".")[0] in ("torch", "torch_npu")]:
@@ -96,21 +121,138 @@ def _load_module(path: Path, digest: str):
     return module
 
 
-def _find(module, path: Path, function: str | None) -> JitKernel:
+def _find(module, path: Path, function: str | None, args: dict) -> tuple[JitKernel, list]:
+    """The kernel named ``function`` and notes on how it was found.  A kernel defined inside
+    a function (a factory that returns it, or a wrapper that builds and calls it) is built
+    by running that function up to its ``def`` (see _build_nested)."""
     kernels = {n: v for n, v in vars(module).items() if isinstance(v, JitKernel)}
     if function is None:
         if len(kernels) != 1:
-            raise ConfigError(f"{path}: {'no' if not kernels else len(kernels)} @pypto.jit "
-                              f"kernels in the file{': ' + ', '.join(kernels) if kernels else ''}; "
+            nested = [f"{o}.{i}" for o, i in _nested_defs(path)]
+            listed = ", ".join([*kernels, *nested])
+            raise ConfigError(f"{path}: {'no' if not listed else len(kernels) + len(nested)} "
+                              f"@pypto.jit kernels in the file{': ' + listed if listed else ''}; "
                               f"name one as {path}:FUNCTION.")
-        return next(iter(kernels.values()))
-    value = getattr(module, function, None)
+        return next(iter(kernels.values())), []
+    value = getattr(module, function, None) if "." not in function else None
     if isinstance(value, JitKernel):
-        return value
-    if callable(value):
-        return JitKernel(value, {})
-    raise ConfigError(f"{path}: no function '{function}' (jit kernels in the file: "
-                      f"{', '.join(kernels) or 'none'}).")
+        return value, []
+    if value is not None and callable(value) and not _nested_defs(path, function):
+        return JitKernel(value, {}), []
+    return _build_nested(module, path, function, args, kernels)
+
+
+def _is_jit(node: ast.FunctionDef) -> bool:
+    return any(re.search(r"\bjit\b", ast.unparse(d)) for d in node.decorator_list)
+
+
+def _nested_defs(path: Path, outer: str | None = None) -> list[tuple[str, str]]:
+    """(enclosing function, kernel) for each jit kernel defined inside a module-level
+    function of the file."""
+    out = []
+    for top in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(top, ast.FunctionDef) or (outer and top.name != outer):
+            continue
+        for node in ast.walk(top):
+            if node is not top and isinstance(node, ast.FunctionDef) and _is_jit(node):
+                out.append((top.name, node.name))
+    return out
+
+
+class ShapeArgument:
+    """What a kernel-building function receives for a tensor argument given as a shape:
+    it answers ``.shape``, ``.dtype``, ``.dim()``, ``.size()`` like the caller's tensor."""
+
+    def __init__(self, shape: list, dtype=None):
+        self.shape, self.dtype, self.device = tuple(shape), dtype, "cpu"
+        self.ndim = len(shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def size(self, axis=None):
+        return self.shape if axis is None else self.shape[axis]
+
+    def __repr__(self):
+        return f"<shape {list(self.shape)}>"
+
+
+def _build_nested(module, path: Path, function: str, args: dict, kernels: dict):
+    outer_name, _, inner = function.rpartition(".")
+    if not inner.isidentifier():
+        raise ConfigError(f"{path}: '{function}' is not a function name.")
+    hits = [(o, i) for o, i in _nested_defs(path, outer_name or None)
+            if i == inner or (not outer_name and o == inner)]
+    if len(hits) != 1:
+        nested = [f"{o}.{i}" for o, i in _nested_defs(path)]
+        if len(hits) > 1:
+            raise ConfigError(f"{path}: '{function}' names {len(hits)} kernels "
+                              f"({', '.join(f'{o}.{i}' for o, i in hits)}); name one as "
+                              f"{path}:OUTER.KERNEL.")
+        raise ConfigError(f"{path}: no kernel '{function}' (jit kernels in the file: "
+                          f"{', '.join([*kernels, *nested]) or 'none'}).")
+    outer_name, inner = hits[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    top = next(t for t in tree.body if isinstance(t, ast.FunctionDef) and t.name == outer_name)
+    kernel_node = next(n for n in ast.walk(top) if isinstance(n, ast.FunctionDef)
+                       and n is not top and n.name == inner)
+    # Run the enclosing function only up to the statement that defines the kernel: what
+    # comes before computes the shapes and values the kernel closes over, what comes
+    # after is the caller's side (torch tensors, the call, checks) and is not run.
+    cut = next(i for i, stmt in enumerate(top.body)
+               if any(n is kernel_node for n in ast.walk(stmt)))
+    builder = ast.FunctionDef(
+        name=f"_ptolab_build_{inner}", args=top.args, decorator_list=[], returns=None,
+        body=[*top.body[:cut + 1], ast.Return(ast.Name(inner, ast.Load()))])
+    ast.copy_location(builder, top)
+    # dont_inherit: this module's `from __future__ import annotations` must not turn the
+    # kernel's annotations into strings (they read the enclosing function's locals)
+    code = compile(ast.fix_missing_locations(ast.Module([builder], [])), str(path.resolve()),
+                   "exec", dont_inherit=True)
+    space: dict = {}
+    exec(code, vars(module), space)
+    build = space[builder.name]
+    kernel_params = {a.arg for a in (*kernel_node.args.posonlyargs, *kernel_node.args.args,
+                                     *kernel_node.args.kwonlyargs)}
+    given, used = {}, []
+    signature = inspect.signature(build)
+    for p in signature.parameters.values():
+        if p.name not in args:
+            if p.default is inspect.Parameter.empty and p.kind not in (
+                    p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise ConfigError(
+                    f"{path}: kernel '{inner}' is defined inside {outer_name}"
+                    f"({', '.join(signature.parameters)}), which ptolab runs up to the "
+                    f"kernel's def (line {kernel_node.lineno}) to build it: give its argument "
+                    f"'{p.name}' as --arg {p.name}=VALUE (a tensor as its shape, e.g. "
+                    f"fp32[2, 3]).")
+            continue
+        value = args[p.name] if p.name in kernel_params else args.pop(p.name)
+        given[p.name] = _outer_value(value, p.name in kernel_params)
+        used.append(f"{p.name}={json.dumps(value) if not isinstance(value, str) else value}")
+    try:
+        kernel = build(**given)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"{_kernel_line(exc, path.resolve(), str(path))}: building kernel "
+                          f"'{inner}' inside {outer_name}() failed: {type(exc).__name__}: "
+                          f"{exc}.") from None
+    if not isinstance(kernel, JitKernel):
+        kernel = JitKernel(kernel, {})
+    note = (f"kernel {inner} is defined inside {outer_name}(); built by running "
+            f"{outer_name}({', '.join(used)}) up to its def (line {kernel_node.lineno})")
+    return kernel, [note]
+
+
+def _outer_value(value, is_tensor: bool):
+    """A kernel's tensor argument that the enclosing function also takes is the caller's
+    tensor there: it gets a ShapeArgument; other values are plain."""
+    if isinstance(value, dict) and "shape" in value and set(value) <= {"shape", "dtype"}:
+        return ShapeArgument(value["shape"], tensor.BY_SCHEMA.get(value.get("dtype")))
+    if is_tensor and isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return ShapeArgument(value)
+    return _plain(value)
 
 
 def parse_values(pairs: list[str], what: str) -> dict:
@@ -293,6 +435,9 @@ def _options(kernel: JitKernel, R: Recorder) -> dict:
         if group == "runtime_options" and "run_mode" in clean:
             clean["run_mode"] = int(clean["run_mode"])
         out[group] = clean
+    # merge settings the body set (control.set_pass_options) override the jit's
+    for key, (value, _) in getattr(R, "body_pass_options", {}).items():
+        out.setdefault("pass_options", {})[key] = value
     return out
 
 
@@ -306,11 +451,13 @@ def trace_file(path: Path, function: str | None = None, dims: dict | None = None
     resolved = path.resolve()
     with standins(resolved.parent):
         module = _load_module(resolved, digest)
-        kernel = _find(module, path, function)
+        args = dict(args or {})
+        kernel, found = _find(module, path, function, args)
         R = Recorder(kernel.__name__, resolved, shown or str(path))
+        R.notes += found
         context.start(R)
         fn = traceable(kernel.fn, str(resolved))
-        call_args = _arguments(R, kernel.fn, dict(args or {}), dict(dims or {}))
+        call_args = _arguments(R, kernel.fn, args, dict(dims or {}))
         context.start(R)
         try:
             result = fn(*call_args)

@@ -89,12 +89,15 @@ class Recorder:
         self.used_names: set[str] = set()
         self.loop_count = 0
         self.notes: list[str] = []
+        self.span: str | None = None     # set inside an op_wrapper function: its call site
         self.options: dict[str, dict] = {}
         # data of tensor arguments the kernel reads elements of (--arg NAME.values=...)
         self.values: dict[str, list] = {}
 
     # -- where am I ---------------------------------------------------------------------
     def where(self) -> str:
+        if self.span is not None:
+            return self.span
         frame = sys._getframe(1)
         while frame is not None:
             if frame.f_code.co_filename == self.source:

@@ -6,6 +6,7 @@ to plain member names so module-level code imports.
 """
 from __future__ import annotations
 
+import functools
 import types
 
 from . import context, control, ops, tensor
@@ -17,7 +18,10 @@ ENTRY_POINTS = (
     "stop, step, name=, idx_name=, unroll_list=, parallel=)", "loop_unroll", "Python for",
     "is_loop_begin", "is_loop_end", "cond", "if on loop conditions", "set_vec_tile_shapes",
     "get_vec_tile_shapes", "set_cube_tile_shapes", "get_cube_tile_shapes",
-    "set_pass_options(sg_set_scope=)", "set_semantic_label", *ops.SUPPORTED_OPS,
+    "set_pass_options(sg_set_scope=, vec_nbuffer_setting=, cube_l1_reuse_setting=, "
+    "cube_nbuffer_setting=)", "set_semantic_label", "set_matrix_size",
+    "experimental.set_operation_options(combine_axis=)",
+    *ops.SUPPORTED_OPS,
     "Tensor.move", "slicing", "slice assignment", "ceildiv", "min", "max")
 
 
@@ -32,14 +36,45 @@ class _Status:
 DYNAMIC, STATIC = _Status("DYNAMIC"), _Status("STATIC")
 
 
-def _missing(name: str):
-    def fn(*args, **kwargs):
+class _Missing:
+    """An upstream name the stand-in does not hold: calling it (or anything under it, such
+    as ``pypto.runtime.x()``) stops with the list of what is supported."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Missing(f"{self.__name__}.{attr}")
+
+    def __call__(self, *args, **kwargs):
+        raise self._stop()
+
+    def _stop(self, use: str = ""):
+        what = f"pypto.{self.__name__}{use} is not supported by the tracing stand-in"
         if context.active is None:
-            raise RuntimeError(f"pypto.{name} is not supported by the ptolab tracing stand-in")
-        raise context.rec().fail(f"pypto.{name} is not supported by the tracing stand-in",
-                                 supported=ENTRY_POINTS)
-    fn.__name__ = name
-    return fn
+            return RuntimeError(what.replace("the tracing", "ptolab's tracing"))
+        return context.rec().fail(what, supported=ENTRY_POINTS)
+
+    # a query such as `pypto.platform.npuarch == "DAV_3510"` must not quietly be False
+    def __eq__(self, other):
+        raise self._stop(f" == {other!r}")
+
+    def __ne__(self, other):
+        raise self._stop(f" != {other!r}")
+
+    def __bool__(self):
+        raise self._stop(" as a condition")
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return f"<pypto.{self.__name__}: not in ptolab's stand-in>"
+
+
+def _missing(name: str) -> _Missing:
+    return _Missing(name)
 
 
 class _Module(types.ModuleType):
@@ -49,9 +84,35 @@ class _Module(types.ModuleType):
         if name[:1].isupper() and not name.startswith("DT_"):
             value = tensor.Enum(name)
         else:
-            value = _missing(name)
+            prefix = self.__name__.partition(".")[2]
+            value = _missing(f"{prefix}.{name}" if prefix else name)
         setattr(self, name, value)
         return value
+
+
+def op_wrapper(fn):
+    """Upstream's op_wrapper converts arguments and, around the call, sets the source
+    location of every op inside to the call site, the outermost one winning
+    (python/pypto/_op_wrapper.py, set_source_location in python/pypto/_utils.py)."""
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        R = context.active
+        if R is None or R.span is not None:
+            return fn(*args, **kwargs)
+        R.span = R.where()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            R.span = None
+    return wrapped
+
+
+def submodule(name: str) -> _Module:
+    """Any other ``pypto.*`` module a kernel file imports (``pypto.pypto_impl``,
+    ``pypto.runtime``): its names stop when used."""
+    module = _Module(name)
+    module.__path__ = []
+    return module
 
 
 def build() -> dict[str, types.ModuleType]:
@@ -59,11 +120,15 @@ def build() -> dict[str, types.ModuleType]:
     pypto = _Module("pypto", "ptolab's tracing stand-in for PyPTO (see pipeline/frontend)")
     frontend = _Module("pypto.frontend")
     experimental = _Module("pypto.experimental")
+    pypto.__path__ = []          # a package: `import pypto.operation` finds a stand-in
+    operation = submodule("pypto.operation")
+    operation.op_wrapper = op_wrapper
     frontend.jit = control.jit
     frontend.dynamic = _missing("frontend.dynamic")
     experimental.set_operation_options = control.set_operation_options
     names = {
-        "frontend": frontend, "experimental": experimental, "jit": control.jit,
+        "frontend": frontend, "experimental": experimental, "operation": operation,
+        "jit": control.jit,
         "options": control.options, "Tensor": tensor.Tensor, "tensor": tensor.Tensor,
         "DataType": tensor.DataType, "TileOpFormat": tensor.TileOpFormat,
         "CachePolicy": tensor.CachePolicy, "DYNAMIC": DYNAMIC, "STATIC": STATIC,
@@ -76,6 +141,7 @@ def build() -> dict[str, types.ModuleType]:
         "get_cube_tile_shapes": control.get_cube_tile_shapes,
         "set_pass_options": control.set_pass_options,
         "set_semantic_label": control.set_semantic_label, "ceildiv": control.ceildiv,
+        "set_matrix_size": control.set_matrix_size,
         "min": control.sym_min, "max": control.sym_max, "SymbolicScalar": SymInt,
         "symbolic_scalar": SymInt, "matmul": ops.matmul, "view": ops.view,
         "reshape": ops.reshape, "assemble": ops.assemble, "transpose": ops.transpose,
@@ -94,4 +160,5 @@ def build() -> dict[str, types.ModuleType]:
         names[name] = ops._unsupported(name)
     for key, value in names.items():
         setattr(pypto, key, value)
-    return {"pypto": pypto, "pypto.frontend": frontend, "pypto.experimental": experimental}
+    return {"pypto": pypto, "pypto.frontend": frontend, "pypto.experimental": experimental,
+            "pypto.operation": operation}

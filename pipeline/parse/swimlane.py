@@ -106,7 +106,7 @@ def _op_row(func: dict, op: dict, tensors: dict, raws: dict) -> tuple:
             _ints(tensor.get("shape")), _ints(tensor.get("offset")),
             int(raw) if isinstance(raw, int) else None,
             _ints(raws.get(raw, {}).get("rawshape")),
-            str(attr.get("l1_reuse_hashOrder", "")))
+            str(attr.get("l1_reuse_hashOrder", "")), pj.op_location(op))
 
 
 def read_ops(path: Path) -> pl.DataFrame:
@@ -126,5 +126,6 @@ def read_ops(path: Path) -> pl.DataFrame:
     schema = {"func_hash": pl.UInt64, "func_name": pl.Utf8, "opmagic": pl.Int64,
               "opcode": pl.Utf8, "label": pl.Utf8, "axis": pl.Int64,
               "in_shape": pl.List(pl.Int64), "in_offset": pl.List(pl.Int64),
-              "raw": pl.Int64, "raw_shape": pl.List(pl.Int64), "l1_hash_order": pl.Utf8}
+              "raw": pl.Int64, "raw_shape": pl.List(pl.Int64), "l1_hash_order": pl.Utf8,
+              "src": pl.Utf8}
     return pl.DataFrame(rows, schema=schema, orient="row")

@@ -21,6 +21,9 @@ class Graph:
     dev_tasks: int
     leaf_tasks: int
     functions: dict[str, dict] = field(default_factory=dict)   # signature -> counts
+    hashes: dict[str, list[str]] = field(default_factory=dict)  # signature -> leaf hashes
+    # signature -> links to the source lines of its ops (sources.links), Python kernels only
+    src: dict[str, dict] = field(default_factory=dict)
 
     @property
     def leaf_functions(self) -> int:
@@ -62,13 +65,31 @@ def read(parsed: Path) -> Graph | None:
     per = per.with_columns(signature=pl.coalesce(
         "signature", pl.format("leaf {}", pl.col("func_hash"))))
     functions: dict[str, dict] = {}
-    for sig, tasks, core in per.sort("signature").select(
-            "signature", "tasks", "core_type").iter_rows():
+    hashes: dict[str, list[str]] = {}
+    for sig, tasks, core, h in per.sort("signature", "func_hash").select(
+            "signature", "tasks", "core_type", "func_hash").iter_rows():
         f = functions.setdefault(sig, {"functions": 0, "tasks": 0,
                                        "core": CORE.get(core, str(core))})
         f["functions"] += 1
         f["tasks"] += tasks
-    return Graph(topo["seq_no"].n_unique(), topo.height, functions)
+        hashes.setdefault(sig, []).append(str(h))
+    return Graph(topo["seq_no"].n_unique(), topo.height, functions, hashes)
+
+
+def add_sources(g: Graph, ops: pl.DataFrame | None, name: str) -> None:
+    """Each signature's source lines: the union over its leaf functions' ops."""
+    from . import sources
+    by_leaf = sources.leaf_lines(ops, name)
+    for sig, hs in g.hashes.items():
+        lines = sorted({n for h in hs for n in by_leaf.get(h, [])})
+        if lines:
+            g.src[sig] = sources.links(lines, name)
+
+
+def diff_sources(d: dict, prev: Graph | None, cur: Graph) -> None:
+    for r in d["rows"]:
+        r["src"] = cur.src.get(r["signature"]) or (prev.src.get(r["signature"]) if prev
+                                                   else None)
 
 
 def _ops(signature: str) -> Counter:

@@ -81,10 +81,15 @@ def _edges(tasks: pl.DataFrame, topo: pl.DataFrame | None) -> tuple[np.ndarray, 
 
 
 def payload(tasks: pl.DataFrame, topo: pl.DataFrame | None = None,
-            phases: pl.DataFrame | None = None) -> dict:
-    """Columns for the viewer: lanes, bar arrays, string tables and dependency edges."""
+            phases: pl.DataFrame | None = None, codes: list[str] | None = None) -> dict:
+    """Columns for the viewer: lanes, bar arrays, string tables and dependency edges.
+
+    ``codes``: the source texts ("softmax.py:16, 17") a ``code`` column of ``tasks``
+    indexes (sources.with_codes); each bar then names the Python lines of its ops."""
     if "hash_order" not in tasks.columns:
         tasks = tasks.with_columns(hash_order=pl.lit(""))
+    if "code" not in tasks.columns:
+        tasks = tasks.with_columns(code=pl.lit(0, pl.Int64))
     names, bars = _core_bars(tasks)
     bars = bars.sort(["lane", "start_us", "name"])
     window = (bars["start_us"].min(), bars["end_us"].max()) if bars.height else None
@@ -95,14 +100,19 @@ def payload(tasks: pl.DataFrame, topo: pl.DataFrame | None = None,
         cpu = cpu.with_columns(lane=pl.col("lane_name").replace_strict(lane_no),
                                label=pl.lit("AICPU ") + pl.col("phase"),
                                hash_order=pl.lit(""), seq_no=pl.lit(None, pl.Int64),
-                               task_id=pl.lit(None, pl.Int64))
-    cols = ["lane", "start_us", "dur_us", "name", "label", "hash_order", "seq_no", "task_id"]
+                               task_id=pl.lit(None, pl.Int64), code=pl.lit(0, pl.Int64))
+    cols = ["lane", "start_us", "dur_us", "name", "label", "hash_order", "seq_no", "task_id",
+            "code"]
     allbars = bars.select(cols)
     if cpu is not None:
         allbars = pl.concat([allbars, cpu.select(cols).cast(allbars.schema)])
     # core bars keep their positions (they come first, in the same order): edges index them
     allbars = allbars.sort(["lane", "start_us", "name"], maintain_order=True)
-    return _pack(allbars, bars, names + cpu_lanes, len(names), topo)
+    out = _pack(allbars, bars, names + cpu_lanes, len(names), topo)
+    if codes is not None and len(codes) > 1:
+        out.update(codes=list(codes),
+                   codeIdx=typed(allbars["code"].cast(pl.Int64).to_list(), "uint16"))
+    return out
 
 
 def _pack(allbars: pl.DataFrame, core_bars: pl.DataFrame, lanes: list[str], n_core: int,

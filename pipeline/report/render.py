@@ -15,7 +15,7 @@ from simcore.spec.errors import ConfigError
 from simcore.spec.study import find_config, load_study
 
 from ..emit.atomic import write_text
-from . import charts, graph, knobs, lanes, stages
+from . import charts, graph, knobs, lanes, sources, stages
 from .advisor import advise
 from .embed import script_json
 
@@ -88,19 +88,31 @@ def stage_rows(study, stages_dir: Path, report_dir: Path | None = None,
     return rows
 
 
-def _details(row: dict, index: int) -> dict:
-    """The heavy per-stage parts: swimlane data, analyze, PMU, pipe timeline, advice."""
+def _details(row: dict, index: int, source: sources.KernelSource | None = None) -> dict:
+    """The heavy per-stage parts: swimlane data, analyze, PMU, pipe timeline, advice, and
+    the source lines of the ops when the kernel came from a Python file."""
     parsed = row["parsed"]
     analyze = stages.analyze_rounds(parsed)
+    topo = stages.table(parsed, "topo")
+    by_leaf = {}
+    if source is not None:
+        ops = stages.table(parsed, "ops")
+        by_leaf = sources.leaf_lines(ops, source.name)
+        sources.mark(source, ops)
+    advice = advise(parsed.parent, row["kernel_knobs"])
+    if by_leaf:
+        sources.finding_sources(advice, by_leaf, source.name, row["tasks"], topo)
     out = {"lane_id": f"swimlane-data-{index}", "pipe_id": f"pipe-data-{index}",
            "lane_data": None, "pipe_data": None,
            "analyze": analyze, "phase_reading": [stages.phase_reading(r) for r in analyze],
            "pmu": stages.pmu_summary(stages.table(parsed, "pmu")),
-           "advice": advise(parsed.parent, row["kernel_knobs"]),
+           "advice": advice,
            "core_chart": charts.core_bars(row["busy"], row["span"]) if row["busy"] else None}
     if row["tasks"] is not None and row["tasks"].height:
-        out["lane_data"] = lanes.payload(row["tasks"], stages.table(parsed, "topo"),
-                                         stages.table(parsed, "phases"))
+        tasks, codes = row["tasks"], None
+        if by_leaf:
+            tasks, codes = sources.with_codes(tasks, topo, by_leaf, source.name)
+        out["lane_data"] = lanes.payload(tasks, topo, stages.table(parsed, "phases"), codes)
     pipes = stages.pipe_timeline(parsed)
     if pipes is not None:
         out["pipe_data"] = lanes.payload(pipes)
@@ -118,14 +130,19 @@ def render_study(study_path: Path, stages_dir: Path, out: Path,
     study = load_study(Path(study_path))
     kernel = Path(kernel) if kernel else kernel_file(study, study_path)
     rows = stage_rows(study, stages_dir, Path(out).parent, kernel)
+    source = sources.find(study, study_path, kernel)
     for i, row in enumerate(rows):
-        row.update(_details(row, i))
+        row.update(_details(row, i, source))
+        if source is not None and row["graph"] is not None:
+            graph.add_sources(row["graph"], stages.table(row["parsed"], "ops"), source.name)
+            if row["graph_diff"] is not None:
+                graph.diff_sources(row["graph_diff"], rows[i - 1]["graph"], row["graph"])
     names = [r["name"] for r in rows]
     bars = charts.stage_bars(names, [_metric(r, "kernel_us") for r in rows],
                              [_metric(r, "e2e_us") for r in rows])
     sweep_charts = [(s, charts.sweep_chart(s)) for s in stages.sweeps(rows)]
     html = environment().get_template("study.html.j2").render(
-        study=study, rows=rows, stage_bars=bars, sweeps=sweep_charts,
+        study=study, rows=rows, stage_bars=bars, sweeps=sweep_charts, source=source,
         phase_columns=stages.PHASE_COLUMNS, viewer_js=viewer_js())
     write_text(Path(out), html)
 

@@ -40,6 +40,8 @@
     this.lane = decode(d.lane); this.start = decode(d.start); this.dur = decode(d.dur);
     this.labelIdx = decode(d.labelIdx); this.orderIdx = decode(d.orderIdx);
     this.seq = decode(d.seq); this.src = decode(d.src); this.dst = decode(d.dst);
+    this.codeIdx = d.codeIdx ? decode(d.codeIdx) : null;   // source line(s) of each bar
+    this.srcBox = root.querySelector(".sl-src");
     this.names = d.names.length ? d.names.split("\n") : [];
     this.row = Math.max(ROW, Math.min(ROW_MAX, Math.floor(FEW_LANES_PX / Math.max(d.lanes.length, 1))));
     this.canvas = root.querySelector("canvas");
@@ -284,7 +286,26 @@
     lines.push("hashOrder: " + (order || "(none)"));
     if (this.lane[i] < d.coreLanes)
       lines.push("deps: " + (this.preds[i] || []).length + " in, " + (this.succs[i] || []).length + " out");
+    if (this.codeIdx && this.codeIdx[i]) lines.push("source: " + d.codes[this.codeIdx[i]]);
     return lines.join("\n");
+  };
+
+  // the clicked task's source lines as links into the report's kernel source view
+  Viewer.prototype.showSource = function (i) {
+    var box = this.srcBox;
+    if (!box) return;
+    var k = i >= 0 && this.codeIdx ? this.codeIdx[i] : 0;
+    box.textContent = "";
+    if (i < 0) { box.textContent = "Click a task to link the Python line(s) that wrote its ops."; return; }
+    if (!k) { box.textContent = (this.names[i] || "") + ": no Python source line"; return; }
+    var text = this.d.codes[k], cut = text.lastIndexOf(":"), name = text.slice(0, cut);
+    box.appendChild(document.createTextNode((this.names[i] || "") + " \u2014 source: " + name + ":"));
+    text.slice(cut + 1).split(", ").forEach(function (n, j) {
+      if (j) box.appendChild(document.createTextNode(","));
+      var a = document.createElement("a");
+      a.href = "#src-L" + n; a.textContent = n; a.className = "src-link";
+      box.appendChild(a);
+    });
   };
 
   Viewer.prototype.showTip = function (ev) {
@@ -310,6 +331,7 @@
       if (drag && !drag.moved && ev.target === c) {
         var r = c.getBoundingClientRect();
         self.selected = self.hit(ev.clientX - r.left, ev.clientY - r.top);
+        self.showSource(self.selected);
         self.schedule();
       }
       drag = null;

@@ -36,7 +36,7 @@ class _Leaves:
     orders: dict = field(default_factory=dict)
 
     def get(self, root: int, signature, core: int, label: str, info=(), order=None,
-            ops=(), op_shapes=()) -> int:
+            ops=(), op_shapes=(), srcs=()) -> int:
         key = (root, signature)
         if key not in self.by_key:
             if order is None:
@@ -47,7 +47,7 @@ class _Leaves:
                 index=len(self.items), hash=stable_hash(self.kernel, root, signature),
                 name=f"{self.kernel}_leaf{len(self.items)}", core_type=core, label=label,
                 root=root, order=order, merge_info=tuple(info), ops=tuple(ops),
-                op_shapes=tuple(op_shapes)))
+                op_shapes=tuple(op_shapes), srcs=tuple(srcs)))
         return self.by_key[key]
 
 
@@ -64,7 +64,8 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks
     leaf_ids = []
     for b in batches:
         ids = np.asarray([leaves.get(root, sig, b.core, b.label,
-                                     ops=tuple(op for op, _, _ in sig[0]), op_shapes=sig[3])
+                                     ops=tuple(op for op, _, _ in sig[0]), op_shapes=sig[3],
+                                     srcs=b.srcs)
                           for sig in b.sig_table], np.int64)
         leaf_ids.append(ids[b.sig_index] if b.size else np.zeros(0, np.int64))
     offsets = np.cumsum([0] + [b.size for b in batches])[:-1]
@@ -177,7 +178,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
         for value in values[np.argsort(at)]:
             lid[merged & (size == value)] = leaves.get(
                 root, ("merged", leaf_id, int(value)), meta.core_type, meta.label, info,
-                order=meta.order, ops=meta.ops, op_shapes=meta.op_shapes)
+                order=meta.order, ops=meta.ops, op_shapes=meta.op_shapes, srcs=meta.srcs)
         lids.append(lid)
     t.merged_leaf = (np.concatenate([g for _, g, _, _ in new_leaf]), np.concatenate(lids))
     return group, order

@@ -35,6 +35,7 @@ class LeafFunction:
     ops: tuple[str, ...] = ()          # the PyPTO ops merged into this leaf function
     # per op: (reduce axis or None, first input's tile shape, that input's full shape)
     op_shapes: tuple = ()
+    srcs: tuple = ()                   # per op: FILE.py:LINE that wrote it, or None
 
     @property
     def hash_order(self) -> str:

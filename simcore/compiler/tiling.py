@@ -49,6 +49,7 @@ class TaskBatch:
     label: str
     work: Work
     accesses: Accesses
+    srcs: tuple = ()            # per op of the group: its source line (FILE.py:LINE) or None
 
     @property
     def size(self) -> int:
@@ -419,7 +420,8 @@ class RootCallTiler:
         sig_table = [(structure, one_task, tuple(map(int, sizes[i])), _op_details(nodes, i))
                      for i in first]
         label = next((n.op.label for n in nodes if n.op.label), "")
-        return TaskBatch(nodes[0].core, sig_table, inverse, label, sums.work(), acc.build())
+        return TaskBatch(nodes[0].core, sig_table, inverse, label, sums.work(), acc.build(),
+                         tuple(n.op.get("src") for n in nodes))
 
     def _valid_fraction(self, node: Node) -> np.ndarray:
         valid = self.valid.get(node.index)

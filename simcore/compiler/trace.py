@@ -158,7 +158,7 @@ class _Tracer:
             if value is not None:
                 attrs[key] = self._value(value, env, f"{where}.{key}")
         for key in ("scalar", "dtype", "axis", "keepdim", "a_trans", "b_trans", "perm",
-                    "inplace", "value"):
+                    "inplace", "value", "src"):
             attrs[key] = getattr(stmt, key)
         return TracedOp(op=stmt.op, inputs=tuple(stmt.inputs), out=stmt.out, where=where,
                         vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,

@@ -93,6 +93,7 @@ class OpStmt(Strict):
     permute: Dim = 0                     # gather: block-table permutation multiplier (0 = identity)
     label: str | None = None             # pypto.set_semantic_label
     cond: str | None = None              # the op exists only where this is true (is_loop_begin ...)
+    src: str | None = None               # FILE.py:LINE of the Python statement that made it
 
     _dims = _dims_validator("shape", "offsets", "valid_shape")
 

@@ -1,0 +1,265 @@
+"""The stand-in's surface around kernels: how kernel files define and call their kernels.
+
+Upstream's examples build many kernels inside functions: a wrapper that takes the caller's
+tensor, computes the output shape, defines the kernel over those locals and calls it; or a
+factory that returns a kernel for given shapes.  ``ptolab import FILE.py:KERNEL`` builds such
+a kernel by running the enclosing function up to the kernel's ``def`` (never the caller's side
+after it), with the enclosing function's arguments from ``--arg``.
+"""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.cli import main
+from pipeline.commands.import_kernel import _split
+from pipeline.frontend import kernel_text, trace_file
+from simcore.spec.errors import ConfigError
+
+WRAPPER = """\
+import pypto
+import torch
+
+CALLED = []
+
+
+def row_sum(a: torch.Tensor, dim: int, tile: int = 8):
+    out_shape = list(a.shape)
+    out_shape[dim] = 1
+
+    @pypto.frontend.jit(runtime_options={"stitch_function_max_num": tile})
+    def row_sum_kernel(a: pypto.Tensor([], pypto.DT_FP32), out: pypto.Tensor(out_shape)):
+        pypto.set_vec_tile_shapes(tile, tile)
+        out[:] = pypto.sum(a, dim=dim, keepdim=True)
+
+    CALLED.append("caller side")
+    raise RuntimeError("the caller's side must not run")
+
+
+def make_add(n: int, m: int = 64):
+    @pypto.jit
+    def add_kernel(x: pypto.Tensor((n, m)), y: pypto.Tensor((n, m)), z: pypto.Tensor((n, m))):
+        pypto.set_vec_tile_shapes(16, m)
+        z[:] = x + y
+    return add_kernel
+
+
+def make_add_twice(n: int):
+    @pypto.jit
+    def add_kernel(x: pypto.Tensor((n, 32)), z: pypto.Tensor((n, 32))):
+        pypto.set_vec_tile_shapes(8, 32)
+        z[:] = x + x
+    return add_kernel
+"""
+
+
+@pytest.fixture()
+def kernels(tmp_path: Path) -> Path:
+    path = tmp_path / "wrapped.py"
+    path.write_text(WRAPPER)
+    return path
+
+
+def config(path: Path, function=None, args=None, dims=None) -> dict:
+    return yaml.safe_load(kernel_text(trace_file(path, function, dims, args), "test"))
+
+
+def test_kernel_inside_a_wrapper_reads_the_wrappers_locals(kernels):
+    got = config(kernels, "row_sum_kernel", {"a": [4, 48], "dim": 1})
+    # out's shape is the wrapper's out_shape, computed from the given tensor's shape
+    assert got["tensors"]["a"]["shape"] == [4, 48]
+    assert got["tensors"]["out"]["shape"] == [4, 1]
+    ops = [s for s in got["body"] if "op" in s]
+    assert ops[0]["op"] == "sum" and ops[0]["axis"] == 1
+    # the wrapper's default (tile=8) reached the tile shape and the jit options
+    assert got["tiles"]["vec"] == [8, 8]
+    assert got["options"]["runtime_options"]["stitch_function_max_num"] == 8
+
+
+def test_wrapper_arguments_change_the_kernel(kernels):
+    small = config(kernels, "row_sum_kernel", {"a": [4, 48], "dim": 1, "tile": 16})
+    other = config(kernels, "row_sum_kernel", {"a": [4, 48], "dim": 0})
+    assert small["tiles"]["vec"] == [16, 16]
+    assert other["tensors"]["out"]["shape"] == [1, 48]
+    assert [s for s in other["body"] if "op" in s][0]["axis"] == 0
+
+
+def test_the_callers_side_after_the_def_is_not_run(kernels):
+    # the wrapper raises after its def: building the kernel must stop before that line
+    got = config(kernels, "row_sum_kernel", {"a": [2, 16], "dim": 1})
+    assert got["name"] == "row_sum_kernel"
+    text = kernel_text(trace_file(kernels, "row_sum_kernel", None, {"a": [2, 16], "dim": 1}),
+                       "t")
+    assert "defined inside row_sum()" in text and "row_sum(a=[2, 16], dim=1)" in text
+
+
+def test_factory_kernel_by_its_name_or_the_factorys(kernels):
+    by_kernel = config(kernels, "make_add.add_kernel", {"n": 32})
+    by_factory = config(kernels, "make_add", {"n": 32, "m": 128})
+    assert by_kernel["tensors"]["x"]["shape"] == [32, 64]
+    assert by_factory["tensors"]["z"]["shape"] == [32, 128]
+    assert by_factory["tiles"]["vec"] == [16, 128]
+
+
+def test_ambiguous_nested_name_asks_for_outer_dot_kernel(kernels):
+    with pytest.raises(ConfigError, match=r"make_add\.add_kernel, make_add_twice\.add_kernel"):
+        trace_file(kernels, "add_kernel", None, {"n": 32})
+    got = config(kernels, "make_add_twice.add_kernel", {"n": 16})
+    assert got["tensors"]["x"]["shape"] == [16, 32]
+
+
+def test_missing_enclosing_argument_is_named(kernels):
+    with pytest.raises(ConfigError, match=r"inside row_sum\(a, dim, tile\).*--arg dim=VALUE"):
+        trace_file(kernels, "row_sum_kernel", None, {"a": [4, 48]})
+
+
+def test_unknown_name_lists_module_and_nested_kernels(kernels):
+    with pytest.raises(ConfigError, match=r"no kernel 'nope'.*row_sum\.row_sum_kernel"):
+        trace_file(kernels, "nope", None, {})
+
+
+def test_cli_takes_outer_dot_kernel(kernels, tmp_path, capsys):
+    assert _split(f"{kernels}:make_add.add_kernel") == (kernels, "make_add.add_kernel")
+    out = tmp_path / "k.yaml"
+    assert main(["import", f"{kernels}:make_add.add_kernel", "--arg", "n=8",
+                 "--out", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["tensors"]["x"]["shape"] == [8, 64]
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "k.py"
+    path.write_text("import pypto\n" + textwrap.dedent(body))
+    return path
+
+
+def test_set_matrix_size_is_noted_not_dropped(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def mm(a: pypto.Tensor((64, 128)), b: pypto.Tensor((128, 32)),
+               c: pypto.Tensor((64, 32))):
+            pypto.set_cube_tile_shapes([64, 64], [128, 128], [32, 32])
+            pypto.set_matrix_size([64, 128, 32])
+            c[:] = pypto.matmul(a, b, pypto.DT_FP32)
+        """)
+    text = kernel_text(trace_file(path), "t")
+    assert "# note: set_matrix_size([64, 128, 32]) at k.py:7" in text
+    bad = write(tmp_path, """
+        @pypto.jit
+        def mm(a: pypto.Tensor((64, 128)), c: pypto.Tensor((64, 128))):
+            pypto.set_matrix_size([64, 128])
+            c[:] = a + a
+        """)
+    with pytest.raises(ConfigError, match=r"mm\(\) at .*k.py:5: pypto.set_matrix_size takes"):
+        trace_file(bad)
+
+
+def test_unknown_namespace_call_stops_with_function_and_line(tmp_path):
+    path = write(tmp_path, """
+        SYNC = pypto.runtime.device_synchronize   # module level: only a reference
+
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
+            pypto.set_vec_tile_shapes(16, 16)
+            pypto.runtime.device_synchronize()
+            c[:] = a + a
+        """)
+    with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:8: pypto.runtime.device_synchronize "
+                                          r"is not supported.*Supported: jit"):
+        trace_file(path)
+
+
+LOOP_ADD = """
+    @pypto.jit(pass_options={{"vec_nbuffer_setting": {{"DEFAULT": 2}}}})
+    def k(x: pypto.Tensor((64, 64)), y: pypto.Tensor((64, 64))):
+        pypto.set_vec_tile_shapes(8, 64)
+        {body}
+        y[:] = x + 1.0
+    """
+
+
+def test_merge_settings_in_the_body_become_kernel_wide_and_merge_tasks(tmp_path):
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.spec.kernel import Kernel
+    hw = load_hardware("dav_2201")
+
+    def compiled(body: str):
+        path = write(tmp_path, LOOP_ADD.format(body=body))
+        text = kernel_text(trace_file(path), "t")
+        cfg = yaml.safe_load(text)
+        return cfg, text, compile_kernel(Kernel.model_validate(cfg), hw).counts()
+
+    jit_only, _, a = compiled("pass")
+    body, text, b = compiled('pypto.set_pass_options(vec_nbuffer_setting={"DEFAULT": 8})')
+    assert jit_only["options"]["pass_options"]["vec_nbuffer_setting"] == {"DEFAULT": 2}
+    # the body's value overrides the jit's, and the header says where it came from
+    assert body["options"]["pass_options"]["vec_nbuffer_setting"] == {"DEFAULT": 8}
+    assert "set_pass_options(vec_nbuffer_setting={'DEFAULT': 8}) at k.py:6" in text
+    # 8 row tiles: merged 2 per task -> 4 tasks, 8 per task -> 1 task
+    assert (a["leaf_tasks"], b["leaf_tasks"]) == (4, 1)
+
+
+def test_merge_setting_twice_with_different_values_stops(tmp_path):
+    path = write(tmp_path, LOOP_ADD.format(
+        body='pypto.set_pass_options(vec_nbuffer_setting={"DEFAULT": 8})\n'
+             '        pypto.set_pass_options(vec_nbuffer_setting={"DEFAULT": 4})'))
+    with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:7: .*per-loop merge settings are "
+                                          r"not modeled"):
+        trace_file(path)
+    bad = write(tmp_path, LOOP_ADD.format(body='pypto.set_pass_options(vec_nbuffer_setting=4)'))
+    with pytest.raises(ConfigError, match=r"takes a dict of hashOrder keys"):
+        trace_file(bad)
+
+
+def test_combine_axis_is_accepted_with_a_note_and_others_stop(tmp_path):
+    path = write(tmp_path, LOOP_ADD.format(
+        body="pypto.experimental.set_operation_options(combine_axis=True)"))
+    text = kernel_text(trace_file(path), "t")
+    assert "# note: experimental.set_operation_options(combine_axis=True) at k.py:6" in text
+    bad = write(tmp_path, LOOP_ADD.format(
+        body="pypto.experimental.set_operation_options(fuse_all=True)"))
+    with pytest.raises(ConfigError, match=r"fuse_all=...\) is not an operation option.*"
+                                          r"Supported: combine_axis"):
+        trace_file(bad)
+
+
+def test_pypto_submodules_import_and_op_wrapper_traces(tmp_path):
+    import sys
+    path = write(tmp_path, """
+        import pypto.pypto_impl as impl          # module level: imports, used only if called
+        from pypto.operation import op_wrapper
+
+
+        @op_wrapper
+        def plus_one(t):
+            return t + 1.0
+
+
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
+            pypto.set_vec_tile_shapes(16, 16)
+            c[:] = plus_one(a)
+        """)
+    got = yaml.safe_load(kernel_text(trace_file(path), "t"))
+    ops = [s for s in got["body"] if "op" in s]
+    assert ops[0]["op"] == "add" and ops[0]["scalar"] == 1.0
+    assert ops[0]["src"] == "k.py:15"           # op_wrapper: the call site, as upstream
+    assert not [m for m in sys.modules if m.startswith("pypto")]
+
+
+def test_platform_query_stops_instead_of_being_false(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
+            pypto.set_vec_tile_shapes(16, 16)
+            if pypto.platform.npuarch == "DAV_3510":
+                c[:] = a + a
+            else:
+                c[:] = a * a
+        """)
+    with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:6: pypto.platform.npuarch == "
+                                          r"'DAV_3510' is not supported"):
+        trace_file(path)
