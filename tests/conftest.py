@@ -5,6 +5,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# The data the control flow of the Python kernels under tests/kernels_py reads, as
+# `ptolab import --arg` would give it: glm_attention's s2 trip counts and block ids (each
+# s2 tile's four blocks consecutive, as its one view per tile needs).
+PY_KERNEL_ARGS = {"glm_attention": {"actual_seqs.values": [16384] * 8,
+                                    "block_table.values": [[b * 128 + j for j in range(128)]
+                                                           for b in range(8)]}}
+
 KERNELS = REPO / "configs" / "kernels"
 
 

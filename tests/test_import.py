@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import PY_KERNEL_ARGS
+
 from pipeline.cli import main
 from pipeline.frontend import kernel_text, trace_file
 from simcore.compiler import compile_kernel
@@ -23,11 +25,7 @@ from simcore.spec.kernel import Kernel
 REPO = Path(__file__).resolve().parents[1]
 PY = REPO / "tests" / "kernels_py"
 COUNTS = ("root_calls", "loop_bodies", "leaf_functions", "leaf_tasks", "dev_tasks")
-# the data the kernels' control flow reads: glm_attention's s2 trip counts and block ids
-# (each s2 tile's four blocks consecutive, as its one view per tile needs)
-ARGS = {"glm_attention": {"actual_seqs.values": [16384] * 8,
-                          "block_table.values": [[b * 128 + j for j in range(128)]
-                                                 for b in range(8)]}}
+ARGS = PY_KERNEL_ARGS
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ import polars as pl
 import pytest
 import yaml
 
+from conftest import PY_KERNEL_ARGS
+
 from pipeline.frontend import kernel_text, trace_file
 from pipeline.report import sources
 from pipeline.report.render import render_study
@@ -42,7 +44,7 @@ stages:
 
 
 def imported(path: Path, function=None) -> str:
-    return kernel_text(trace_file(path, function), "test")
+    return kernel_text(trace_file(path, function, args=PY_KERNEL_ARGS.get(path.stem)), "test")
 
 
 def op_srcs(body) -> dict[str, str]:
