@@ -90,16 +90,28 @@ def flat_runs(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], elem: int,
     return box, start * elem, (start + length) * elem
 
 
-def _box_pairs(qrows, qlo, qhi, boxes, box_lo, box_hi):
-    """(query row, box) pairs whose boxes overlap, from a window on the first axis."""
-    order = boxes[np.argsort(box_lo[boxes, 0], kind="stable")]
-    lo0 = box_lo[order, 0]
-    reach = int((box_hi[order, 0] - box_lo[order, 0]).max())
-    start = np.searchsorted(lo0, qlo[:, 0] - reach, side="right")
-    stop = np.searchsorted(lo0, qhi[:, 0], side="left")
+def _geometry_pairs(qrows, qgeo, qlo, qhi, boxes, box_geo, box_lo, box_hi):
+    """(query row, box) pairs whose boxes overlap within one geometry, every geometry at
+    once: the boxes sorted by (geometry, first axis), each query's window bounded by the
+    longest box of its own geometry."""
+    g = box_geo[boxes]
+    lo0 = box_lo[boxes, 0]
+    n_geo = int(max(g.max(), qgeo.max())) + 1
+    reach = np.zeros(n_geo, np.int64)
+    np.maximum.at(reach, g, box_hi[boxes, 0] - lo0)
+    # a geometry's keys lie in [g * span, g * span + largest coordinate]: a window, which
+    # reaches at most ``reach`` below its query, never enters another geometry's keys
+    span = int(max(box_hi[boxes, 0].max(), qhi[:, 0].max(), 0)) + int(reach.max()) + 1
+    key = g * span + lo0
+    order = np.argsort(key, kind="stable")
+    key, order = key[order], boxes[order]
+    base = qgeo * span
+    start = np.searchsorted(key, base + qlo[:, 0] - reach[qgeo], side="right")
+    stop = np.searchsorted(key, base + qhi[:, 0], side="left")
     qi, pos = _expand_windows(start, stop)
     cand = order[pos]
-    hit = np.all((box_lo[cand] < qhi[qi]) & (qlo[qi] < box_hi[cand]), axis=1)
+    hit = np.all((box_lo[cand] < qhi[qi]) & (qlo[qi] < box_hi[cand]), axis=1) & \
+        (box_geo[cand] == qgeo[qi])
     return qrows[qi[hit]], cand[hit]
 
 
@@ -151,12 +163,11 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
     # writes of each box ordered by task, keyed box * n + task for searchsorted
     keys = np.sort(box_id.astype(np.int64) * (n_tasks + 1) + task[w])
     q_all, c_all = [], []
-    for g in np.unique(geo[~mixed]):
-        boxes = np.flatnonzero((box_geo == g) & ~box_mixed)
-        if boxes.size == 0:
-            continue
-        queries = np.flatnonzero((geo == g) & ~mixed)
-        q, c = _box_pairs(queries, lo[queries], hi[queries], boxes, box_lo, box_hi)
+    plain = np.flatnonzero(~box_mixed)
+    if plain.size:
+        queries = np.flatnonzero(~mixed)
+        q, c = _geometry_pairs(queries, geo[queries], lo[queries], hi[queries], plain,
+                               box_geo, box_lo, box_hi)
         q_all.append(q)
         c_all.append(c)
     for s in np.unique(store[mixed]):
