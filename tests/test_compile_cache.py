@@ -133,3 +133,35 @@ def test_a_moved_view_is_still_checked_against_its_tensor(tmp_path):
     path.write_text(MEET_ONCE.replace("trip: 4", "trip: 5"))
     with pytest.raises(Exception, match="leaves the tensor"):
         compile_kernel(resolve_kernel(path, {}), HW)
+
+
+MEET_BOXES = """
+name: meet_boxes
+params: {R: 16, C: 256}
+tensors:
+  x: {shape: [R, C], dtype: fp32, role: input}
+  y: {shape: [R, C], dtype: fp32, role: output}
+tiles:
+  vec: [4, C]
+body:
+  - set_vec_tile_shapes: vec
+  - loop: {name: L, idx: i, trip: 4, style: pypto}
+    body:
+      - {op: view, inputs: [x], out: a, shape: [4, C], offsets: [0, 0]}
+      - {op: view, inputs: [x], out: b, shape: [4, C], offsets: ["i*4", 0], valid_shape: [4, C]}
+      - {op: add, inputs: [a, b], out: s}
+      - {op: assemble, inputs: [s], out: y, offsets: ["i*4", 0]}
+"""
+
+
+def test_a_call_whose_boxes_meet_differently_is_tiled_in_full(monkeypatch, tmp_path):
+    # the two views are different values (one names a valid shape) in every call, but in the
+    # first their boxes are the same rows: the task loads them once.  Later calls load two
+    path = tmp_path / "meet_boxes.yaml"
+    path.write_text(MEET_BOXES)
+    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
+    full, _, _ = _compile(monkeypatch, path, {}, False)
+    loads = np.bincount(program.task_call, weights=program.work.mte2_loads)
+    assert loads.tolist() == [1, 2, 2, 2]
+    assert cached == full
+    assert cached_runs == 2

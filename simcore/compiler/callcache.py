@@ -178,7 +178,8 @@ class _Entry:
     assemble_shapes: list
     sources: _Sources | None = None
     pairs: tuple | None = None  # (row, source) of every source a row's box lies in
-    partition: np.ndarray | None = None
+    partition: np.ndarray | None = None   # box ids of ``pre`` (equal boxes, equal ids)
+    buffer_lead: np.ndarray | None = None  # per row of ``pre``: the first row of its buffer
     usable: bool = True
 
 
@@ -239,9 +240,14 @@ class CallCache:
             if np.any(d != d[first]):
                 return None
             delta[rows] = d
-        if not _same_partition(entry.partition,
-                               _box_partition(pre.buffer, pre.lo + delta, pre.hi + delta)):
-            return None
+        # the boxes of a buffer that all move alike stay equal or apart as they were; only
+        # a buffer whose boxes move apart (a gather's blocks) can make boxes meet or part
+        apart = np.any(delta != delta[entry.buffer_lead], axis=1)
+        if apart.any():
+            rows = np.isin(pre.buffer, np.unique(pre.buffer[apart]))
+            if not _same_partition(entry.partition[rows], _box_partition(
+                    pre.buffer[rows], pre.lo[rows] + delta[rows], pre.hi[rows] + delta[rows])):
+                return None
         self.hits += 1
         post = entry.post
         d_post = delta[entry.kept]
@@ -293,6 +299,8 @@ def _prepare(entry: _Entry, kernel, limits, tensors: dict) -> None:
     entry.sources = src
     entry.pairs = (rows, srcs, np.searchsorted(rows, rows))
     entry.partition = _box_partition(pre.buffer, pre.lo, pre.hi)
+    _, lead, inverse = np.unique(pre.buffer, return_index=True, return_inverse=True)
+    entry.buffer_lead = lead[inverse.ravel()]
 
 
 def _box_partition(buffer, lo, hi) -> np.ndarray:
