@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -239,10 +240,12 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     leaves = _Leaves(kernel.name)
     calls, call_root, call_bodies, workspace = [], [], [], []
     cache = CallCache()
+    # only calls of one root function can be shaped alike: a root called once needs no key
+    calls_of = Counter(call.root_key for call in traced.calls)
     for c, call in enumerate(traced.calls):
         root = roots.setdefault(call.root_key, RootFunction(
             index=len(roots), hash=stable_hash(kernel.name, call.root_key), name=call.root_key))
-        key = call_key(call)
+        key = call_key(call) if calls_of[call.root_key] > 1 else None
         reused = cache.take(key, kernel, limits, call, c)
         if reused is not None:
             tasks, ws_bytes = reused

@@ -97,8 +97,8 @@ class _Sources:
 _PLACEHOLDER = LocalValue(-1, (), "")
 
 
-def _pad(t, fill=0) -> list[int]:
-    return list(t) + [fill] * (MAX_RANK - len(t))
+def _pad(t, fill=0) -> tuple[int, ...]:
+    return tuple(t) + (fill,) * (MAX_RANK - len(t))
 
 
 def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
@@ -121,11 +121,17 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
         return v
 
     t.lookup = lookup
-    seen: dict = {}
+    seen: dict = {}     # GM value: (its id, its pieces' (buffer, offset, extent) rows)
     values, buffer, slot, offset, extent, multi, woff = [], [], [], [], [], [], []
+    no_shift = (0,) * MAX_RANK
 
     def note(v):
-        values.append(seen.setdefault(v, len(seen)))
+        found = seen.get(v)
+        if found is None:
+            found = seen[v] = (len(seen), [(p.buffer, _pad(p.offsets), _pad(p.shape, 1))
+                                           for p in v.pieces])
+        values.append(found[0])
+        return found[1]
 
     n_assemble = 0
     for op in call.ops:
@@ -138,27 +144,26 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
             target = t._gm(op, op.out)
             offsets = op.get("offsets")
             _check_inside(op, offsets, src_shape, target.shape)
-            note(target)
-            for piece in target.pieces:
-                off = np.add(_pad(piece.offsets), _pad(offsets))
-                buffer.append(piece.buffer)
+            shift = _pad(offsets)
+            pieces = note(target)
+            for name, off, _ in pieces:
+                buffer.append(name)
                 slot.append(-1)
-                offset.append(off)
+                offset.append(tuple(a + b for a, b in zip(off, shift)))
                 extent.append(_pad(src_shape, 1))
-                multi.append(len(target.pieces) > 1)
-                woff.append(_pad(offsets))
+                multi.append(len(pieces) > 1)
+                woff.append(shift)
             continue
-        inputs = [lookup(name, op) for name in op.inputs]
-        for i, v in enumerate(inputs):
+        for i, name in enumerate(op.inputs):
+            v = lookup(name, op)
             if isinstance(v, GmValue):
-                note(v)
-                for piece in v.pieces:
-                    buffer.append(piece.buffer)
+                for piece, off, ext in note(v):
+                    buffer.append(piece)
                     slot.append(i)
-                    offset.append(_pad(piece.offsets))
-                    extent.append(_pad(piece.shape, 1))
+                    offset.append(off)
+                    extent.append(ext)
                     multi.append(False)
-                    woff.append([0] * MAX_RANK)
+                    woff.append(no_shift)
         values_of[op.out] = _PLACEHOLDER
     as_array = lambda rows: np.asarray(rows, np.int64).reshape(-1, MAX_RANK)
     return _Sources(values, buffer, slot, as_array(offset), as_array(extent),
