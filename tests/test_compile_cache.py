@@ -62,17 +62,19 @@ REPEATING = {
     "loop_merge": {},
     "loop_static_axis": {},
     "loop_unroll": {},
+    "loop_unroll MODE 0 ROWS 1000": {"params.MODE": 0, "params.ROWS": 1000},
+    "loop_unroll MODE 2 ROWS 8200": {"params.MODE": 2, "params.ROWS": 8200},
     "multi_stitch_add": {},
     "softmax": {},
     "bench_1m": {"params.CALLS": 20},
 }
 
 
-@pytest.mark.parametrize("kernel", sorted(REPEATING))
-def test_repeated_calls_compile_to_the_program_of_tiling_every_call(monkeypatch, kernel):
-    path = KERNELS / f"{kernel}.yaml"
-    cached, cached_runs, program = _compile(monkeypatch, path, REPEATING[kernel], True)
-    full, full_runs, _ = _compile(monkeypatch, path, REPEATING[kernel], False)
+@pytest.mark.parametrize("case", sorted(REPEATING))
+def test_repeated_calls_compile_to_the_program_of_tiling_every_call(monkeypatch, case):
+    path = KERNELS / f"{case.split()[0]}.yaml"
+    cached, cached_runs, program = _compile(monkeypatch, path, REPEATING[case], True)
+    full, full_runs, _ = _compile(monkeypatch, path, REPEATING[case], False)
     assert cached == full
     assert full_runs == program.root_calls
     assert cached_runs < full_runs       # some call took another's tasks
@@ -165,3 +167,45 @@ def test_a_call_whose_boxes_meet_differently_is_tiled_in_full(monkeypatch, tmp_p
     assert loads.tolist() == [1, 2, 2, 2]
     assert cached == full
     assert cached_runs == 2
+
+
+RESHAPED = """
+name: reshaped
+params: {N: 4, M: 128, K: 256}
+tensors:
+  a: {shape: ["N*M", K], dtype: fp16, role: input}
+  w: {shape: ["2*K", 128], dtype: fp16, role: input}
+  c: {shape: ["N*M // 2", 128], dtype: fp16, role: output}
+tiles:
+  cube: {m: [64, 64], k: [128, 128], n: [64, 64]}
+body:
+  - set_cube_tile_shapes: cube
+  - loop: {name: L, idx: i, trip: N}
+    body:
+      - {op: reshape, inputs: [a], shape: ["N*M // 2", "2*K"], out: a2, inplace: true}
+      - {op: view, inputs: [a2], out: ai, shape: ["M // 2", "2*K"], offsets: ["i*M // 2", 0]}
+      - {op: matmul, inputs: [ai, w], dtype: fp16, out: ci, label: mm}
+      - {op: assemble, inputs: [ci], out: c, offsets: ["i*M // 2", 0]}
+"""
+
+
+def test_calls_through_an_inplace_reshape_and_l1_reuse_compile_alike(monkeypatch, tmp_path):
+    # views of another geometry of a's bytes, Cube tasks merged by the block of w they share
+    path = tmp_path / "reshaped.yaml"
+    path.write_text(RESHAPED)
+    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
+    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    assert program.root_calls == 4 and full_runs == 4
+    assert cached == full
+    assert cached_runs == 1
+
+
+def test_a_root_call_of_only_views_has_no_leaf_task(tmp_path):
+    path = tmp_path / "views_first.yaml"
+    path.write_text(RESHAPED.replace("body:\n  - set_cube_tile_shapes: cube",
+                                     "body:\n  - {op: view, inputs: [a], out: first, "
+                                     "shape: [1, K], offsets: [0, 0]}\n"
+                                     "  - set_cube_tile_shapes: cube", 1))
+    program = compile_kernel(resolve_kernel(path, {}), HW)
+    assert program.root_calls == 5
+    assert np.bincount(program.task_call, minlength=5)[0] == 0

@@ -70,8 +70,10 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks
                           for sig in b.sig_table], np.int64)
         leaf_ids.append(ids[b.sig_index] if b.size else np.zeros(0, np.int64))
     offsets = np.cumsum([0] + [b.size for b in batches])[:-1]
-    return _CallTasks(np.concatenate([np.full(b.size, int(b.core), np.int64) for b in batches]),
-                      np.concatenate(leaf_ids), Work.concat([b.work for b in batches]),
+    # a call of only views and reshapes has no leaf task
+    cores = [np.full(b.size, int(b.core), np.int64) for b in batches] or [np.zeros(0, np.int64)]
+    return _CallTasks(np.concatenate(cores), np.concatenate(leaf_ids or [np.zeros(0, np.int64)]),
+                      Work.concat([b.work for b in batches]),
                       Accesses.concat([b.accesses for b in batches], offsets))
 
 

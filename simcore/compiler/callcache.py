@@ -92,6 +92,7 @@ class _Sources:
     extent: np.ndarray      # per source: the box its rows fall in (piece or assembled tile)
     multi_write: np.ndarray  # per source: an assemble into a value of several pieces
     write_offset: np.ndarray  # per source: the assemble offsets alone (0 for reads)
+    workspace: str          # the prefix of the call's own GM workspace buffers
 
 
 _PLACEHOLDER = LocalValue(-1, (), "")
@@ -167,7 +168,7 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
         values_of[op.out] = _PLACEHOLDER
     as_array = lambda rows: np.asarray(rows, np.int64).reshape(-1, MAX_RANK)
     return _Sources(values, buffer, slot, as_array(offset), as_array(extent),
-                    np.asarray(multi, bool), as_array(woff))
+                    np.asarray(multi, bool), as_array(woff), t.workspace)
 
 
 @dataclass
@@ -221,12 +222,12 @@ class CallCache:
                 # the assembled shapes follow from the key: every entry of it has the same
                 mine = replay(kernel, limits, call, call_index, entry.assemble_shapes,
                               self.tensors)
-            found = self.reuse(entry, mine, call_index)
+            found = self.reuse(entry, mine)
             if found is not None:
                 return found
         return None
 
-    def reuse(self, entry: _Entry, mine: _Sources, call_index: int):
+    def reuse(self, entry: _Entry, mine: _Sources):
         """(merged tasks, workspace bytes) of the call whose GM values are ``mine`` from
         ``entry``'s, or None if they do not move alike."""
         a = entry.sources
@@ -256,7 +257,7 @@ class CallCache:
         self.hits += 1
         post = entry.post
         d_post = delta[entry.kept]
-        rename = _renamer(entry.workspace, f"ws{call_index}")
+        rename = _renamer(entry.workspace, mine.workspace)
         acc = replace(post.acc, buffers=tuple(rename(b) for b in post.acc.buffers),
                       lo=post.acc.lo + d_post, hi=post.acc.hi + d_post)
         return replace(post, acc=acc), entry.workspace_bytes
