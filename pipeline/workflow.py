@@ -112,6 +112,7 @@ def load_plan(configs: Path, config: dict) -> Plan:
     configs = Path(configs)
     workflow = validate(Workflow, dict(config), str(configs / "workflow.yaml"), "workflow")
     studies = {}
+    hardware_checked: set[Path] = set()
     for name in workflow.studies:
         path = find_config(configs / "studies", name, "study")
         memo_key = (str(configs.resolve()), name, str(path))
@@ -124,7 +125,9 @@ def load_plan(configs: Path, config: dict) -> Plan:
             raise ConfigError(f"field 'name' is '{study.name}' but the file is listed as "
                               f"'{name}' in workflow.yaml; make them the same.", source=str(path))
         hardware_path = find_config(configs / "hardware", study.hardware, "hardware")
-        load_hardware(hardware_path)
+        if hardware_path not in hardware_checked:     # most studies share one chip
+            load_hardware(hardware_path)
+            hardware_checked.add(hardware_path)
         if study.python_kernel is None:
             kernel_path = find_config(configs / "kernels", study.kernel, "kernel")
             _check_stages(study, path, kernel_path, _read_config(kernel_path))
