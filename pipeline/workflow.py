@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from simcore.spec.errors import ConfigError
-from simcore.spec.hardware import load_hardware
+from simcore.spec.hardware import fit_overlay, load_hardware
 from simcore.spec.loader import validate
 from simcore.spec.overrides import apply
 from simcore.spec.study import Study, Workflow, find_config, load_study
@@ -91,22 +91,48 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
+# The Snakefile plans twice as it starts (the default studies, then the nightly ones, mostly
+# the same files): a study whose files are as they were is not read and validated again
+_STUDY_MEMO: dict = {}
+
+
+def _stamps(plan: StudyPlan) -> tuple:
+    """(path, mtime, size) of every file a study's validation read."""
+    out = []
+    for p in (plan.path, plan.hardware_path, fit_overlay(plan.hardware_path), plan.kernel_path):
+        try:
+            st = Path(p).stat()
+            out.append((str(p), st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((str(p), None, None))
+    return tuple(out)
+
+
 def load_plan(configs: Path, config: dict) -> Plan:
     configs = Path(configs)
     workflow = validate(Workflow, dict(config), str(configs / "workflow.yaml"), "workflow")
     studies = {}
+    hardware_checked: set[Path] = set()
     for name in workflow.studies:
         path = find_config(configs / "studies", name, "study")
+        memo_key = (str(configs.resolve()), name, str(path))
+        known = _STUDY_MEMO.get(memo_key)
+        if known is not None and known[0] == _stamps(known[1]):
+            studies[name] = known[1]
+            continue
         study = load_study(path)
         if study.name != name:
             raise ConfigError(f"field 'name' is '{study.name}' but the file is listed as "
                               f"'{name}' in workflow.yaml; make them the same.", source=str(path))
         hardware_path = find_config(configs / "hardware", study.hardware, "hardware")
-        load_hardware(hardware_path)
+        if hardware_path not in hardware_checked:     # most studies share one chip
+            load_hardware(hardware_path)
+            hardware_checked.add(hardware_path)
         if study.python_kernel is None:
             kernel_path = find_config(configs / "kernels", study.kernel, "kernel")
             _check_stages(study, path, kernel_path, _read_config(kernel_path))
             studies[name] = StudyPlan(study, path, kernel_path, hardware_path)
+            _STUDY_MEMO[memo_key] = (_stamps(studies[name]), studies[name])
         else:
             source = _python_source(configs, study, path)
             kernel_path = Path(workflow.results) / name / "kernel.yaml"

@@ -135,3 +135,32 @@ def test_compiled_program_matches_the_reference(kernel):
     assert got["regions"] == want["regions"]
     assert got["tasks"] == want["tasks"]
     assert got["work"] == pytest.approx(want["work"], rel=1e-12)
+
+
+def _candidate_pairs(monkeypatch, path, **params) -> tuple[int, int]:
+    """(box pairs the dependency search looked at, leaf tasks)."""
+    from simcore.compiler import deps
+    expand = deps._expand_windows
+    seen = []
+
+    def counting(start, stop):
+        q, pos = expand(start, stop)
+        seen.append(q.size)
+        return q, pos
+
+    monkeypatch.setattr(deps, "_expand_windows", counting)
+    program = compile_kernel(resolve_kernel(path, {f"params.{k}": v
+                                                   for k, v in params.items()}), HW)
+    return sum(seen), program.leaf_tasks
+
+
+def test_dependency_search_is_linear_when_tiles_cut_inner_dims(monkeypatch):
+    # tiling_add's [1, 2, 4, 128] tiles of a [4, B, 64, 256] tensor: a window on the first
+    # axis holds every tile of the same outer row (a quarter of all tiles per query); the
+    # row-major span of a tile holds only its neighbours
+    path = KERNELS / "tiling_add.yaml"
+    small, small_tasks = _candidate_pairs(monkeypatch, path, B=32)
+    large, large_tasks = _candidate_pairs(monkeypatch, path, B=128)
+    assert large_tasks == 4 * small_tasks
+    assert small > 0
+    assert large <= 4 * small * 1.05

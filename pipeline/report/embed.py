@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 
-import numpy as np
 from markupsafe import Markup
 
 _UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
@@ -27,5 +26,6 @@ def script_json(value) -> Markup:
 
 def typed(values, dtype: str) -> dict:
     """A column as a little-endian typed array in base64: 100k floats cost 800 kB, not 2 MB."""
+    import numpy as np      # here: the index and script_json need no numpy
     arr = np.ascontiguousarray(np.asarray(values, dtype=np.dtype(dtype).newbyteorder("<")))
     return {"t": np.dtype(dtype).name, "b64": base64.b64encode(arr.tobytes()).decode("ascii")}

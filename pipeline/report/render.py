@@ -15,22 +15,45 @@ from simcore.spec.errors import ConfigError
 from simcore.spec.study import find_config, load_study
 
 from ..emit.atomic import write_text
-from . import charts, graph, knobs, lanes, sources, stages
-from .advisor import advise
+from . import charts, stages
 from .embed import script_json
+
+# graph, knobs, lanes and the advisor (polars, the kernel models) are imported where a study
+# report needs them: the index, rendered after every report, needs none of them
 
 ROOT = Path(__file__).resolve().parents[2] / "reports"
 TEMPLATES = ROOT / "templates"
 VIEWER = ROOT / "static" / "swimlane.js"
 
 
+def _knob_text(value) -> str:
+    from .knobs import value_text
+    return value_text(value)
+
+
+def _legend(data: dict) -> list[tuple[str, str]]:
+    from .lanes import legend
+    return legend(data)
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept in the system's temp folder (keyed by each template's source
+    checksum, so an edited template compiles anew): compiling them is most of a short
+    report job.  None where that folder cannot be used."""
+    try:
+        return jinja2.FileSystemBytecodeCache()
+    except (OSError, RuntimeError):
+        return None
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                              autoescape=jinja2.select_autoescape(["html", "j2"]),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             bytecode_cache=_bytecode_cache())
     env.filters["script_json"] = script_json
-    env.filters["knob"] = knobs.value_text
-    env.globals["legend"] = lanes.legend
+    env.filters["knob"] = _knob_text
+    env.globals["legend"] = _legend
     return env
 
 
@@ -52,6 +75,7 @@ def kernel_file(study, study_path: Path) -> Path | None:
 
 def _stage_row(stage, stage_dir: Path, report_dir: Path, kernel: Path | None,
                varied: list[str]) -> dict:
+    from . import graph, knobs
     parsed = stage_dir / "parsed"
     tasks = stages.table(parsed, "tasks")
     busy, span, chip = stages.core_busy(tasks, stages.table(parsed, "phases"))
@@ -72,6 +96,7 @@ def _stage_row(stage, stage_dir: Path, report_dir: Path, kernel: Path | None,
 def stage_rows(study, stages_dir: Path, report_dir: Path | None = None,
                kernel: Path | None = None) -> list[dict]:
     """Every stage's metrics, knobs and speed-ups against the first and the previous stage."""
+    from . import graph
     stages_dir = Path(stages_dir)
     varied = sorted({k for s in study.stages for k in s.set})
     rows = [_stage_row(s, stages_dir / s.name, Path(report_dir or stages_dir), kernel, varied)
@@ -88,9 +113,11 @@ def stage_rows(study, stages_dir: Path, report_dir: Path | None = None,
     return rows
 
 
-def _details(row: dict, index: int, source: sources.KernelSource | None = None) -> dict:
+def _details(row: dict, index: int, source: "sources.KernelSource | None" = None) -> dict:
     """The heavy per-stage parts: swimlane data, analyze, PMU, pipe timeline, advice, and
     the source lines of the ops when the kernel came from a Python file."""
+    from . import lanes, sources
+    from .advisor import advise
     parsed = row["parsed"]
     analyze = stages.analyze_rounds(parsed)
     topo = stages.table(parsed, "topo")
@@ -127,6 +154,7 @@ def _metric(row: dict, key: str) -> float | None:
 
 def render_study(study_path: Path, stages_dir: Path, out: Path,
                  kernel: Path | None = None) -> None:
+    from . import graph, sources
     study = load_study(Path(study_path))
     kernel = Path(kernel) if kernel else kernel_file(study, study_path)
     rows = stage_rows(study, stages_dir, Path(out).parent, kernel)

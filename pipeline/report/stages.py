@@ -5,9 +5,9 @@ import json
 import os
 from pathlib import Path
 
-import polars as pl
-
 from .charts import Sweep
+
+# polars is imported by the functions that read tables: the index reads only metrics.json
 
 
 def read_json(path: Path):
@@ -15,6 +15,7 @@ def read_json(path: Path):
 
 
 def table(parsed: Path, name: str) -> pl.DataFrame | None:
+    import polars as pl
     path = Path(parsed) / f"{name}.parquet"
     return pl.read_parquet(path) if path.exists() else None
 
@@ -33,6 +34,7 @@ def changed(prev: dict | None, cur: dict) -> dict:
 
 def chip_cores(phases: pl.DataFrame | None) -> set[tuple[str, int]]:
     """Every AICore of the run: PyPTO stamps each block's lane (SCHEDk-AIC/-AIV, 1-based)."""
+    import polars as pl
     if phases is None:
         return set()
     lanes = phases.filter(pl.col("lane_type").str.contains("-AI[CV]$")) \
@@ -47,6 +49,7 @@ def core_busy(tasks: pl.DataFrame | None, phases: pl.DataFrame | None = None
 
     Idle cores are counted, not drawn: a chart of 72 rows with one bar hides the one.
     """
+    import polars as pl
     if tasks is None or tasks.height == 0:
         return [], 0.0, {}
     span = float(tasks["end_us"].max() - tasks["start_us"].min())
@@ -76,6 +79,7 @@ def analyze_rounds(parsed: Path) -> list[dict]:
 
 def pmu_summary(pmu: pl.DataFrame | None) -> list[dict]:
     """Pipe busy cycles over total cycles, per core type (needs PMU group 2's pipe_* columns)."""
+    import polars as pl
     if pmu is None or "total_cycles" not in pmu.columns or "core_type" not in pmu.columns:
         return []
     pipes = sorted(c for c in pmu.columns if c.startswith("pipe_"))
@@ -94,6 +98,7 @@ def pipe_timeline(parsed: Path) -> pl.DataFrame | None:
 
     Written on dav_3510 with PMU Trace on; each (core, pipe) pair becomes a lane.
     """
+    import polars as pl
     pipes = table(parsed, "pipe_timeline")
     need = {"core", "pipe", "start_us", "dur_us"}
     if pipes is None or not need <= set(pipes.columns) or pipes.height == 0:

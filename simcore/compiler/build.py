@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from ..spec.hardware import Hardware
 from ..spec.kernel import Kernel
 from .accesses import Accesses
+from .callcache import CallCache, call_key
 from .deps import region_edges
 from .limits import Limits
 from .merge import choose, merged_index
@@ -69,8 +71,10 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks
                           for sig in b.sig_table], np.int64)
         leaf_ids.append(ids[b.sig_index] if b.size else np.zeros(0, np.int64))
     offsets = np.cumsum([0] + [b.size for b in batches])[:-1]
-    return _CallTasks(np.concatenate([np.full(b.size, int(b.core), np.int64) for b in batches]),
-                      np.concatenate(leaf_ids), Work.concat([b.work for b in batches]),
+    # a call of only views and reshapes has no leaf task
+    cores = [np.full(b.size, int(b.core), np.int64) for b in batches] or [np.zeros(0, np.int64)]
+    return _CallTasks(np.concatenate(cores), np.concatenate(leaf_ids or [np.zeros(0, np.int64)]),
+                      Work.concat([b.work for b in batches]),
                       Accesses.concat([b.accesses for b in batches], offsets))
 
 
@@ -184,7 +188,9 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
     return group, order
 
 
-def _apply_merge(t: _CallTasks, group: np.ndarray, order: np.ndarray) -> _CallTasks:
+def _apply_merge(t: _CallTasks, group: np.ndarray,
+                 order: np.ndarray) -> tuple[_CallTasks, np.ndarray]:
+    """The merged tasks, and per access row they keep its row in ``t``."""
     n = int(order.max()) + 1 if order.size else 0
     new_of_group = np.zeros(int(group.max()) + 1 if group.size else 0, np.int64)
     new_of_group[group] = order
@@ -195,13 +201,15 @@ def _apply_merge(t: _CallTasks, group: np.ndarray, order: np.ndarray) -> _CallTa
     leaf[new_of_group[merged_groups]] = merged_leaves
     acc = t.acc.moved(order)
     reads_per_task = np.bincount(acc.task[~acc.write], minlength=n) if n else [0]
+    kept = np.arange(acc.size)
     if acc.size and np.max(reads_per_task) > 1:
         # a task loads a block once however many of its ops or merged tiles read it
         # (the point of L1Reuse and of merging ops that share an input)
         rows = np.concatenate([acc.task[:, None], acc.buffer[:, None], acc.lo, acc.hi,
                                acc.write[:, None].astype(np.int64), acc.tag[:, None]], axis=1)
-        acc = acc.take(np.sort(row_ids(rows)[1]))
-    return _CallTasks(core, leaf, _with_loads(t.work.merged(order, n), acc), acc)
+        kept = np.sort(row_ids(rows)[1])
+        acc = acc.take(kept)
+    return _CallTasks(core, leaf, _with_loads(t.work.merged(order, n), acc), acc), kept
 
 
 def _with_loads(work: Work, acc: Accesses) -> Work:
@@ -234,17 +242,29 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     roots: dict[str, RootFunction] = {}
     leaves = _Leaves(kernel.name)
     calls, call_root, call_bodies, workspace = [], [], [], []
+    cache = CallCache()
+    # only calls of one root function can be shaped alike: a root called once needs no key
+    calls_of = Counter(call.root_key for call in traced.calls)
     for c, call in enumerate(traced.calls):
         root = roots.setdefault(call.root_key, RootFunction(
             index=len(roots), hash=stable_hash(kernel.name, call.root_key), name=call.root_key))
-        tiler = RootCallTiler(kernel, limits, call, c)
-        tasks = _flatten(tiler.run(), leaves, root.index)
-        if tasks.core.size:
-            tasks = _apply_merge(tasks, *_breadth_merge(tasks, leaves, root.index, kernel, limits))
+        key = call_key(call) if calls_of[call.root_key] > 1 else None
+        reused = cache.take(key, kernel, limits, call, c)
+        if reused is not None:
+            tasks, ws_bytes = reused
+        else:
+            tiler = RootCallTiler(kernel, limits, call, c)
+            tasks = _flatten(tiler.run(), leaves, root.index)
+            pre, kept = tasks.acc, np.arange(tasks.acc.size)
+            if tasks.core.size:
+                tasks, kept = _apply_merge(tasks, *_breadth_merge(tasks, leaves, root.index,
+                                                                  kernel, limits))
+            ws_bytes = tiler.workspace_bytes()
+            cache.store(key, call, c, tiler, pre, tasks, kept)
         calls.append(tasks)
         call_root.append(root.index)
         call_bodies.append(call.bodies)
-        workspace.append(tiler.workspace_bytes())
+        workspace.append(ws_bytes)
     return _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
 
 
@@ -290,13 +310,12 @@ def _box_lines(buffers, boxes: np.ndarray):
     rank = (boxes.shape[1] - 1) // 2
     buffer, lo, hi = boxes[:, 0], boxes[:, 1:1 + rank], boxes[:, 1 + rank:]
     n = len(boxes)
-    shape = np.ones((n, rank), np.int64)
-    elem = np.zeros(n, np.int64)
-    for b in np.unique(buffer):
-        sel = buffer == b
-        whole = buffers[int(b)]
-        shape[sel, :len(whole.shape)] = whole.shape      # unused trailing dims: size 1
-        elem[sel] = whole.elem
+    # per buffer, then per box by lookup (a mask per buffer would cost boxes x buffers)
+    shape_of = np.ones((len(buffers), rank), np.int64)   # unused trailing dims: size 1
+    for i, whole in enumerate(buffers):
+        shape_of[i, :len(whole.shape)] = whole.shape
+    shape = shape_of[buffer]
+    elem = np.asarray([b.elem for b in buffers], np.int64)[buffer]
     stride = np.ones((n, rank), np.int64)                # elements, row-major
     for d in range(rank - 2, -1, -1):
         stride[:, d] = stride[:, d + 1] * shape[:, d + 1]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .rows import row_ids
+from .values import MAX_RANK
 
 # A box of a tensor seen through several geometries is compared as the contiguous
 # byte runs it covers (one run for a box of whole trailing rows).  Past this many runs
@@ -40,11 +41,12 @@ def _expand_windows(start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np
     return q, np.repeat(start, counts) + offsets
 
 
-def _geometries(buf: np.ndarray, buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _geometries(buf: np.ndarray, buffers):
     """Per row: its geometry (one id per distinct storage and shape), its storage id, and
-    whether that storage is seen through more than one geometry."""
+    whether that storage is seen through more than one geometry; and per geometry its
+    row-major element strides (None without ``buffers``)."""
     if not buffers:
-        return buf, buf, np.zeros(buf.size, bool)
+        return buf, buf, np.zeros(buf.size, bool), None
     geo_ids: dict = {}
     store_ids: dict = {}
     geo = np.asarray([geo_ids.setdefault((b.base, tuple(b.shape), b.elem), len(geo_ids))
@@ -53,7 +55,14 @@ def _geometries(buf: np.ndarray, buffers) -> tuple[np.ndarray, np.ndarray, np.nd
                        np.int64)
     shapes_of = np.bincount(np.unique(np.stack([store, geo], 1), axis=0)[:, 0],
                             minlength=len(store_ids))
-    return geo[buf], store[buf], (shapes_of > 1)[store[buf]]
+    rank = max((len(shape) for _, shape, _ in geo_ids), default=1)
+    shape = np.ones((len(geo_ids), max(rank, MAX_RANK)), np.int64)
+    for (_, dims, _), g in geo_ids.items():
+        shape[g, :len(dims)] = dims
+    strides = np.ones_like(shape)
+    for d in range(shape.shape[1] - 2, -1, -1):
+        strides[:, d] = strides[:, d + 1] * shape[:, d + 1]
+    return geo[buf], store[buf], (shapes_of > 1)[store[buf]], (shape, strides)
 
 
 def flat_runs(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], elem: int,
@@ -90,16 +99,50 @@ def flat_runs(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], elem: int,
     return box, start * elem, (start + length) * elem
 
 
-def _box_pairs(qrows, qlo, qhi, boxes, box_lo, box_hi):
-    """(query row, box) pairs whose boxes overlap, from a window on the first axis."""
-    order = boxes[np.argsort(box_lo[boxes, 0], kind="stable")]
-    lo0 = box_lo[order, 0]
-    reach = int((box_hi[order, 0] - box_lo[order, 0]).max())
-    start = np.searchsorted(lo0, qlo[:, 0] - reach, side="right")
-    stop = np.searchsorted(lo0, qhi[:, 0], side="left")
+def _windows(qgeo, q_from, q_to, g, b_from, b_to):
+    """Per query, the range of boxes (in the returned order) whose start lies in
+    [query start - longest box of its geometry, query end): every box of the query's
+    geometry whose span on this one axis overlaps the query's."""
+    n_geo = int(max(g.max(), qgeo.max())) + 1
+    reach = np.zeros(n_geo, np.int64)
+    np.maximum.at(reach, g, b_to - b_from)
+    # a geometry's keys lie in [g * span, g * span + largest coordinate]: a window, which
+    # reaches at most ``reach`` below its query, never enters another geometry's keys
+    span = int(max(b_to.max(), q_to.max(), 0)) + int(reach.max()) + 1
+    key = g * span + b_from
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    base = qgeo * span
+    start = np.searchsorted(key, base + q_from - reach[qgeo], side="right")
+    stop = np.searchsorted(key, base + q_to, side="left")
+    return order, start, stop
+
+
+def _geometry_pairs(qrows, qgeo, qlo, qhi, boxes, box_geo, box_lo, box_hi, layout=None):
+    """(query row, box) pairs whose boxes overlap within one geometry, every geometry at
+    once.  Candidates come from a window on one axis: the first, or, when that is not
+    selective (tiles cut the inner dims of a few outer rows), each box's span of
+    row-major element offsets, which contains every element of the box."""
+    g = box_geo[boxes]
+    order, start, stop = _windows(qgeo, qlo[:, 0], qhi[:, 0], g, box_lo[boxes, 0],
+                                  box_hi[boxes, 0])
+    pairs = int(np.maximum(stop - start, 0).sum())
+    if layout is not None and pairs > 8 * len(qrows) + 1024:
+        shape, strides = layout
+        width = qlo.shape[1]
+        inside = np.all(box_hi[boxes] <= shape[g][:, :width], axis=None) and \
+            np.all(qhi <= shape[qgeo][:, :width], axis=None)
+        if inside:
+            bs, qs = strides[g][:, :width], strides[qgeo][:, :width]
+            flat = _windows(qgeo, (qlo * qs).sum(axis=1), ((qhi - 1) * qs).sum(axis=1) + 1, g,
+                            (box_lo[boxes] * bs).sum(axis=1),
+                            ((box_hi[boxes] - 1) * bs).sum(axis=1) + 1)
+            if int(np.maximum(flat[2] - flat[1], 0).sum()) < pairs:
+                order, start, stop = flat
     qi, pos = _expand_windows(start, stop)
-    cand = order[pos]
-    hit = np.all((box_lo[cand] < qhi[qi]) & (qlo[qi] < box_hi[cand]), axis=1)
+    cand = boxes[order[pos]]
+    hit = np.all((box_lo[cand] < qhi[qi]) & (qlo[qi] < box_hi[cand]), axis=1) & \
+        (box_geo[cand] == qgeo[qi])
     return qrows[qi[hit]], cand[hit]
 
 
@@ -143,7 +186,7 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
     w = np.flatnonzero(write)
     if w.size == 0:
         return empty
-    geo, store, mixed = _geometries(buf, buffers)
+    geo, store, mixed, layout = _geometries(buf, buffers)
     box_id, first = _box_ids(geo[w], lo[w], hi[w], tag[w])
     box_row = w[first]
     box_lo, box_hi, box_tag = lo[box_row], hi[box_row], tag[box_row]
@@ -151,12 +194,11 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
     # writes of each box ordered by task, keyed box * n + task for searchsorted
     keys = np.sort(box_id.astype(np.int64) * (n_tasks + 1) + task[w])
     q_all, c_all = [], []
-    for g in np.unique(geo[~mixed]):
-        boxes = np.flatnonzero((box_geo == g) & ~box_mixed)
-        if boxes.size == 0:
-            continue
-        queries = np.flatnonzero((geo == g) & ~mixed)
-        q, c = _box_pairs(queries, lo[queries], hi[queries], boxes, box_lo, box_hi)
+    plain = np.flatnonzero(~box_mixed)
+    if plain.size:
+        queries = np.flatnonzero(~mixed)
+        q, c = _geometry_pairs(queries, geo[queries], lo[queries], hi[queries], plain,
+                               box_geo, box_lo, box_hi, layout)
         q_all.append(q)
         c_all.append(c)
     for s in np.unique(store[mixed]):

@@ -1,0 +1,211 @@
+"""Root calls that repeat are tiled once (simcore/compiler/callcache.py), and the Program
+is the one tiling every call would build."""
+import dataclasses
+import hashlib
+
+import numpy as np
+import pytest
+
+from pipeline.runner import resolve_kernel
+from simcore.compiler import build, compile_kernel, tiling
+from simcore.spec.hardware import load_hardware
+
+from conftest import KERNELS
+
+HW = load_hardware("dav_2201")
+
+
+def _digest(obj, h) -> None:
+    """Every array, field and name of a Program, in order."""
+    if isinstance(obj, np.ndarray):
+        a = np.ascontiguousarray(obj)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    elif dataclasses.is_dataclass(obj):
+        for f in dataclasses.fields(obj):
+            h.update(f.name.encode())
+            _digest(getattr(obj, f.name), h)
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"[")
+        for item in obj:
+            _digest(item, h)
+        h.update(b"]")
+    elif isinstance(obj, dict):
+        for k in sorted(obj, key=str):
+            h.update(repr(k).encode())
+            _digest(obj[k], h)
+    else:
+        h.update(repr(obj).encode())
+
+
+def _compile(monkeypatch, path, sets, cached: bool):
+    """(Program digest, root calls tiled in full)."""
+    runs = []
+    run = tiling.RootCallTiler.run
+
+    def counting_run(self):
+        runs.append(self.call)
+        return run(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(tiling.RootCallTiler, "run", counting_run)
+        if not cached:
+            m.setattr(build, "call_key", lambda call: None)
+        program = compile_kernel(resolve_kernel(path, sets), HW)
+    h = hashlib.sha256()
+    _digest(program, h)
+    return h.hexdigest(), len(runs), program
+
+
+REPEATING = {
+    "glm_attention": {},
+    "loop_merge": {},
+    "loop_static_axis": {},
+    "loop_unroll": {},
+    "loop_unroll MODE 0 ROWS 1000": {"params.MODE": 0, "params.ROWS": 1000},
+    "loop_unroll MODE 2 ROWS 8200": {"params.MODE": 2, "params.ROWS": 8200},
+    "multi_stitch_add": {},
+    "softmax": {},
+    "bench_1m": {"params.CALLS": 20},
+}
+
+
+@pytest.mark.parametrize("case", sorted(REPEATING))
+def test_repeated_calls_compile_to_the_program_of_tiling_every_call(monkeypatch, case):
+    path = KERNELS / f"{case.split()[0]}.yaml"
+    cached, cached_runs, program = _compile(monkeypatch, path, REPEATING[case], True)
+    full, full_runs, _ = _compile(monkeypatch, path, REPEATING[case], False)
+    assert cached == full
+    assert full_runs == program.root_calls
+    assert cached_runs < full_runs       # some call took another's tasks
+
+
+def test_glm_tiles_each_call_shape_once_whatever_the_sequence_length(monkeypatch):
+    # per batch the s2 loop makes chunks of 8 bodies: the first (s2 == 0 has no running
+    # state), the middle ones and the last (s2 == S2_LOOP - 1 finalizes) differ, and the
+    # kernel's very first call traced its matmul before any vector tile was set; the batch
+    # index and the KV blocks move only GM boxes
+    path = KERNELS / "glm_attention.yaml"
+    _, short_runs, short = _compile(monkeypatch, path, {}, True)
+    _, long_runs, long = _compile(monkeypatch, path, {"params.S2": 32768, "params.S2_LOOP": 64,
+                                                      "params.NBLK": 2048}, True)
+    assert long.root_calls == 2 * short.root_calls
+    assert long.leaf_tasks == 2 * short.leaf_tasks
+    assert short_runs == long_runs == 4
+
+
+MEET_ONCE = """
+name: meet_once
+params: {R: 16, C: 256}
+tensors:
+  x: {shape: [R, C], dtype: fp32, role: input}
+  y: {shape: [R, C], dtype: fp32, role: output}
+  z: {shape: [R, C], dtype: fp32, role: output}
+tiles:
+  vec: [4, C]
+body:
+  - set_vec_tile_shapes: vec
+  - loop: {name: L, idx: i, trip: 4, style: pypto}
+    body:
+      - {op: view, inputs: [x], out: a, shape: [4, C], offsets: [0, 0]}
+      - {op: view, inputs: [x], out: b, shape: [4, C], offsets: ["i*4", 0]}
+      - {op: exp, inputs: [a], out: ea}
+      - {op: sqrt, inputs: [b], out: eb}
+      - {op: assemble, inputs: [ea], out: y, offsets: ["i*4", 0]}
+      - {op: assemble, inputs: [eb], out: z, offsets: ["i*4", 0]}
+"""
+
+
+def test_a_call_whose_views_meet_differently_is_tiled_in_full(monkeypatch, tmp_path):
+    # in the first iteration both views are the same rows, so the two ops share one load
+    # (one leaf task); later ones read different rows: two leaf tasks.  Moving the first
+    # call's boxes would give every call one task
+    path = tmp_path / "meet_once.yaml"
+    path.write_text(MEET_ONCE)
+    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
+    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    per_call = np.bincount(program.task_call)
+    assert per_call.tolist() == [1, 2, 2, 2]
+    assert cached == full
+    assert full_runs == 4 and cached_runs == 2    # the first, then one for the rest
+
+
+def test_a_moved_view_is_still_checked_against_its_tensor(tmp_path):
+    path = tmp_path / "outside.yaml"
+    path.write_text(MEET_ONCE.replace("trip: 4", "trip: 5"))
+    with pytest.raises(Exception, match="leaves the tensor"):
+        compile_kernel(resolve_kernel(path, {}), HW)
+
+
+MEET_BOXES = """
+name: meet_boxes
+params: {R: 16, C: 256}
+tensors:
+  x: {shape: [R, C], dtype: fp32, role: input}
+  y: {shape: [R, C], dtype: fp32, role: output}
+tiles:
+  vec: [4, C]
+body:
+  - set_vec_tile_shapes: vec
+  - loop: {name: L, idx: i, trip: 4, style: pypto}
+    body:
+      - {op: view, inputs: [x], out: a, shape: [4, C], offsets: [0, 0]}
+      - {op: view, inputs: [x], out: b, shape: [4, C], offsets: ["i*4", 0], valid_shape: [4, C]}
+      - {op: add, inputs: [a, b], out: s}
+      - {op: assemble, inputs: [s], out: y, offsets: ["i*4", 0]}
+"""
+
+
+def test_a_call_whose_boxes_meet_differently_is_tiled_in_full(monkeypatch, tmp_path):
+    # the two views are different values (one names a valid shape) in every call, but in the
+    # first their boxes are the same rows: the task loads them once.  Later calls load two
+    path = tmp_path / "meet_boxes.yaml"
+    path.write_text(MEET_BOXES)
+    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
+    full, _, _ = _compile(monkeypatch, path, {}, False)
+    loads = np.bincount(program.task_call, weights=program.work.mte2_loads)
+    assert loads.tolist() == [1, 2, 2, 2]
+    assert cached == full
+    assert cached_runs == 2
+
+
+RESHAPED = """
+name: reshaped
+params: {N: 4, M: 128, K: 256}
+tensors:
+  a: {shape: ["N*M", K], dtype: fp16, role: input}
+  w: {shape: ["2*K", 128], dtype: fp16, role: input}
+  c: {shape: ["N*M // 2", 128], dtype: fp16, role: output}
+tiles:
+  cube: {m: [64, 64], k: [128, 128], n: [64, 64]}
+body:
+  - set_cube_tile_shapes: cube
+  - loop: {name: L, idx: i, trip: N}
+    body:
+      - {op: reshape, inputs: [a], shape: ["N*M // 2", "2*K"], out: a2, inplace: true}
+      - {op: view, inputs: [a2], out: ai, shape: ["M // 2", "2*K"], offsets: ["i*M // 2", 0]}
+      - {op: matmul, inputs: [ai, w], dtype: fp16, out: ci, label: mm}
+      - {op: assemble, inputs: [ci], out: c, offsets: ["i*M // 2", 0]}
+"""
+
+
+def test_calls_through_an_inplace_reshape_and_l1_reuse_compile_alike(monkeypatch, tmp_path):
+    # views of another geometry of a's bytes, Cube tasks merged by the block of w they share
+    path = tmp_path / "reshaped.yaml"
+    path.write_text(RESHAPED)
+    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
+    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    assert program.root_calls == 4 and full_runs == 4
+    assert cached == full
+    assert cached_runs == 1
+
+
+def test_a_root_call_of_only_views_has_no_leaf_task(tmp_path):
+    path = tmp_path / "views_first.yaml"
+    path.write_text(RESHAPED.replace("body:\n  - set_cube_tile_shapes: cube",
+                                     "body:\n  - {op: view, inputs: [a], out: first, "
+                                     "shape: [1, K], offsets: [0, 0]}\n"
+                                     "  - set_cube_tile_shapes: cube", 1))
+    program = compile_kernel(resolve_kernel(path, {}), HW)
+    assert program.root_calls == 5
+    assert np.bincount(program.task_call, minlength=5)[0] == 0
