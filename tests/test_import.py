@@ -178,7 +178,14 @@ UNSUPPORTED = {
     "no broadcast": ("y[:] = x * pypto.view(x, [32], [0, 0])", "neither match nor broadcast"),
     "element read": ("n = x[0, 0]", "element reads"),
     "unknown op": ("y[:] = pypto.erfc(x)", "erfc"),
-    "view of on-chip": ("y[:] = pypto.view(x + 1.0, [64, 64], [0, 0]) * 1.0", "on-chip"),
+    "assemble into on-chip": ("t = x + 1.0\n            t[0:32, :] = x[0:32, :] * 2.0",
+                              "on-chip"),
+    "reinterpreting view": ("y[:] = pypto.view(x + 1.0, [64, 64], [0, 0], dtype=pypto.DT_FP16)",
+                            "dtype="),
+    "reshape of a GM view": ("y[:] = pypto.reshape(x[0:32, :], [64, 32], inplace=True) * 1.0",
+                             "whole GM tensor"),
+    "partial on-chip reshape": ("r = pypto.reshape(x + 1.0, [64, 64], valid_shape=[32, 64])",
+                                "valid_shape smaller"),
     "scalar minus tensor": ("y[:] = 1.0 - x", "scalar sub tensor"),
     "5-D matmul": ("z = pypto.matmul(pypto.reshape(x, [1, 1, 1, 64, 64], inplace=True), x, "
                    "pypto.DT_FP32)", "2 to 4 dims"),
@@ -199,7 +206,8 @@ def test_unsupported_constructs_stop_with_where_and_what_is_supported(tmp_path, 
         trace_file(path)
     message = str(err.value)
     assert words in message
-    assert "kern()" in message and "k.py:7" in message and "Supported:" in message
+    line = 7 + line.count("\n")                 # the statement that is refused
+    assert "kern()" in message and f"k.py:{line}" in message and "Supported:" in message
 
 
 def test_symbolic_if_around_a_loop_and_one_branch_value_are_refused(tmp_path):
@@ -488,3 +496,34 @@ def test_scatter_traces_to_an_element_scatter(tmp_path, hw):
     (op,) = [s for s in kernel.body if getattr(s, "op", None) == "scatter_elements"]
     assert op.inputs == ["x", "i"] and op.scalar == 0.5
     assert compile_kernel(kernel, hw).leaf_tasks == 4
+
+
+def test_views_reshapes_and_transposes_of_on_chip_values_trace_and_compile(tmp_path, hw):
+    # a slice of exp(x) read in exp's leaf task, a reshape whose tiles are exp's, and a
+    # transpose of the result: all traced as ops on the on-chip value
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([64, 128], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32),
+                 w: pypto.Tensor([64, 128], pypto.DT_FP32), z: pypto.Tensor([128, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(16, 128)
+            e = pypto.exp(x)
+            y[:] = e[:, 0:64] * 2.0
+            r = pypto.reshape(e, [2, 32, 128])
+            pypto.set_vec_tile_shapes(1, 16, 128)
+            m = r * 3.0
+            pypto.set_vec_tile_shapes(16, 128)
+            w[:] = pypto.reshape(m, [64, 128]) + pypto.view(e, [64, 128], [0, 0])
+            z[:] = pypto.transpose(e, 0, 1)
+        """)
+    kernel, text = imported(path)
+    ops = [s.op for s in kernel.body if getattr(s, "op", None)]
+    assert ops == ["exp", "view", "mul", "assemble", "reshape", "mul", "reshape", "view", "add",
+                   "assemble", "transpose", "assemble"]
+    assert "k.py:8" in text and "k.py:9" in text          # each op names its source line
+    program = compile_kernel(kernel, hw)
+    # exp, its slice's mul, the reshaped mul and the add share exp's four leaf tasks; only
+    # the transpose (tiles [16, 64] of [128, 64]) meets exp through its workspace
+    assert program.workspace_bytes == 64 * 128 * 4
+    assert program.leaf_tasks == 4 + 8
+    assert program.work.mte2_bytes.sum() == 64 * 128 * 4 * 2    # x, and e back for the transpose
+    assert program.work.mte3_bytes.sum() == (64 * 64 + 64 * 128 + 64 * 128 + 128 * 64) * 4
