@@ -177,7 +177,7 @@ def test_loop_start_step_and_loop_unroll(tmp_path, hw):
 UNSUPPORTED = {
     "no broadcast": ("y[:] = x * pypto.view(x, [32], [0, 0])", "neither match nor broadcast"),
     "element read": ("n = x[0, 0]", "element reads"),
-    "unknown op": ("y[:] = pypto.erfc(x)", "erfc"),
+    "unknown op": ("y[:] = pypto.log1p(x)", "log1p"),
     "assemble into on-chip": ("t = x + 1.0\n            t[0:32, :] = x[0:32, :] * 2.0",
                               "on-chip"),
     "reinterpreting view": ("y[:] = pypto.view(x + 1.0, [64, 64], [0, 0], dtype=pypto.DT_FP16)",
@@ -232,11 +232,11 @@ def test_cli_writes_the_config_and_refuses_with_exit_2(tmp_path, capsys):
         @pypto.jit
         def kern(x: pypto.Tensor([64], pypto.DT_FP32), y: pypto.Tensor([64], pypto.DT_FP32)):
             pypto.set_vec_tile_shapes(64)
-            y[:] = pypto.erfc(x)
+            y[:] = pypto.log1p(x)
         """, "bad.py")
     assert main(["import", str(bad), "--out", str(tmp_path / "bad.yaml")]) == 2
     err = capsys.readouterr().err
-    assert "erfc" in err and "Traceback" not in err and not (tmp_path / "bad.yaml").exists()
+    assert "log1p" in err and "Traceback" not in err and not (tmp_path / "bad.yaml").exists()
 
 
 def test_composites_trace_into_primitive_ops(tmp_path, hw):
@@ -527,3 +527,19 @@ def test_views_reshapes_and_transposes_of_on_chip_values_trace_and_compile(tmp_p
     assert program.leaf_tasks == 4 + 8
     assert program.work.mte2_bytes.sum() == 64 * 128 * 4 * 2    # x, and e back for the transpose
     assert program.work.mte3_bytes.sum() == (64 * 64 + 64 * 128 + 64 * 128 + 128 * 64) * 4
+
+
+def test_erfc_traces_as_upstream_casts_it_and_set_matrix_size_is_noted(tmp_path, hw):
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([64, 64], pypto.DT_FP16), y: pypto.Tensor([64, 64], pypto.DT_FP16)):
+            pypto.set_vec_tile_shapes(32, 64)
+            pypto.set_matrix_size([64, 64, 64])
+            y[:] = pypto.erfc(x)
+        """)
+    kernel, text = imported(path)
+    assert [s.op for s in kernel.body if getattr(s, "op", None)] == ["cast", "erfc", "cast",
+                                                                      "assemble"]
+    assert "# note: pypto.set_matrix_size at " in text and "k.py:6 only informs codegen" in text
+    program = compile_kernel(kernel, hw)
+    assert program.leaf_tasks == 2 and program.workspace_bytes == 0

@@ -404,6 +404,27 @@ def test_a_view_of_a_result_can_be_assembled_into_gm():
     assert program.work.mte3_bytes.tolist() == [8 * 64 * 4, 16 * 64 * 4, 0, 0]
 
 
+def test_a_view_of_a_result_with_a_valid_shape_works_on_its_valid_rows():
+    # a [16, 64] view of exp(x) holding data in its first 10 rows: the mul that reads it
+    # works on 10 of its 16 rows, in exp's leaf task
+    def program(valid):
+        view = {"shape": [16, 64], "offsets": [0, 64]}
+        if valid:
+            view["valid_shape"] = [10, 64]
+        return compile_kernel(kernel(
+            [{"set_vec_tile_shapes": [16, 128]},
+             {"op": "exp", "inputs": ["x"], "out": "e"},
+             {"op": "view", "inputs": ["e"], "out": "s", **view},
+             {"op": "mul", "inputs": ["s"], "scalar": 2.0, "out": "m"}],
+            {"x": t([16, 128])}), HW)
+    full, part = program(False), program(True)
+    def mul_bytes(p):
+        k = p.work.vector.kinds.index("muls")
+        return p.work.vector.bytes[p.work.vector.kind == k].sum()
+    assert full.leaf_tasks == part.leaf_tasks == 1 and part.workspace_bytes == 0
+    assert mul_bytes(full) == 16 * 64 * 4 and mul_bytes(part) == 10 * 64 * 4
+
+
 def _reshaped(tile_p, shape, tile_c, scopes=(None, None), back=True):
     """e = exp(x) [64, 128] under tile_p, reshaped and multiplied under tile_c; with back,
     reshaped again to [64, 128] and added to x under tile_p."""
@@ -469,3 +490,42 @@ def test_an_on_chip_transpose_costs_what_a_gm_transpose_costs():
     assert transpose_bytes(on_chip) == transpose_bytes(gm) == 64 * 128 * 4
     # exp's tile [64, 64] at columns 64j is the transpose's input tile j: on chip
     assert on_chip.workspace_bytes == 0 and on_chip.leaf_tasks == gm.leaf_tasks == 2
+
+
+# 12. erfc: one tile op made of the instructions of upstream's TErfc -----------------------
+def test_erfc_is_priced_as_the_instructions_of_its_tile_body():
+    from simcore.compiler.ops import COMPOSITES
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [8, 64]},
+         {"op": "erfc", "inputs": ["x"], "out": "z"},
+         {"op": "assemble", "inputs": ["z"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([8, 64]), "y": t([8, 64], role="output")}), HW)
+    parts = COMPOSITES["erfc"]
+    assert set(program.work.vector.kinds) == {k for k, _ in parts}
+    issue = HW.pipes.vector_issue
+    # one [8, 64] fp32 tile: 8 rows of one repeat per instruction; each instruction after
+    # the first waits for the one before it
+    want = sum(c * (HW.pipes.vector[k].fixed_cycles + 8 * issue.repeat_bytes
+                    / HW.pipes.vector[k].bytes_per_cycle + issue.issue_cycles)
+               for k, c in parts)
+    want += (sum(c for _, c in parts) - 1) * issue.dependency_cycles
+    got = static_pipe_us(HW, program)["vector"][0] * HW.cores.clock_mhz
+    assert got == pytest.approx(want)
+    assert program.work.mte2_bytes.sum() == program.work.mte3_bytes.sum() == 8 * 64 * 4
+
+
+def test_erfc_needs_fp32_and_its_scratch_in_ub():
+    with pytest.raises(ConfigError, match="erfc' works on fp32"):
+        compile_kernel(kernel([{"set_vec_tile_shapes": [8, 64]},
+                               {"op": "erfc", "inputs": ["x"], "out": "z"}],
+                              {"x": t([8, 64], "fp16")}), HW)
+    # a tile whose in + out fits UB but not with erfc's four fp32 scratch tiles
+    rows = HW.buffers.ub // (2 * 64 * 4) // 8 * 8
+    ok = kernel([{"set_vec_tile_shapes": [rows, 64]},
+                 {"op": "exp", "inputs": ["x"], "out": "z"}], {"x": t([rows, 64])})
+    compile_kernel(ok, HW)
+    from simcore.spec.errors import OoOError
+    with pytest.raises(OoOError):
+        compile_kernel(kernel([{"set_vec_tile_shapes": [rows, 64]},
+                               {"op": "erfc", "inputs": ["x"], "out": "z"}],
+                              {"x": t([rows, 64])}), HW)

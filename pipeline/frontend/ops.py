@@ -14,7 +14,7 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                  "neg", "reciprocal", "relu", "log", "tanh", "clip", "ceil", "floor", "trunc",
-                 "round", "exp2", "expm1", "pow", "gather(input, dim, index)",
+                 "round", "exp2", "expm1", "pow", "erfc", "set_matrix_size (noted)", "gather(input, dim, index)",
                  "scatter(input, dim, index, src)", "cast",
                  "sum(dim, keepdim)",
                  "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
@@ -404,6 +404,14 @@ def _rounding(name: str):
 ceil, floor, trunc, round = (_rounding(n) for n in ("ceil", "floor", "trunc", "round"))
 
 
+def erfc(input):
+    """Upstream's erfc is one fp32 tile op (TErfc); fp16 and bf16 are cast around it."""
+    t = _tensor(input, "erfc")
+    x = cast(t, DataType.DT_FP32) if t.dtype.name != "DT_FP32" else t
+    out = _local("erfc", x.shape, x.dtype, {}, [x])
+    return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
+
+
 def exp2(input):
     """2^x = exp(x * ln 2)."""
     return exp(mul(_tensor(input, "exp2"), 0.6931471805599453))
@@ -459,6 +467,21 @@ def scatter_(input, dim, index, src, *, reduce=None):
     return input
 
 
+def set_matrix_size(size):
+    """Upstream's set_matrix_size([m, k, n]) gives matmul the m, k, n of an NZ operand from
+    before it was reshaped (docs/zh/api/config/pypto-set_matrix_size.md), for laying out its
+    fractals.  The kernel language takes matmul's shapes from its operands and an NZ tensor
+    streams whole fractals either way, so the call is accepted and noted, and changes nothing."""
+    R = context.rec()
+    if not isinstance(size, (list, tuple)) or len(size) != 3:
+        raise R.fail(f"pypto.set_matrix_size({size!r}) needs the three dims [m, k, n]",
+                     supported=["pypto.set_matrix_size([m, k, n])"])
+    R.check_dims(list(size), "set_matrix_size size")
+    note = f"pypto.set_matrix_size at {R.where()} only informs codegen of NZ shapes; not modeled"
+    if note not in R.notes:
+        R.notes.append(note)
+
+
 def copy(src):
     """A GM tensor or view copied through UB (assembling GM data into GM), priced as the
     vector copy instruction over its bytes, like concat's copies."""
@@ -472,11 +495,11 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "view": view, "reshape": reshape, "transpose": transpose, "softmax": softmax,
            "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh, "clip": clip,
            "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
-           "expm1": expm1, "pow": pow, "gather": gather, "scatter": scatter,
+           "expm1": expm1, "pow": pow, "erfc": erfc, "gather": gather, "scatter": scatter,
            "scatter_": scatter_,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
-UNSUPPORTED = ("erfc", "log1p", "log2", "log10", "lrelu", "prelu", "where",
+UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu", "where",
                "topk", "expand_clone", "scatter_update",
                "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "sign",
                "logical_not", "cumsum",

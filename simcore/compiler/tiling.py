@@ -593,7 +593,9 @@ class _TaskSums:
         return table[key]
 
     def add(self, node: Node, tasks: np.ndarray, frac: np.ndarray, waits: bool = False) -> None:
-        if node.kind == "vector":
+        if node.vector_parts:
+            self._composite(node, tasks, frac, waits)
+        elif node.kind == "vector":
             kind = self.vector_kinds.setdefault(node.vector_kind, len(self.vector_kinds))
             if not waits:
                 dependent = 0.0
@@ -613,6 +615,26 @@ class _TaskSums:
             self.put(self.mte1_steps, tasks, node.k_steps * frac)
             self.put(self.fixp_bytes, tasks, node.fixp_bytes * frac)
             self.put(self.fixp_tiles, tasks, frac)
+        self.put(self.flops, tasks, node.flops * frac)
+        if self.tile_per_task:
+            np.maximum(self.in_flight, node.in_flight, out=self.in_flight)
+        else:
+            np.maximum.at(self.in_flight, tasks, node.in_flight)
+
+    def _composite(self, node: Node, tasks: np.ndarray, frac: np.ndarray, waits: bool) -> None:
+        """A tile op made of several instructions: each kind's instructions over the whole
+        tile, every one but the first waiting for the one before it."""
+        for j, (name, count) in enumerate(node.vector_parts):
+            kind = self.vector_kinds.setdefault(name, len(self.vector_kinds))
+            chained = count - (0 if j or waits else 1)
+            if self.tile_per_task:
+                dependent = frac * chained
+            else:   # the op's tiles in one task: the chain counts once for the op
+                dependent = np.zeros(len(tasks))
+                dependent[:1] = frac[:1] * chained
+            self.vector.append((tasks, kind, node.vector_bytes * frac * count, frac * count,
+                                node.vector_rows * frac * count, node.vector_row_bytes, False,
+                                dependent))
         self.put(self.flops, tasks, node.flops * frac)
         if self.tile_per_task:
             np.maximum(self.in_flight, node.in_flight, out=self.in_flight)

@@ -142,6 +142,8 @@ def reshape_boxes(lo: np.ndarray, hi: np.ndarray, new: tuple[int, ...], old: tup
     n = len(lo)
     out_lo = np.zeros((n, len(old)), np.int64)
     out_hi = np.ones((n, len(old)), np.int64)
+    empty = (hi <= lo).any(axis=1)          # a tile reading nothing of it (concat)
+    lo, hi = np.where(empty[:, None], 0, lo), np.where(empty[:, None], 1, hi)
     ok = np.ones(n, bool)
     for ga, gb in dim_groups(tuple(new), tuple(old)):
         na, nb = [new[d] for d in ga], [old[d] for d in gb]
@@ -169,7 +171,9 @@ def reshape_boxes(lo: np.ndarray, hi: np.ndarray, new: tuple[int, ...], old: tup
                 out_hi[rows, gb[c]] = nb[c]
             found |= fits
         ok &= found
-    return out_lo, out_hi, ok
+    out_hi[empty] = 0
+    out_lo[empty] = 0
+    return out_lo, out_hi, ok | empty
 
 
 def pad(a: np.ndarray, fill: int) -> np.ndarray:
