@@ -8,7 +8,9 @@ Vector never share a group.  ``sg_set_scope`` forces the ops of one scope
 together (tile by tile, or all tiles in one leaf task with allow_parallel_merge)
 and keeps different scopes apart.  ``view``, ``reshape``,
 ``gather`` and ``assemble`` cost nothing on their own: they decide which GM
-regions the leaf tasks around them read and write.
+regions the leaf tasks around them read and write.  A view or reshape of an op's
+result decides which boxes of that result its readers read: in the producer's
+leaf task when they lie inside its tiles, else from its GM workspace.
 """
 from __future__ import annotations
 
