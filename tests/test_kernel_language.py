@@ -340,3 +340,192 @@ def test_valid_regions_of_broadcast_operands_align_at_the_last_dim():
          {"op": "assemble", "inputs": ["p"], "out": "y", "offsets": [0, 0]}],
         {"xs": t([64, 128]), "bs": t([128]), "y": t([64, 128], role="output")}), HW)
     assert program.work.vector.tiles.sum() == pytest.approx((1 + 1 + 0.5 + 0) * 0.5)
+
+
+# 11. views, reshapes and transposes of on-chip values ------------------------------------
+def _slice_of_result(view, tile_p, tile_c, scopes=(None, None), out=(64, 64)):
+    """e = exp(x) under tile_p; s = view(e) is read by a mul under tile_c, then assembled."""
+    sp, sc = ([{"sg_set_scope": s}] if s is not None else [] for s in scopes)
+    return kernel(sp + [{"set_vec_tile_shapes": tile_p},
+                        {"op": "exp", "inputs": ["x"], "out": "e"}] + sc +
+                  [{"set_vec_tile_shapes": tile_c},
+                   {"op": "view", "inputs": ["e"], "out": "s", **view},
+                   {"op": "mul", "inputs": ["s"], "scalar": 2.0, "out": "m"},
+                   {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}],
+                  {"x": t([64, 128]), "y": t(list(out), role="output")})
+
+
+def test_a_slice_of_a_result_read_in_its_leaf_task_stays_on_chip():
+    # e's tile j (16 rows x 128) holds the slice's tile j (16 rows x 64): one leaf task per
+    # row block, e never goes to GM, the mul's tiles read inside e's
+    program = compile_kernel(_slice_of_result({"shape": [64, 64], "offsets": [0, 0]},
+                                              [16, 128], [16, 128]), HW)
+    assert program.leaf_tasks == 4 and program.workspace_bytes == 0
+    assert all(ops == ("exp", "mul") for ops in leaf_ops(program))
+    assert program.work.mte2_bytes.sum() == 64 * 128 * 4          # x, once
+    assert program.work.mte3_bytes.sum() == 64 * 64 * 4           # only y
+    assert program.edge_src.size == 0
+
+
+def test_a_slice_read_in_another_leaf_task_reads_only_its_bytes_of_the_workspace():
+    # in another scope the mul meets e through e's workspace: e goes out whole (64 x 128),
+    # the mul reads back only its slice (64 x 64), and each of its tiles waits for the one
+    # exp tile under it
+    view = {"shape": [64, 64], "offsets": [0, 64]}
+    program = compile_kernel(_slice_of_result(view, [16, 128], [16, 128], scopes=(1, 2)), HW)
+    assert program.leaf_tasks == 8 and program.workspace_bytes == 64 * 128 * 4
+    assert program.work.mte2_bytes.sum() == 64 * 128 * 4 + 64 * 64 * 4
+    assert program.work.mte3_bytes.sum() == 64 * 128 * 4 + 64 * 64 * 4
+    assert program.edge_src.size == 4
+    # a slice straddling two of e's row blocks waits for both
+    straddle = compile_kernel(_slice_of_result({"shape": [32, 64], "offsets": [8, 0]},
+                                               [16, 128], [16, 128], (1, 2), (32, 64)), HW)
+    assert straddle.leaf_tasks == 4 + 2 and straddle.edge_src.size == 2 * 2
+    assert straddle.work.mte2_bytes.sum() == 64 * 128 * 4 + 32 * 64 * 4
+
+
+def test_a_slice_whose_tiles_do_not_line_up_meets_through_the_workspace():
+    # e cut [16, 64] has 8 tiles, the slice's mul 4: they cannot share leaf tasks
+    program = compile_kernel(_slice_of_result({"shape": [64, 64], "offsets": [0, 0]},
+                                              [16, 64], [16, 64]), HW)
+    assert program.leaf_tasks == 8 + 4 and program.edge_src.size == 4
+    assert program.work.mte2_bytes.sum() == 64 * 128 * 4 + 64 * 64 * 4
+
+
+def test_a_view_of_a_result_can_be_assembled_into_gm():
+    # y = view(exp(x)) written directly: each exp tile writes its part of the view's box
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 128]},
+         {"op": "exp", "inputs": ["x"], "out": "e"},
+         {"op": "view", "inputs": ["e"], "out": "s", "shape": [24, 64], "offsets": [8, 32]},
+         {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([64, 128]), "y": t([24, 64], role="output")}), HW)
+    assert program.leaf_tasks == 4
+    assert program.work.mte3_bytes.tolist() == [8 * 64 * 4, 16 * 64 * 4, 0, 0]
+
+
+def test_a_view_of_a_result_with_a_valid_shape_works_on_its_valid_rows():
+    # a [16, 64] view of exp(x) holding data in its first 10 rows: the mul that reads it
+    # works on 10 of its 16 rows, in exp's leaf task
+    def program(valid):
+        view = {"shape": [16, 64], "offsets": [0, 64]}
+        if valid:
+            view["valid_shape"] = [10, 64]
+        return compile_kernel(kernel(
+            [{"set_vec_tile_shapes": [16, 128]},
+             {"op": "exp", "inputs": ["x"], "out": "e"},
+             {"op": "view", "inputs": ["e"], "out": "s", **view},
+             {"op": "mul", "inputs": ["s"], "scalar": 2.0, "out": "m"}],
+            {"x": t([16, 128])}), HW)
+    full, part = program(False), program(True)
+    def mul_bytes(p):
+        k = p.work.vector.kinds.index("muls")
+        return p.work.vector.bytes[p.work.vector.kind == k].sum()
+    assert full.leaf_tasks == part.leaf_tasks == 1 and part.workspace_bytes == 0
+    assert mul_bytes(full) == 16 * 64 * 4 and mul_bytes(part) == 10 * 64 * 4
+
+
+def _reshaped(tile_p, shape, tile_c, scopes=(None, None), back=True):
+    """e = exp(x) [64, 128] under tile_p, reshaped and multiplied under tile_c; with back,
+    reshaped again to [64, 128] and added to x under tile_p."""
+    sp, sc = ([{"sg_set_scope": s}] if s is not None else [] for s in scopes)
+    tail = [{"set_vec_tile_shapes": tile_p},
+            {"op": "reshape", "inputs": ["m"], "out": "back", "shape": [64, 128]},
+            {"op": "add", "inputs": ["back", "x"], "out": "z"}] if back else []
+    return kernel(sp + [{"set_vec_tile_shapes": tile_p},
+                        {"op": "exp", "inputs": ["x"], "out": "e"}] + sc +
+                  [{"set_vec_tile_shapes": tile_c},
+                   {"op": "reshape", "inputs": ["e"], "out": "r", "shape": shape,
+                    "inplace": False},
+                   {"op": "mul", "inputs": ["r"], "scalar": 2.0, "out": "m"}] + tail,
+                  {"x": t([64, 128])})
+
+
+def test_an_on_chip_reshape_whose_tiles_are_whole_rows_stays_on_chip():
+    # [64, 128] -> [2, 32, 128]: the mul's tile [1, 16, 128] is exp's tile [16, 128], and
+    # reshaped back the add's tile [16, 128] is the mul's
+    program = compile_kernel(_reshaped([16, 128], [2, 32, 128], [1, 16, 128]), HW)
+    assert program.leaf_tasks == 4 and program.workspace_bytes == 0
+    assert all(ops == ("exp", "mul", "add") for ops in leaf_ops(program))
+    assert program.work.mte2_bytes.sum() == 64 * 128 * 4       # x, once per leaf task
+    # flattened to [8192] and read 2048 elements (16 rows) at a time: the same
+    flat = compile_kernel(_reshaped([16, 128], [8192], [2048]), HW)
+    assert flat.leaf_tasks == 4 and flat.workspace_bytes == 0
+    assert all(ops == ("exp", "mul", "add") for ops in leaf_ops(flat))
+
+
+def test_an_on_chip_reshape_read_elsewhere_reads_the_rows_of_its_tile():
+    # in another scope the mul reads its tile's 16 rows of e's workspace and waits for the
+    # exp tile that wrote them; the add, reshaped back in the mul's scope, joins the mul
+    program = compile_kernel(_reshaped([16, 128], [8192], [2048], scopes=(1, 2)), HW)
+    assert program.leaf_tasks == 4 + 4 and program.workspace_bytes == 64 * 128 * 4
+    assert program.work.mte2_bytes.sum() == 3 * 64 * 128 * 4   # x, e's workspace, x
+    assert program.edge_src.size == 4
+    # a mul tile of 4096 elements is 32 rows: two exp tiles under each
+    wide = compile_kernel(_reshaped([16, 128], [8192], [4096], (1, 2), back=False), HW)
+    assert wide.leaf_tasks == 4 + 2 and wide.edge_src.size == 2 * 2
+    assert wide.work.mte2_bytes.sum() == 2 * 64 * 128 * 4
+
+
+def test_an_on_chip_reshape_read_by_tiles_that_are_no_contiguous_run_is_refused():
+    # [64, 128] -> [128, 64] read 48 columns at a time: a tile's rows are not one run
+    with pytest.raises(ConfigError, match=r"on-chip reshape \[64, 128\] -> \[128, 64\].*"
+                                          r"supported: tiles that"):
+        compile_kernel(_reshaped([16, 128], [128, 64], [16, 48]), HW)
+
+
+def test_an_on_chip_transpose_costs_what_a_gm_transpose_costs():
+    # transpose(exp(x)) and transpose(x) move the same bytes through the vector transpose
+    def program(src):
+        ops = [{"op": "exp", "inputs": ["x"], "out": "e"}] if src == "e" else []
+        return compile_kernel(kernel(
+            [{"set_vec_tile_shapes": [64, 64]}] + ops +
+            [{"op": "transpose", "inputs": [src], "out": "tt", "perm": [1, 0]},
+             {"op": "assemble", "inputs": ["tt"], "out": "y", "offsets": [0, 0]}],
+            {"x": t([64, 128]), "y": t([128, 64], role="output")}), HW)
+    on_chip, gm = program("e"), program("x")
+    def transpose_bytes(p):
+        k = p.work.vector.kinds.index("transpose")
+        return p.work.vector.bytes[p.work.vector.kind == k].sum()
+    assert transpose_bytes(on_chip) == transpose_bytes(gm) == 64 * 128 * 4
+    # exp's tile [64, 64] at columns 64j is the transpose's input tile j: on chip
+    assert on_chip.workspace_bytes == 0 and on_chip.leaf_tasks == gm.leaf_tasks == 2
+
+
+# 12. erfc: one tile op made of the instructions of upstream's TErfc -----------------------
+def test_erfc_is_priced_as_the_instructions_of_its_tile_body():
+    from simcore.compiler.ops import COMPOSITES
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [8, 64]},
+         {"op": "erfc", "inputs": ["x"], "out": "z"},
+         {"op": "assemble", "inputs": ["z"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([8, 64]), "y": t([8, 64], role="output")}), HW)
+    parts = COMPOSITES["erfc"]
+    assert set(program.work.vector.kinds) == {k for k, _ in parts}
+    issue = HW.pipes.vector_issue
+    # one [8, 64] fp32 tile: 8 rows of one repeat per instruction; each instruction after
+    # the first waits for the one before it
+    want = sum(c * (HW.pipes.vector[k].fixed_cycles + 8 * issue.repeat_bytes
+                    / HW.pipes.vector[k].bytes_per_cycle + issue.issue_cycles)
+               for k, c in parts)
+    want += (sum(c for _, c in parts) - 1) * issue.dependency_cycles
+    got = static_pipe_us(HW, program)["vector"][0] * HW.cores.clock_mhz
+    assert got == pytest.approx(want)
+    assert program.work.mte2_bytes.sum() == program.work.mte3_bytes.sum() == 8 * 64 * 4
+
+
+def test_erfc_needs_fp32_and_its_scratch_in_ub():
+    with pytest.raises(ConfigError, match="erfc' works on fp32"):
+        compile_kernel(kernel([{"set_vec_tile_shapes": [8, 64]},
+                               {"op": "erfc", "inputs": ["x"], "out": "z"}],
+                              {"x": t([8, 64], "fp16")}), HW)
+    # a tile whose in + out fits UB but not with erfc's four fp32 scratch tiles
+    rows = HW.buffers.ub // (2 * 64 * 4) // 8 * 8
+    ok = kernel([{"set_vec_tile_shapes": [rows, 64]},
+                 {"op": "exp", "inputs": ["x"], "out": "z"}], {"x": t([rows, 64])})
+    compile_kernel(ok, HW)
+    from simcore.spec.errors import OoOError
+    with pytest.raises(OoOError):
+        compile_kernel(kernel([{"set_vec_tile_shapes": [rows, 64]},
+                               {"op": "erfc", "inputs": ["x"], "out": "z"}],
+                              {"x": t([rows, 64])}), HW)

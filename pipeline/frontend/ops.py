@@ -14,11 +14,12 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                  "neg", "reciprocal", "relu", "log", "tanh", "clip", "ceil", "floor", "trunc",
-                 "round", "exp2", "expm1", "pow", "gather(input, dim, index)",
+                 "round", "exp2", "expm1", "pow", "erfc", "set_matrix_size (noted)", "gather(input, dim, index)",
                  "scatter(input, dim, index, src)", "cast",
                  "sum(dim, keepdim)",
                  "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
-                 "matmul (2-D, batched 3-D/4-D)", "@", "view", "assemble", "reshape(inplace, GM)",
+                 "matmul (2-D, batched 3-D/4-D)", "@", "view (GM and on-chip)", "slicing x[a:b, :]",
+                 "assemble", "reshape(GM tensor inplace, or on-chip value)",
                  "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
 
 
@@ -224,9 +225,10 @@ def _gm(t, op: str) -> Tensor:
 
 def view(input, shape=None, offsets=None, *, valid_shape=None, dtype=None):
     R = context.rec()
-    t = _gm(input, "view")
+    t = _tensor(input, "view")
     if dtype is not None:
-        raise R.fail("view with dtype= (a reinterpreting view) is not supported yet")
+        raise R.fail("view with dtype= (a reinterpreting view) is not supported yet",
+                     supported=["pypto.view(x, shape, offsets, valid_shape=...)"])
     shape = list(t.shape if shape is None else shape)
     offsets = list([0] * len(shape) if offsets is None else offsets)
     fields = {"shape": R.check_dims(shape, "view shape"),
@@ -234,6 +236,12 @@ def view(input, shape=None, offsets=None, *, valid_shape=None, dtype=None):
     if valid_shape is not None:
         fields["valid_shape"] = R.check_dims(valid_shape, "view valid_shape")
     where = R.where()
+    if t.kind == "local":
+        # a box of an on-chip value: an op statement where the value exists (its readers
+        # read that box of the producer's result)
+        out = make("local", shape, t.dtype, "view", valid=valid_shape)
+        R.op({"op": "view", **fields}, [t], out.slot, where)
+        return out
     out = make("view", shape, t.dtype, "view", t.decl, valid=valid_shape)
     out.defined_by = R.window({"op": "view", **fields}, [t], out.slot, where)
     return out
@@ -241,16 +249,39 @@ def view(input, shape=None, offsets=None, *, valid_shape=None, dtype=None):
 
 def reshape(input, shape, *, valid_shape=None, inplace=False):
     R = context.rec()
-    t = _gm(input, "reshape")
+    t = _tensor(input, "reshape")
+    if t.kind == "local":
+        return _local_reshape(t, shape, valid_shape)
     if t.kind == "view" or not inplace or valid_shape is not None:
         raise R.fail("only an inplace reshape of a whole GM tensor is supported yet (reshape of "
                      "views and on-chip values, and copying reshape, are not)",
-                     supported=["pypto.reshape(kernel_tensor, shape, inplace=True)"])
+                     supported=["pypto.reshape(kernel_tensor, shape, inplace=True)",
+                                "pypto.reshape(on_chip_value, shape)"])
     where = R.where()
     out = make("view", list(shape), t.dtype, "reshaped", t.decl)
     out.defined_by = R.window({"op": "reshape", "shape": R.check_dims(shape, "reshape shape"),
                                "inplace": True}, [t], out.slot, where)
     return out
+
+
+def _local_reshape(t: Tensor, shape, valid_shape) -> Tensor:
+    """Reshape of an on-chip value: its elements read in row-major order under the new
+    shape; the compiler checks that every reader's tiles are contiguous runs of it."""
+    R = context.rec()
+    shape = list(shape)
+    if valid_shape is not None and not (len(valid_shape) == len(shape) and all(
+            same_dim(v, d) for v, d in zip(valid_shape, shape))):
+        raise R.fail("reshape of an on-chip value with a valid_shape smaller than its shape "
+                     "is not supported yet", supported=["pypto.reshape(on_chip_value, shape)"])
+    count, want = 1, 1
+    for d in shape:
+        count = count * d
+    for d in t.shape:
+        want = want * d
+    if not same_dim(count, want):
+        raise R.fail(f"reshape {t.shape} -> {shape} changes the element count")
+    return _local("reshape", shape, t.dtype, {"shape": R.check_dims(shape, "reshape shape")},
+                  [t])
 
 
 def assemble(*args, parallel=False):
@@ -373,6 +404,14 @@ def _rounding(name: str):
 ceil, floor, trunc, round = (_rounding(n) for n in ("ceil", "floor", "trunc", "round"))
 
 
+def erfc(input):
+    """Upstream's erfc is one fp32 tile op (TErfc); fp16 and bf16 are cast around it."""
+    t = _tensor(input, "erfc")
+    x = cast(t, DataType.DT_FP32) if t.dtype.name != "DT_FP32" else t
+    out = _local("erfc", x.shape, x.dtype, {}, [x])
+    return cast(out, t.dtype) if t.dtype.name != "DT_FP32" else out
+
+
 def exp2(input):
     """2^x = exp(x * ln 2)."""
     return exp(mul(_tensor(input, "exp2"), 0.6931471805599453))
@@ -428,6 +467,21 @@ def scatter_(input, dim, index, src, *, reduce=None):
     return input
 
 
+def set_matrix_size(size):
+    """Upstream's set_matrix_size([m, k, n]) gives matmul the m, k, n of an NZ operand from
+    before it was reshaped (docs/zh/api/config/pypto-set_matrix_size.md), for laying out its
+    fractals.  The kernel language takes matmul's shapes from its operands and an NZ tensor
+    streams whole fractals either way, so the call is accepted and noted, and changes nothing."""
+    R = context.rec()
+    if not isinstance(size, (list, tuple)) or len(size) != 3:
+        raise R.fail(f"pypto.set_matrix_size({size!r}) needs the three dims [m, k, n]",
+                     supported=["pypto.set_matrix_size([m, k, n])"])
+    R.check_dims(list(size), "set_matrix_size size")
+    note = f"pypto.set_matrix_size at {R.where()} only informs codegen of NZ shapes; not modeled"
+    if note not in R.notes:
+        R.notes.append(note)
+
+
 def copy(src):
     """A GM tensor or view copied through UB (assembling GM data into GM), priced as the
     vector copy instruction over its bytes, like concat's copies."""
@@ -441,11 +495,11 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "view": view, "reshape": reshape, "transpose": transpose, "softmax": softmax,
            "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh, "clip": clip,
            "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
-           "expm1": expm1, "pow": pow, "gather": gather, "scatter": scatter,
+           "expm1": expm1, "pow": pow, "erfc": erfc, "gather": gather, "scatter": scatter,
            "scatter_": scatter_,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
-UNSUPPORTED = ("erfc", "log1p", "log2", "log10", "lrelu", "prelu", "where",
+UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu", "where",
                "topk", "expand_clone", "scatter_update",
                "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "sign",
                "logical_not", "cumsum",

@@ -45,6 +45,8 @@ class Node:
     vector_rows: np.ndarray | None = None    # per tile: rows (all dims but the last)
     vector_row_bytes: np.ndarray | None = None   # per tile: bytes of one row
     vector_reduce: bool = False   # folds every row (a reduction along the last axis)
+    # a composite tile op: (vector kind, instructions) run in order over the whole tile
+    vector_parts: tuple[tuple[str, int], ...] = ()
     cube_dtype: str = ""          # A's dtype: it sets the cycles per fractal
     fractals: np.ndarray | None = None       # per tile: 16x16x16 fractals
     mte1_bytes: np.ndarray | None = None     # per tile: A and B fed to L0A/L0B
@@ -123,6 +125,17 @@ def broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
     return out
 
 
+# Tile ops that no single pto-isa instruction prices, as the instructions their tile body
+# runs, each over the whole tile and each waiting for the one before (SyncV).  erfc: upstream
+# TErfc (framework/src/interface/tileop/vector/unary.h): clip to [-10, 10] (mins, maxs), the
+# sign x / (|x| + tiny) (abs, adds, div), a rational polynomial in |x| (R: 1 muls, 8 adds,
+# 7 mul; S: 5 adds, 4 mul; R / S), times exp(-x^2) (mul, muls, exp, mul), and the sign fix
+# (muls, adds, mul, add); in fp32 with four fp32 tiles of scratch (ErfcOperationTileFunc).
+COMPOSITES = {"erfc": (("minimums", 1), ("maximums", 1), ("abs", 1), ("adds", 15), ("div", 2),
+                       ("muls", 3), ("mul", 14), ("exp", 1), ("add", 1))}
+COMPOSITE_SCRATCH = {"erfc": 4}   # fp32 tiles of UB scratch
+
+
 def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     shapes = [v.shape for v in inputs]
     out_shape = broadcast_shape(shapes) if inputs else op.get("shape")
@@ -150,12 +163,20 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
     kind = op.op + "s" if op.get("scalar") is not None else op.op
     kind = "dup" if op.op == "full" else kind
     ub = (len(inputs) + 1) * n * elem
+    parts = COMPOSITES.get(op.op, ())
+    if parts:
+        if dtype != "fp32":
+            raise ConfigError(f"field '{op.where}': '{op.op}' works on fp32, got {dtype}; cast "
+                              f"to fp32 first (upstream casts fp16 and bf16 around it).")
+        ub = ub + COMPOSITE_SCRATCH[op.op] * n * DTYPE_BYTES["fp32"]
     _check_ub(limits, op, tile, ub)
     flops = n.astype(np.float64) if op.op != "full" else np.zeros(len(n))
+    if parts:
+        flops = flops * sum(c for _, c in parts)
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi, flops=flops,
                 ub_bytes=ub, in_flight=np.ones(len(n)), vector_kind=kind,
-                vector_bytes=n * elem, **_rows(lo, hi, elem))
+                vector_bytes=n * elem, vector_parts=parts, **_rows(lo, hi, elem))
 
 
 def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:

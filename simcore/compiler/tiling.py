@@ -8,7 +8,9 @@ Vector never share a group.  ``sg_set_scope`` forces the ops of one scope
 together (tile by tile, or all tiles in one leaf task with allow_parallel_merge)
 and keeps different scopes apart.  ``view``, ``reshape``,
 ``gather`` and ``assemble`` cost nothing on their own: they decide which GM
-regions the leaf tasks around them read and write.
+regions the leaf tasks around them read and write.  A view or reshape of an op's
+result decides which boxes of that result its readers read: in the producer's
+leaf task when they lie inside its tiles, else from its GM workspace.
 """
 from __future__ import annotations
 
@@ -147,7 +149,7 @@ class RootCallTiler:
         return value
 
     def _op_view(self, op: TracedOp) -> None:
-        src = self._gm(op, op.inputs[0])
+        src = self.lookup(op.inputs[0], op)
         offsets, shape = op.get("offsets"), op.get("shape")
         valid = op.get("valid_shape")
         if valid is not None and (len(valid) != len(shape) or any(v > s for v, s in
@@ -157,6 +159,8 @@ class RootCallTiler:
         # a view may pass the tensor's edge where it holds no data: only its valid region
         # must lie inside (upstream pads the rest; reads stop at the valid region)
         _check_inside(op, offsets, valid if valid is not None else shape, src.shape)
+        if isinstance(src, LocalValue):
+            return self._local_view(op, src, tuple(offsets), tuple(shape), valid)
         if len(src.pieces) != 1:
             raise ConfigError(f"field '{op.where}': view of a gathered tensor is not modeled.")
         (p,) = src.pieces
@@ -165,15 +169,42 @@ class RootCallTiler:
         self.values[op.out] = GmValue((piece,), shape, src.dtype, src.format, src.bypass,
                                      src.buffer_shape, valid)
 
+    def _local_view(self, op: TracedOp, src: LocalValue, offsets, shape, valid) -> None:
+        """A box of an on-chip value: its readers read that box of the producer's result
+        (on chip in the producer's leaf task, else from its workspace)."""
+        base = self._local_valid(src)
+        region = np.asarray(valid if valid is not None else shape)
+        if base is not None:   # the producer's valid region, seen from the view
+            region = np.minimum(region, np.clip(np.asarray(base) - np.asarray(offsets), 0, None))
+        region = tuple(int(v) for v in region)
+        self.values[op.out] = LocalValue(src.node, shape, src.dtype,
+                                         src.path + (("view", offsets, src.shape),),
+                                         None if region == shape else region)
+
+    def _local_valid(self, value: LocalValue):
+        return value.valid if value.path else self.valid.get(value.node)
+
     def _op_reshape(self, op: TracedOp) -> None:
         src = self.lookup(op.inputs[0], op)
         shape = op.get("shape")
         if int(np.prod(shape)) != int(np.prod(src.shape)):
             raise ConfigError(f"field '{op.where}': reshape {list(src.shape)} -> {list(shape)} "
                               f"changes the element count.")
-        if isinstance(src, LocalValue) or not op.get("inplace"):
-            raise ConfigError(f"field '{op.where}': only inplace reshape of GM tensors is "
-                              f"modeled; reshape before the data goes on chip.")
+        if isinstance(src, LocalValue):
+            # on chip a reshape moves nothing: readers see the producer's elements in
+            # row-major order; whether their tiles can is checked where they read it
+            valid = self._local_valid(src)
+            if valid is not None and tuple(valid) != tuple(src.shape):
+                raise ConfigError(f"field '{op.where}': reshape of '{op.inputs[0]}', an on-chip "
+                                  f"value whose valid region {list(valid)} is smaller than its "
+                                  f"shape {list(src.shape)}, is not modeled; reshape values "
+                                  f"that are valid throughout.")
+            self.values[op.out] = LocalValue(src.node, tuple(shape), src.dtype,
+                                             src.path + (("reshape", src.shape, op.where),))
+            return
+        if not op.get("inplace"):
+            raise ConfigError(f"field '{op.where}': only inplace reshape of GM tensors (or a "
+                              f"reshape of an on-chip value) is modeled; use inplace=True.")
         if len(src.pieces) != 1 or src.pieces[0].shape != src.buffer_shape:
             raise ConfigError(f"field '{op.where}': reshape of a partial view or a gather is "
                               f"not modeled; reshape the whole tensor, then view it.")
@@ -214,7 +245,16 @@ class RootCallTiler:
                               f"'{op.inputs[0]}' is a GM view, so copy it with an op first.")
         offsets = op.get("offsets")
         _check_inside(op, offsets, src.shape, target.shape)
-        self.assembles.append((src.node, target, offsets))
+        box = None
+        if src.path:
+            if any(step[0] != "view" for step in src.path):
+                raise ConfigError(f"field '{op.where}': assemble of '{op.inputs[0]}', a reshaped "
+                                  f"on-chip value, is not modeled; assemble the result into an "
+                                  f"inplace reshape of the GM target, or views of results.")
+            # the box of the producer's result it writes: the sum of the views' offsets
+            lo = np.sum([np.asarray(step[1]) for step in src.path], axis=0)
+            box = (lo, lo + np.asarray(src.shape))
+        self.assembles.append((src.node, target, offsets, box))
 
     _op_scatter_update = _op_assemble
 
@@ -222,6 +262,7 @@ class RootCallTiler:
         inputs = [self.lookup(name, op) for name in op.inputs]
         builder = ops.BUILDERS[op.op]
         node = builder(len(self.nodes), op, inputs, self.limits)
+        self._sources(node)
         self._place(node)
         value = LocalValue(node.index, node.out_shape, node.out_dtype)
         if node.extra.get("splits", 1) > 1:
@@ -231,10 +272,36 @@ class RootCallTiler:
         self._track_valid(node, inputs)
         self.values[op.out] = value
 
+    def _sources(self, node: Node) -> None:
+        """The producer boxes each tile reads of a view or reshape of an on-chip value."""
+        source = {}
+        for i, value in enumerate(node.inputs):
+            if not isinstance(value, LocalValue) or not value.path:
+                continue
+            lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i])
+            if not ok.all():
+                bad = int(np.flatnonzero(~ok)[0])
+                step = next(s for s in reversed(value.path) if s[0] == "reshape")
+                box = [f"{a}:{b}" for a, b in zip(node.in_lo[i][bad], node.in_hi[i][bad])]
+                raise ConfigError(
+                    f"field '{node.op.where}': '{node.op.op}' reads tile [{', '.join(box)}] of "
+                    f"'{node.op.inputs[i]}', an on-chip reshape {list(step[1])} -> "
+                    f"{list(value.shape)} (at '{step[2]}'), and that tile is not one "
+                    f"contiguous run of the reshaped value's rows; supported: tiles that, "
+                    f"within each merged or split group of dims, cover whole trailing rows "
+                    f"(e.g. [B*S, D] -> [B, S, D] read with a tile [1, s, d]).")
+            source[i] = (lo, hi)
+        if source:
+            node.extra["source"] = source
+
+    def _in_box(self, node: Node, i: int):
+        """Input i's boxes in its producer's coordinates (the node's own for a plain value)."""
+        return node.extra.get("source", {}).get(i, (node.in_lo[i], node.in_hi[i]))
+
     def _track_valid(self, node: Node, inputs) -> None:
         if node.kind != "vector" or node.op.op in ops.REDUCE_OPS:
             return
-        valids = [v.valid if isinstance(v, GmValue) else self.valid.get(v.node) for v in inputs]
+        valids = [v.valid if isinstance(v, GmValue) else self._local_valid(v) for v in inputs]
         rank = len(node.out_shape)
         # a lower-rank (broadcast) input's valid region covers the leading dims it lacks
         valids = [tuple(node.out_shape[:rank - len(v)]) + tuple(v) for v in valids
@@ -286,8 +353,14 @@ class RootCallTiler:
 
     def _one_to_one(self, node: Node, i: int, value: LocalValue) -> bool:
         producer = self.nodes[value.node]
-        return producer.tiles == node.tiles and np.array_equal(node.in_lo[i], producer.out_lo) \
-            and np.array_equal(node.in_hi[i], producer.out_hi)
+        if not value.path:
+            return producer.tiles == node.tiles \
+                and np.array_equal(node.in_lo[i], producer.out_lo) \
+                and np.array_equal(node.in_hi[i], producer.out_hi)
+        # a view or reshape: tile j reads inside the producer's tile j, which is in UB
+        lo, hi = self._in_box(node, i)
+        return producer.tiles == node.tiles and bool(np.all(lo >= producer.out_lo)) \
+            and bool(np.all(hi <= producer.out_hi))
 
     def _reads_later(self, node: Node, gi: int) -> bool:
         """Joining group ``gi`` would make it read a later group: a cycle."""
@@ -378,8 +451,8 @@ class RootCallTiler:
     # -- GM writes -------------------------------------------------------------------
     def _place_assembles(self) -> None:
         self.assembled: dict[int, list[tuple[GmValue, tuple[int, ...]]]] = {}
-        for node, target, offsets in self.assembles:
-            self.assembled.setdefault(node, []).append((target, offsets))
+        for node, target, offsets, box in self.assembles:
+            self.assembled.setdefault(node, []).append((target, offsets, box))
         self.spilled = set()
         for node in self.nodes:
             for value in node.inputs:
@@ -443,21 +516,36 @@ class RootCallTiler:
                 acc.add(tasks[t], names, index, blo, bhi, False, 0, elem, value, i,
                         to_l1=node.kind == "cube")
             elif value.node not in members:
+                # a view or reshape reads only its boxes of the producer's workspace
+                lo, hi = self._in_box(node, i)
                 buf = f"{self.workspace}.n{value.node}"
                 acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), lo, hi, False, 0, elem,
-                        None, i, shape=value.shape)
+                        None, i, shape=self.nodes[value.node].out_shape)
 
     def _writes(self, acc: _AccessRows, node: Node, tasks, sums: "_TaskSums") -> None:
         elem = DTYPE_BYTES[node.out_dtype]
         out_bytes = (node.out_hi - node.out_lo).prod(axis=1) * elem
-        written = 0
+        written, parts = 0, None     # whole-tile writes, and bytes written of views
         tags = self._tags(node)
-        for target, offsets in self.assembled.get(node.index, []):
+        for target, offsets, box in self.assembled.get(node.index, []):
             off = np.asarray(offsets)
-            t, names, index, blo, bhi = target.region(node.out_lo + off, node.out_hi + off)
+            lo, hi = node.out_lo, node.out_hi
+            if box is not None:
+                # a view of the result: each tile writes its part of the view's box
+                lo, hi = np.maximum(lo, box[0]), np.minimum(hi, box[1])
+                keep = np.flatnonzero((hi > lo).all(axis=1))
+                lo, hi, off = lo[keep], hi[keep], off - box[0]
+            t, names, index, blo, bhi = target.region(lo + off, hi + off)
+            if box is not None:
+                t = keep[t]
             acc.add(tasks[t], names, index, blo, bhi, True,
                     tags if np.isscalar(tags) else tags[t], elem, target, -1)
-            written += 1
+            if box is None:
+                written += 1
+            else:
+                part = np.zeros(node.tiles)
+                part[keep] = (hi - lo).prod(axis=1) * elem
+                parts = part if parts is None else parts + part
         if node.index in self.spilled:
             buf = f"{self.workspace}.n{node.index}"
             acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), node.out_lo, node.out_hi, True,
@@ -465,6 +553,8 @@ class RootCallTiler:
             written += 1
         if node.kind == "vector" and written:
             sums.put(sums.mte3_bytes, tasks, out_bytes * written)
+        if node.kind == "vector" and parts is not None:
+            sums.put(sums.mte3_bytes, tasks, parts)
 
     @staticmethod
     def _tags(node: Node):
@@ -507,7 +597,9 @@ class _TaskSums:
         return table[key]
 
     def add(self, node: Node, tasks: np.ndarray, frac: np.ndarray, waits: bool = False) -> None:
-        if node.kind == "vector":
+        if node.vector_parts:
+            self._composite(node, tasks, frac, waits)
+        elif node.kind == "vector":
             kind = self.vector_kinds.setdefault(node.vector_kind, len(self.vector_kinds))
             if not waits:
                 dependent = 0.0
@@ -527,6 +619,26 @@ class _TaskSums:
             self.put(self.mte1_steps, tasks, node.k_steps * frac)
             self.put(self.fixp_bytes, tasks, node.fixp_bytes * frac)
             self.put(self.fixp_tiles, tasks, frac)
+        self.put(self.flops, tasks, node.flops * frac)
+        if self.tile_per_task:
+            np.maximum(self.in_flight, node.in_flight, out=self.in_flight)
+        else:
+            np.maximum.at(self.in_flight, tasks, node.in_flight)
+
+    def _composite(self, node: Node, tasks: np.ndarray, frac: np.ndarray, waits: bool) -> None:
+        """A tile op made of several instructions: each kind's instructions over the whole
+        tile, every one but the first waiting for the one before it."""
+        for j, (name, count) in enumerate(node.vector_parts):
+            kind = self.vector_kinds.setdefault(name, len(self.vector_kinds))
+            chained = count - (0 if j or waits else 1)
+            if self.tile_per_task:
+                dependent = frac * chained
+            else:   # the op's tiles in one task: the chain counts once for the op
+                dependent = np.zeros(len(tasks))
+                dependent[:1] = frac[:1] * chained
+            self.vector.append((tasks, kind, node.vector_bytes * frac * count, frac * count,
+                                node.vector_rows * frac * count, node.vector_row_bytes, False,
+                                dependent))
         self.put(self.flops, tasks, node.flops * frac)
         if self.tile_per_task:
             np.maximum(self.in_flight, node.in_flight, out=self.in_flight)

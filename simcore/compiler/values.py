@@ -75,9 +75,105 @@ class GmValue:
 
 @dataclass(frozen=True)
 class LocalValue:
+    """An op's result, or a view or reshape of one, which stays where the result lives.
+
+    ``path`` leads from this value's coordinates back to the producer's result, outermost
+    step last: ``("view", offsets, shape_before)`` shifts a box into the value it views,
+    ``("reshape", shape_before, where)`` reinterprets the row-major elements of the value
+    it reshapes.  A reader of such a value reads the producer's boxes ``source`` gives,
+    on chip when it shares the producer's leaf task and through its workspace otherwise.
+    """
     node: int
     shape: tuple[int, ...]
     dtype: str
+    path: tuple = ()
+    valid: tuple[int, ...] | None = None     # a view's valid region (views only)
+
+    def source(self, lo: np.ndarray, hi: np.ndarray):
+        """(lo, hi, ok): each box in the producer's coordinates; ok is False for a box a
+        reshape does not carry onto one box (it is no contiguous run there)."""
+        ok = np.ones(len(lo), bool)
+        shape = self.shape
+        for step in reversed(self.path):
+            if step[0] == "view":
+                off = np.asarray(step[1], np.int64)
+                lo, hi, shape = lo + off, hi + off, step[2]
+            else:
+                lo, hi, good = reshape_boxes(lo, hi, shape, step[1])
+                ok &= good
+                shape = step[1]
+        return lo, hi, ok
+
+
+def dim_groups(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
+    """The dims of two shapes of one element count in runs of equal products: a reshape
+    [B*S, D] -> [B, S, D] is ([0], [0, 1]) and ([1], [2]); dims of 1 join the run before."""
+    groups, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        ga, gb, pa, pb = [i], [j], a[i], b[j]
+        i, j = i + 1, j + 1
+        while pa != pb:
+            if pa < pb:
+                ga.append(i)
+                pa *= a[i]
+                i += 1
+            else:
+                gb.append(j)
+                pb *= b[j]
+                j += 1
+        groups.append((ga, gb))
+    if groups:
+        groups[-1][0].extend(range(i, len(a)))
+        groups[-1][1].extend(range(j, len(b)))
+    return groups
+
+
+def _ravel(idx: np.ndarray, dims: list[int]) -> np.ndarray:
+    flat = np.zeros(len(idx), np.int64)
+    for c, d in enumerate(dims):
+        flat = flat * d + idx[:, c]
+    return flat
+
+
+def reshape_boxes(lo: np.ndarray, hi: np.ndarray, new: tuple[int, ...], old: tuple[int, ...]):
+    """Boxes of a row-major reshape to ``new`` as boxes of ``old``, run of dims by run: a
+    box is carried when, inside every run, it is one contiguous range of elements that
+    is itself a box of the old dims.  (lo, hi, ok); rows with ok False are undefined."""
+    n = len(lo)
+    out_lo = np.zeros((n, len(old)), np.int64)
+    out_hi = np.ones((n, len(old)), np.int64)
+    empty = (hi <= lo).any(axis=1)          # a tile reading nothing of it (concat)
+    lo, hi = np.where(empty[:, None], 0, lo), np.where(empty[:, None], 1, hi)
+    ok = np.ones(n, bool)
+    for ga, gb in dim_groups(tuple(new), tuple(old)):
+        na, nb = [new[d] for d in ga], [old[d] for d in gb]
+        start = _ravel(lo[:, ga], na)
+        end = _ravel(hi[:, ga] - 1, na) + 1
+        ok &= end - start == (hi[:, ga] - lo[:, ga]).prod(axis=1)   # one contiguous run
+        found = np.zeros(n, bool)
+        for k in range(len(nb) - 1, -1, -1):   # the innermost old dim the run fits in
+            inner = int(np.prod(nb[k + 1:], dtype=np.int64))
+            q0, q1 = start // inner, end // inner
+            fits = ~found & (start % inner == 0) & (end % inner == 0) & \
+                (q0 // nb[k] == (q1 - 1) // nb[k])
+            if not fits.any():
+                continue
+            rows = np.flatnonzero(fits)
+            outer = q0[rows] // nb[k]
+            for c in range(k - 1, -1, -1):     # the dims before k: one index each
+                out_lo[rows, gb[c]] = outer % nb[c]
+                out_hi[rows, gb[c]] = out_lo[rows, gb[c]] + 1
+                outer = outer // nb[c]
+            out_lo[rows, gb[k]] = q0[rows] % nb[k]
+            out_hi[rows, gb[k]] = (q1[rows] - 1) % nb[k] + 1
+            for c in range(k + 1, len(nb)):
+                out_lo[rows, gb[c]] = 0
+                out_hi[rows, gb[c]] = nb[c]
+            found |= fits
+        ok &= found
+    out_hi[empty] = 0
+    out_lo[empty] = 0
+    return out_lo, out_hi, ok | empty
 
 
 def pad(a: np.ndarray, fill: int) -> np.ndarray:

@@ -24,7 +24,9 @@ DType = Literal["fp32", "fp16", "bf16", "int8", "int32", "int64"]
 # and indices are int64 in many upstream kernels)
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int32": 4, "int64": 8}
 # "copy": GM data through UB into GM (an assemble of a GM view), priced as vector copy
-UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast", "relu", "log", "copy")
+# "erfc" (fp32) is one tile op made of several vector instructions (compiler/ops.py COMPOSITES)
+UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast", "relu", "log", "copy",
+             "erfc")
 BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS
 REDUCE_OPS = ("sum", "amax", "amin")
