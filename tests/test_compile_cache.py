@@ -209,3 +209,34 @@ def test_a_root_call_of_only_views_has_no_leaf_task(tmp_path):
     program = compile_kernel(resolve_kernel(path, {}), HW)
     assert program.root_calls == 5
     assert np.bincount(program.task_call, minlength=5)[0] == 0
+
+
+ON_CHIP_VIEW = """
+name: on_chip_view
+params: {R: 16, C: 256}
+tensors:
+  x: {shape: [R, C], dtype: fp32, role: input}
+  y: {shape: [4, 64], dtype: fp32, role: output}
+tiles:
+  vec: [4, 64]
+body:
+  - set_vec_tile_shapes: vec
+  - loop: {name: L, idx: i, trip: 4, style: pypto}
+    body:
+      - {op: view, inputs: [x], out: a, shape: [4, C], offsets: ["i*4", 0]}
+      - {op: exp, inputs: [a], out: ea}
+      - {op: view, inputs: [ea], out: part, shape: [4, 64], offsets: [0, "i*64"]}
+      - {op: sqrt, inputs: [part], out: s}
+      - {op: assemble, inputs: [s], out: y, offsets: [0, 0]}
+"""
+
+
+def test_a_call_that_views_an_op_result_is_tiled_in_full(monkeypatch, tmp_path):
+    # the on-chip view's offsets are positions in exp's result, not in GM: each call reads
+    # another column block of it, which moving GM boxes cannot reproduce
+    path = tmp_path / "on_chip_view.yaml"
+    path.write_text(ON_CHIP_VIEW)
+    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
+    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    assert cached == full
+    assert cached_runs == full_runs == program.root_calls == 4

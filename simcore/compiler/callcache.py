@@ -189,6 +189,13 @@ class _Entry:
     usable: bool = True
 
 
+def _reads_on_chip_views(tiler) -> bool:
+    """A call that views or reshapes an op's result: its view offsets are positions inside
+    that result, not in GM, so moving GM boxes cannot replay it; it is always tiled."""
+    from .values import LocalValue
+    return any(isinstance(v, LocalValue) and v.path for v in tiler.values.values())
+
+
 @dataclass
 class CallCache:
     entries: dict = field(default_factory=dict)
@@ -201,12 +208,12 @@ class CallCache:
         return [e for e in entries if e.usable]
 
     def store(self, key, call, call_index, tiler, pre: Accesses, post, kept) -> None:
-        if key is None:
+        if key is None or _reads_on_chip_views(tiler):
             return
         entries = self.entries.setdefault(key, [])
         if len(entries) >= MAX_ENTRIES_PER_KEY:
             return
-        shapes = [tuple(tiler.nodes[node].out_shape) for node, _, _ in tiler.assembles]
+        shapes = [tuple(tiler.nodes[node].out_shape) for node, *_ in tiler.assembles]
         entries.append(_Entry(call, call_index, tiler.workspace, pre, post, kept,
                               tiler.workspace_bytes(), shapes))
 
