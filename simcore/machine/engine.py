@@ -61,11 +61,16 @@ How the code is laid out:
 from __future__ import annotations
 
 from heapq import heappop, heappush
-import itertools
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+
+try:
+    import cython
+except ImportError:         # Cython is needed only to build the compiled engine
+    from types import SimpleNamespace
+    cython = SimpleNamespace(compiled=False)
 
 from ..compiler.program import CoreType, Program
 from ..spec.hardware import Aicpu, Hardware
@@ -85,13 +90,120 @@ _CORE_BEGIN = 0.005      # when the cores' own records start, us after the launc
 _SCHED_ALLOC = 0.01      # when a schedule thread has allocated its state
 
 
+# -- the one source, interpreted or compiled -------------------------------------------
+# This file runs as plain Python (the reference) and, compiled by Cython with engine.pxd
+# beside it, as the fast path; both give identical Timelines (tests/test_engine_compiled.py).
+# The few places where the two differ only pick containers: the interpreter reads Python
+# lists fastest, compiled code typed arrays.
+def _column(values: np.ndarray, dtype) -> list | np.ndarray:
+    """A read-only per-task column as the hot loop reads it."""
+    if cython.compiled:
+        return np.ascontiguousarray(values, dtype=dtype)
+    return np.asarray(values, dtype=dtype).tolist()
+
+
+def _buffer(values, dtype) -> list | np.ndarray:
+    """A column the run changes: its own copy."""
+    if cython.compiled:
+        return np.array(values, dtype=dtype)
+    return np.asarray(values, dtype=dtype).tolist()
+
+
+class Heap:
+    """Entries ``(key, seq, a, b, c)`` popped in ``(key, seq)`` order, ``seq`` counting the
+    pushes: ties break by arrival, so the order is the same however the heap is laid out.
+
+    Interpreted it is a ``heapq`` list of tuples; compiled, parallel typed arrays sifted
+    in place, which keeps a Python tuple per entry out of the loop.
+    """
+
+    def __init__(self):
+        self.n = 0
+        self.seq = 0
+        self.items = []
+        self.cap = 0
+        if cython.compiled:
+            self._grow()
+
+    def _grow(self) -> None:
+        cap = 2 * self.cap if self.cap else 64
+        key, order = np.empty(cap), np.empty(cap, np.int64)
+        a, b, c = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
+        n = self.n
+        if n:
+            key[:n], order[:n] = self.key[:n], self.order[:n]
+            a[:n], b[:n], c[:n] = self.a[:n], self.b[:n], self.c[:n]
+        self.key, self.order, self.a, self.b, self.c = key, order, a, b, c
+        self.cap = cap
+
+    def push(self, key: float, a: int, b: int, c: int) -> None:
+        seq = self.seq
+        self.seq = seq + 1
+        if not cython.compiled:
+            heappush(self.items, (key, seq, a, b, c))
+            self.n += 1
+            return
+        if self.n == self.cap:
+            self._grow()
+        keys, order = self.key, self.order
+        i = self.n
+        self.n = i + 1
+        while i > 0:                          # sift up
+            up = (i - 1) >> 1
+            k = keys[up]
+            if k < key or (k == key and order[up] < seq):
+                break
+            keys[i], order[i] = k, order[up]
+            self.a[i], self.b[i], self.c[i] = self.a[up], self.b[up], self.c[up]
+            i = up
+        keys[i], order[i], self.a[i], self.b[i], self.c[i] = key, seq, a, b, c
+
+    def pop(self) -> tuple[float, int, int, int, int]:
+        """The first entry (one must exist), removed."""
+        if not cython.compiled:
+            self.n -= 1
+            return heappop(self.items)
+        keys, order = self.key, self.order
+        top = (keys[0], order[0], self.a[0], self.b[0], self.c[0])
+        n = self.n - 1
+        self.n = n
+        if n:
+            # the last entry sinks from the root
+            key, seq = keys[n], order[n]
+            i = 0
+            while True:
+                child = 2 * i + 1
+                if child >= n:
+                    break
+                right = child + 1
+                if right < n and (keys[right] < keys[child] or (
+                        keys[right] == keys[child] and order[right] < order[child])):
+                    child = right
+                k = keys[child]
+                if key < k or (key == k and seq < order[child]):
+                    break
+                keys[i], order[i] = k, order[child]
+                self.a[i], self.b[i], self.c[i] = self.a[child], self.b[child], self.c[child]
+                i = child
+            keys[i], order[i] = key, seq
+            self.a[i], self.b[i], self.c[i] = self.a[n], self.b[n], self.c[n]
+        return top
+
+    def first_key(self) -> float:
+        """The key of the first entry (one must exist)."""
+        if not cython.compiled:
+            return self.items[0][0]
+        return self.key[0]
+
+
 # -- what a run needs, prepared once ---------------------------------------------------
 @dataclass(frozen=True)
 class Plan:
     """Everything a run reads, prepared once per Machine and never changed by a run.
 
-    Per-task columns are plain lists: the event loop reads them one element at a
-    time, which is several times faster on a list than on a numpy array.
+    Per-task columns are read-only numpy arrays; a Run reads them as Python lists when
+    interpreted (one element at a time is several times faster on a list) and as typed
+    views when compiled (no Python object per task).
     """
     aicpu: Aicpu
     n_aic: int
@@ -115,18 +227,18 @@ class Plan:
     first_ready: np.ndarray
     first_ready_ptr: list[int]
     # per leaf task
-    core_type: list[int]
-    succ_ptr: list[int]          # successors of t: succ[succ_ptr[t]:succ_ptr[t + 1]]
-    succ: list[int]
+    core_type: np.ndarray
+    succ_ptr: np.ndarray         # successors of t: succ[succ_ptr[t]:succ_ptr[t + 1]]
+    succ: np.ndarray
     indegree: np.ndarray         # predecessors inside the dev task; a run counts down a copy
-    loads: list[float]           # MTE2 copy-ins
-    bursts: list[float]
-    in_flight: list[float]       # tiles in flight: > 1 overlaps the pipes
-    static_sum: list[float]      # us on every pipe but MTE2, summed
-    static_max: list[float]      # and the longest of them
-    read_bytes: list[float]      # GM bytes the task's reads ask for (before line rounding)
-    write_bytes: list[float]
-    write_pipe: list[float]      # us of the pipe the writes leave through (FIXP or MTE3)
+    loads: np.ndarray            # MTE2 copy-ins
+    bursts: np.ndarray
+    in_flight: np.ndarray        # tiles in flight: > 1 overlaps the pipes
+    static_sum: np.ndarray       # us on every pipe but MTE2, summed
+    static_max: np.ndarray       # and the longest of them
+    read_bytes: np.ndarray       # GM bytes the task's reads ask for (before line rounding)
+    write_bytes: np.ndarray
+    write_pipe: np.ndarray       # us of the pipe the writes leave through (FIXP or MTE3)
     static_pipes: dict[str, np.ndarray]
     accesses: TaskRegions
 
@@ -160,12 +272,11 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
     indegree = np.bincount(dst, minlength=n)
     order = np.argsort(dev, kind="stable")
     first_ready = order[indegree[order] == 0]
-    for column in (indegree, first_ready):
-        column.flags.writeable = False       # the Plan is shared by every run
     pipes = static_pipe_us(hw, p)
     stack = np.stack([pipes[k] for k in ("mte1", "cube", "vector", "fixp", "mte3")])
     w = p.work
-    return Plan(
+    i64, f64 = np.int64, np.float64
+    plan = Plan(
         aicpu=a, n_aic=hw.cores.aic, n_aiv=hw.cores.aiv,
         n_threads=max(1, min(hw.sched_threads, options.launch_sched_aicpu_num)),
         direct_send=options.device_sched_mode in (1, 3), fair=fair,
@@ -176,33 +287,38 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         dev_task_tasks=tasks,
         first_ready=first_ready,
         first_ready_ptr=np.searchsorted(dev[first_ready], np.arange(p.dev_tasks + 1)).tolist(),
-        core_type=p.task_core.tolist(),
-        succ_ptr=np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist(),
-        succ=dst.tolist(), indegree=indegree,
-        loads=w.mte2_loads.tolist(), bursts=w.mte2_bursts.tolist(),
-        in_flight=w.in_flight.tolist(),
-        static_sum=stack.sum(axis=0).tolist() if n else [],
-        static_max=stack.max(axis=0).tolist() if n else [],
+        core_type=p.task_core.astype(i64),
+        succ_ptr=np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(i64),
+        succ=dst.astype(i64), indegree=indegree.astype(i64),
+        loads=w.mte2_loads.astype(f64), bursts=w.mte2_bursts.astype(f64),
+        in_flight=w.in_flight.astype(f64),
+        static_sum=stack.sum(axis=0) if n else np.zeros(0),
+        static_max=stack.max(axis=0) if n else np.zeros(0),
         # writes leave through FIXP (Cube) or MTE3 (Vector) and share HBM with the loads
         read_bytes=np.bincount(p.regions.task[~p.regions.write],
-                               weights=p.regions.bytes[~p.regions.write],
-                               minlength=n).tolist(),
-        write_bytes=p.task_write_bytes.tolist(),
-        write_pipe=np.maximum(pipes["fixp"], pipes["mte3"]).tolist(),
+                               weights=p.regions.bytes[~p.regions.write], minlength=n),
+        write_bytes=p.task_write_bytes.astype(f64),
+        write_pipe=np.maximum(pipes["fixp"], pipes["mte3"]),
         static_pipes=pipes, accesses=_region_accesses(p))
+    for column in (plan.first_ready, plan.core_type, plan.succ_ptr, plan.succ, plan.indegree,
+                   plan.loads, plan.bursts, plan.in_flight, plan.static_sum, plan.static_max,
+                   plan.read_bytes, plan.write_bytes, plan.write_pipe):
+        column.flags.writeable = False       # the Plan is shared by every run
+    return plan
 
 
 def _region_accesses(p: Program) -> TaskRegions:
     r = p.regions
     order = np.lexsort((r.write, r.task))     # per task, reads before writes
     task = r.task[order]
-    lines = r.lines[order]
+    lines = r.lines[order].astype(np.uint64)
+    # regions numbered densely, so the cache can keep them in arrays
+    region = np.unique(r.region, return_inverse=True)[1].reshape(-1)[order]
     return TaskRegions(
-        ptr=np.searchsorted(task, np.arange(p.leaf_tasks + 1)).tolist(),
-        region=r.region[order].tolist(), nbytes=r.bytes[order].tolist(),
-        lines=lines.astype(np.uint64).tolist(),
-        nlines=np.bitwise_count(lines.astype(np.uint64)).astype(np.int64).tolist(),
-        write=r.write[order].tolist(), bypass=r.bypass[order].tolist())
+        ptr=np.searchsorted(task, np.arange(p.leaf_tasks + 1)).astype(np.int64),
+        region=region.astype(np.int64), nbytes=r.bytes[order].astype(np.float64),
+        lines=lines, nlines=np.bitwise_count(lines).astype(np.int64),
+        write=r.write[order].astype(np.int8), bypass=r.bypass[order].astype(np.int8))
 
 
 # -- cores: idle, running, pending -----------------------------------------------------
@@ -355,10 +471,9 @@ class Run:
                                   handshake=a.init_us + a.handshake_us)
                       for i in range(plan.n_threads)]
         self.l2 = L2Cache(plan.l2_bytes, plan.accesses)
-        self.indegree = plan.indegree.tolist()
-        self.thread_free = [s.handshake for s in self.sched]
-        self.events: list = []
-        self.seq = itertools.count()
+        self.indegree = _buffer(plan.indegree, np.int64)
+        self.thread_free = _buffer([s.handshake for s in self.sched], np.float64)
+        self.events = Heap()                  # (time, seq, kind, a, b)
         self.running = 0                      # tasks on cores: L2 and writes share by it
         # the dev task under way: ready queues per core type, the cores' state, and per
         # schedule thread its first and last send and its dispatch count (run_dev_task)
@@ -370,21 +485,23 @@ class Run:
         # seq, task, core), how many bytes each loader of the type has received since the
         # heap was last empty, at what rate it gets them now, and a version that makes a
         # re-priced completion event outdate the one before
-        self.loaders: tuple[list, list] = ([], [])
-        self.n_loaders = [0, 0]
+        self.loaders: tuple[Heap, Heap] = (Heap(), Heap())
+        self.n_loaders = _buffer([0, 0], np.int64)
         # per core type, the active loaders' fetched and asked HBM bytes: their ratio is
         # the type's overfetch (whole lines for boxes covering them in part), which HBM
         # carries but the core's own rate does not (Mte2Model.rates)
-        self.fetched = [0.0, 0.0]
-        self.asked = [0.0, 0.0]
-        self.drained = [0.0, 0.0]
-        self.rate = tuple(plan.mte2.caps)
+        self.fetched = _buffer([0.0, 0.0], np.float64)
+        self.asked = _buffer([0.0, 0.0], np.float64)
+        self.drained = _buffer([0.0, 0.0], np.float64)
+        self.rate = _buffer(plan.mte2.caps, np.float64)
         self.drained_at = 0.0
         self.version = 0
         self.next_drained = -1.0              # when the event in flight fires; -1: none
-        self.first_send: list[float | None] = []
-        self.last_send: list[float] = []
-        self.dispatches: list[int] = []
+        # per schedule thread in the dev task under way: first send (-1: none yet), last
+        # send, sends
+        self.first_send = _buffer([], np.float64)
+        self.last_send = _buffer([], np.float64)
+        self.dispatches = _buffer([], np.int64)
         self.end_of_dev = 0.0
         # per-task results: arrays the Timeline receives as they are
         self.task_core = np.full(n, -1, dtype=np.int64)
@@ -410,22 +527,25 @@ class Run:
         # the hot handlers read these on every event: the Plan's columns and the
         # Mte2Model's methods bound once here rather than looked up through self.plan
         self.n_threads, self.direct_send = plan.n_threads, plan.direct_send
-        self.core_type, self.succ_ptr, self.succ = plan.core_type, plan.succ_ptr, plan.succ
+        self.core_type = _column(plan.core_type, np.int64)
+        self.succ_ptr, self.succ = _column(plan.succ_ptr, np.int64), _column(plan.succ, np.int64)
         self.dispatch_us, self.completion_us = plan.dispatch_us, a.completion_us
         self.resolve_edge_us, self.handoff_us = a.resolve_edge_us, a.ready_handoff_us
-        self.latency_us, self.write_us = plan.mte2.latency_us, plan.mte2.write_us
         self.hbm_rates = plan.mte2.rates
         m = plan.mte2
         self.fixed_us, self.l2_fixed_us = m.fixed_us, m.l2_fixed_us
         self.l2_rate, self.core_rate = m.l2_rate, m.core_rate
-        self.burst_us_of = (np.asarray(plan.bursts) * m.burst_us).tolist()
+        self.burst_us_of = _column(plan.bursts * m.burst_us, np.float64)
         # every loader at its own cap while the caps add up to no more than HBM: the
         # rates then stay the caps whoever joins or leaves (no water-filling needed)
-        self.caps, self.hbm_total = tuple(m.caps), m.hbm_rate
-        self.loads, self.bursts, self.in_flight = plan.loads, plan.bursts, plan.in_flight
-        self.static_sum, self.static_max = plan.static_sum, plan.static_max
-        self.write_bytes, self.write_pipe = plan.write_bytes, plan.write_pipe
-        self.read_bytes = plan.read_bytes
+        self.caps, self.hbm_total = _buffer(m.caps, np.float64), m.hbm_rate
+        f64 = np.float64
+        self.loads, self.in_flight = _column(plan.loads, f64), _column(plan.in_flight, f64)
+        self.static_sum, self.static_max = _column(plan.static_sum, f64), \
+            _column(plan.static_max, f64)
+        self.write_bytes, self.write_pipe = _column(plan.write_bytes, f64), \
+            _column(plan.write_pipe, f64)
+        self.read_bytes = _column(plan.read_bytes, f64)
         self.head_us = plan.head_us
 
     # -- the launch: dev tasks one after another ---------------------------------------
@@ -479,15 +599,15 @@ class Run:
         n_threads = plan.n_threads
         self.queues = (deque(), deque())      # ready tasks per core type
         self.cores = Cores(plan.n_aic, plan.n_aiv, n_threads, plan.fair)
-        self.first_send = [None] * n_threads
-        self.last_send = [start] * n_threads
-        self.dispatches = [0] * n_threads
+        self.first_send = _buffer([-1.0] * n_threads, np.float64)
+        self.last_send = _buffer([start] * n_threads, np.float64)
+        self.dispatches = _buffer([0] * n_threads, np.int64)
         self.end_of_dev = start
         free = self.thread_free
         for th in range(n_threads):
             free[th] = max(free[th], start)
             self.sched[th].rcv.append(start)
-        core_type, queues = plan.core_type, self.queues
+        core_type, queues = self.core_type, self.queues
         for task in plan.first_ready[plan.first_ready_ptr[k]:plan.first_ready_ptr[k + 1]].tolist():
             queues[core_type[task]].append(task)
         # the first batch leaves the queue from its head in every mode; after it, L2
@@ -500,8 +620,8 @@ class Run:
         # handlers bound to locals once: the loop runs two to four times per leaf task
         on_task_done, on_notice, dispatch = self.on_task_done, self.on_notice, self.dispatch
         on_join, on_drained = self.on_join, self.on_drained
-        while events:
-            now, _, kind, a, b = heappop(events)
+        while events.n:
+            now, _, kind, a, b = events.pop()
             if kind == _DONE:
                 if not on_task_done(now, a, b):
                     continue
@@ -520,7 +640,7 @@ class Run:
         for th, thread in enumerate(self.sched):
             thread.dispatches += self.dispatches[th]
             first = self.first_send[th]
-            thread.first_send.append(first if first is not None else start)
+            thread.first_send.append(first if first >= 0.0 else start)
             thread.sched_exec.append(self.last_send[th])
             thread.sync_stop.append(self.end_of_dev)
             thread.rsp.append(self.end_of_dev)
@@ -553,8 +673,7 @@ class Run:
             cores.stop(core, th, self.core_type[task])
         f = self.thread_free[th]
         if f > now:
-            heappush(self.events, (f, next(self.seq), _NOTICE, task,
-                                   core if waiting < 0 else ~core))
+            self.events.push(f, _NOTICE, task, core if waiting < 0 else ~core)
             return False
         self.on_notice(now, task, core if waiting < 0 else ~core)
         return True
@@ -624,7 +743,7 @@ class Run:
                 self.start_task(s, c, now)
         at = noticed + self.handoff_us
         for s in reversed(rest):              # the queue's tail in resolve order
-            heappush(self.events, (at, next(self.seq), _READY, s, 0))
+            self.events.push(at, _READY, s, 0)
 
     def send_directly(self, task: int, th: int, now: float) -> bool:
         """Mode 1, 3: ``task`` goes to thread ``th``'s most recently freed idle core, else
@@ -682,7 +801,7 @@ class Run:
         at = (now if now > f else f) + self.dispatch_us
         free[th] = at
         self.dispatches[th] += 1
-        if self.first_send[th] is None:
+        if self.first_send[th] < 0.0:
             self.first_send[th] = at
         self.last_send[th] = at
         return at
@@ -722,7 +841,7 @@ class Run:
             self.asked_of[t] = asked if 0.0 < asked < miss else miss
             self.drain_of[t] = miss + self.write_bytes[t]
             self.joined_of[t] = at + latency
-            heappush(self.events, (at + latency, next(self.seq), _JOIN, t, core))
+            self.events.push(at + latency, _JOIN, t, core)
         else:
             self.finish(t, core, at, latency)
 
@@ -745,12 +864,13 @@ class Run:
         caps = self.caps
         # at their caps the loaders take over * cap of HBM each: if that fits, no sharing
         if n[AIV] * caps[AIV] * over_v + n[AIC] * caps[AIC] * over_c <= self.hbm_total:
-            rate = caps
+            rate_v, rate_c = caps[AIV], caps[AIC]
         else:
-            rate = self.hbm_rates(n[AIV], n[AIC], over_v, over_c)
-        if rate[AIV] == self.rate[AIV] and rate[AIC] == self.rate[AIC]:
+            rate_v, rate_c = self.hbm_rates(n[AIV], n[AIC], over_v, over_c)
+        rate = self.rate
+        if rate_v == rate[AIV] and rate_c == rate[AIC]:
             return False
-        self.rate = rate
+        rate[AIV], rate[AIC] = rate_v, rate_c
         return True
 
     def _next_drained(self, now: float) -> None:
@@ -761,15 +881,14 @@ class Run:
         loaders, drained, rate = self.loaders, self.drained, self.rate
         for ct in (AIV, AIC):
             heap = loaders[ct]
-            if heap:
-                dt = (heap[0][0] - drained[ct]) / rate[ct]
+            if heap.n:
+                dt = (heap.first_key() - drained[ct]) / rate[ct]
                 done = now + dt if dt > 0.0 else now
                 if best_type < 0 or done < best:
                     best, best_type = done, ct
         self.next_drained = best
         if best_type >= 0:
-            heappush(self.events, (best, next(self.seq), _DRAIN, self.version,
-                                         best_type))
+            self.events.push(best, _DRAIN, self.version, best_type)
 
     def on_join(self, now: float, t: int, core: int) -> None:
         """Task ``t``'s latency is over: it starts draining its HBM bytes.  While every
@@ -779,12 +898,12 @@ class Run:
         ct = self.core_type[t]
         heap = self.loaders[ct]
         asked = self.asked_of[t]
-        if not heap:
+        if not heap.n:
             # exact zeros once the type has no loader, so sums never drift
             self.drained[ct] = self.fetched[ct] = self.asked[ct] = 0.0
         # a loader's rate counts the bytes it asked for; HBM is charged its fetched lines
         target = self.drained[ct] + asked
-        heappush(heap, (target, next(self.seq), t, core))
+        heap.push(target, t, core, 0)
         self.n_loaders[ct] += 1
         self.fetched[ct] += self.drain_of[t]
         self.asked[ct] += asked
@@ -797,7 +916,8 @@ class Run:
         if version != self.version:
             return
         self._advance(now)
-        _, _, t, core = heappop(self.loaders[ct])
+        heap = self.loaders[ct]
+        _, _, t, core, _ = heap.pop()
         self.n_loaders[ct] -= 1
         self.fetched[ct] -= self.drain_of[t]
         self.asked[ct] -= self.asked_of[t]
@@ -838,7 +958,7 @@ class Run:
         if drain > 0.0 and end < self.joined_of[t] + drain:
             end = self.joined_of[t] + drain
         self.end_of[t] = end
-        heappush(self.events, (end, next(self.seq), _DONE, t, core))
+        self.events.push(end, _DONE, t, core)
 
 
 # -- the machine -----------------------------------------------------------------------
