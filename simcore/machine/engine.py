@@ -79,8 +79,10 @@ from .costs import Mte2Model, static_pipe_us
 from .l2 import L2Cache, TaskRegions
 from .timeline import SchedThread, Timeline
 
-# plain ints, not enum members: the hot loop indexes lists with them
+# plain ints, not enum members: the hot loop indexes lists with them (and loops over
+# range(2) for both, AIV first)
 AIV, AIC = int(CoreType.AIV), int(CoreType.AIC)
+assert (AIV, AIC) == (0, 1)
 
 # event kinds: a task ends, a task reaches the ready queue, a loader starts draining HBM
 # bytes, the first loader of a core type has drained them (if not re-priced since), a
@@ -194,6 +196,51 @@ class Heap:
         if not cython.compiled:
             return self.items[0][0]
         return self.key[0]
+
+
+class TaskQueue:
+    """Ready tasks of one core type, appended at the tail and taken from either end: what
+    ``collections.deque`` does for the interpreted engine (``_task_queue``), as a typed
+    array for the compiled one."""
+
+    def __init__(self):
+        self.head = self.tail = 0
+        self.items = np.empty(64, np.int64)
+
+    def __len__(self) -> int:
+        return self.tail - self.head
+
+    def append(self, task: int) -> None:
+        if self.tail == len(self.items):
+            items = np.asarray(self.items)
+            n = self.tail - self.head
+            if self.head == 0:
+                items = np.concatenate([items, np.empty(len(items), np.int64)])
+            else:
+                items[:n] = items[self.head:self.tail].copy()
+            self.items, self.head, self.tail = items, 0, n
+        self.items[self.tail] = task
+        self.tail += 1
+
+    def pop(self) -> int:
+        """The newest task (one must be queued)."""
+        self.tail -= 1
+        task = self.items[self.tail]
+        if self.tail == self.head:
+            self.head = self.tail = 0
+        return task
+
+    def popleft(self) -> int:
+        """The oldest task (one must be queued)."""
+        task = self.items[self.head]
+        self.head += 1
+        if self.tail == self.head:
+            self.head = self.tail = 0
+        return task
+
+
+def _task_queue():
+    return TaskQueue() if cython.compiled else deque()
 
 
 # -- what a run needs, prepared once ---------------------------------------------------
@@ -337,35 +384,44 @@ class Cores:
 
     def __init__(self, n_aic: int, n_aiv: int, n_threads: int, fair: bool):
         n = n_aic + n_aiv
-        self.n_threads, self.fair, self.next_thread = n_threads, fair, 0
-        self.idle: list[list[list[int]]] = [[[], []] for _ in range(n_threads)]
+        self.n, self.n_threads, self.fair, self.next_thread = n, n_threads, fair, 0
+        # a thread's cores of one type form a group, ``th * 2 + core_type``; per group
+        # ``n`` slots of flat arrays hold its idle cores (a stack, the most recently freed
+        # on top) and its pend-ready queue (a ring)
+        groups = 2 * n_threads
+        self.idle = _buffer([0] * (groups * n), np.int64)
+        self.idle_of = _buffer([0] * groups, np.int64)         # idle cores per group
         for core in reversed(range(n)):          # the lowest index on top
-            self.idle[core % n_threads][AIC if core < n_aic else AIV].append(core)
-        self.n_idle = [0, 0]
+            g = (core % n_threads) * 2 + (AIC if core < n_aic else AIV)
+            self.idle[g * n + self.idle_of[g]] = core
+            self.idle_of[g] += 1
+        self.n_idle = _buffer([0, 0], np.int64)
         self.n_idle[AIV], self.n_idle[AIC] = n_aiv, n_aic
         # pend-ready cores: exact counts, and queues that may hold stale entries (a core
         # that went idle or got a pending task since); ``queued`` keeps one entry per core
-        self.pend_q: list[list[deque]] = [[deque(), deque()] for _ in range(n_threads)]
-        self.n_pend: list[list[int]] = [[0, 0] for _ in range(n_threads)]
-        self.n_pend_all = [0, 0]
-        self.queued = [False] * n
-        self.pending = [-1] * n
-        self.busy = [False] * n
+        self.pend_q = _buffer([0] * (groups * n), np.int64)
+        self.pend_head = _buffer([0] * groups, np.int64)
+        self.pend_len = _buffer([0] * groups, np.int64)
+        self.n_pend = _buffer([0] * groups, np.int64)
+        self.n_pend_all = _buffer([0, 0], np.int64)
+        self.queued = _buffer([False] * n, np.int8)
+        self.pending = _buffer([-1] * n, np.int64)
+        self.busy = _buffer([False] * n, np.int8)
         # the core went on with its pending task and its thread has not noticed yet: the
         # freed slot is not offered until then
-        self.unnoticed = [False] * n
+        self.unnoticed = _buffer([False] * n, np.int8)
         # it then ended that task too, still unnoticed: the first notice finds it idle
         # (upstream ReleaseCoreByRegVal sees both ends at once), the second must not
         # idle it again
-        self.ended_twice = [False] * n
-        self.idled_early = [False] * n
+        self.ended_twice = _buffer([False] * n, np.int8)
+        self.idled_early = _buffer([False] * n, np.int8)
 
-    def _round(self, lists, core_type: int) -> int:
-        """The next thread round from the last one used with a non-empty list (fair)."""
+    def _round(self, counts, core_type: int) -> int:
+        """The next thread round from the last one used with a non-zero count (fair)."""
         n = self.n_threads
         for k in range(n):
             th = (self.next_thread + k) % n
-            if lists[th][core_type]:
+            if counts[th * 2 + core_type]:
                 self.next_thread = th + 1
                 return th
         return -1
@@ -375,43 +431,44 @@ class Cores:
         thread that took the previous core in this dispatch pass, or -1.  A thread's pass
         sends a batch, to as many of its idle cores as there are queued tasks
         (upstream ``TryBatchSendTask``), so without ``fair`` it keeps the next core."""
-        idle = self.idle
+        idle_of = self.idle_of
         if self.fair:
-            th = self._round(idle, core_type)
-        elif batch >= 0 and idle[batch][core_type]:
+            th = self._round(idle_of, core_type)
+        elif batch >= 0 and idle_of[batch * 2 + core_type]:
             th = batch
         else:
             # the thread free first; a tie goes to the lower core index
-            th, key = -1, None
+            idle, n = self.idle, self.n
+            th, first, lowest = -1, 0.0, 0
             for t in range(self.n_threads):
-                stack = idle[t][core_type]
-                if stack:
-                    k = (free[t], stack[-1])
-                    if key is None or k < key:
-                        th, key = t, k
-        return self._busy(idle[th][core_type].pop(), th, core_type)
+                g = t * 2 + core_type
+                if idle_of[g]:
+                    f, c = free[t], idle[g * n + idle_of[g] - 1]
+                    if th < 0 or f < first or (f == first and c < lowest):
+                        th, first, lowest = t, f, c
+        return self.take_own_idle(th, core_type)
 
     def take_any_pend(self, core_type: int, free: list[float], batch: int) -> int:
         """A busy core with a free pending slot (one must exist), as ``take_idle`` picks."""
         n_pend = self.n_pend
         if self.fair:
             return self.take_pend(self._round(n_pend, core_type), core_type)
-        if batch >= 0 and n_pend[batch][core_type]:
+        if batch >= 0 and n_pend[batch * 2 + core_type]:
             return self.take_pend(batch, core_type)
         th, key = -1, 0.0
         for t in range(self.n_threads):
-            if n_pend[t][core_type] and (th < 0 or free[t] < key):
+            if n_pend[t * 2 + core_type] and (th < 0 or free[t] < key):
                 th, key = t, free[t]
         return self.take_pend(th, core_type)
 
     def take_own_idle(self, th: int, core_type: int) -> int:
-        """The most recently freed idle core of thread ``th``, or -1."""
-        stack = self.idle[th][core_type]
-        if not stack:
+        """The most recently freed idle core of thread ``th``, or -1; it turns busy."""
+        g = th * 2 + core_type
+        left = self.idle_of[g] - 1
+        if left < 0:
             return -1
-        return self._busy(stack.pop(), th, core_type)
-
-    def _busy(self, core: int, th: int, core_type: int) -> int:
+        self.idle_of[g] = left
+        core = self.idle[g * self.n + left]
         self.n_idle[core_type] -= 1
         self.busy[core] = True
         self.slot_free(core, th, core_type)
@@ -419,39 +476,53 @@ class Cores:
 
     def slot_free(self, core: int, th: int, core_type: int) -> None:
         """``core`` runs a task and its pending slot is empty."""
-        self.n_pend[th][core_type] += 1
+        g = th * 2 + core_type
+        self.n_pend[g] += 1
         self.n_pend_all[core_type] += 1
         if not self.queued[core]:
             self.queued[core] = True
-            self.pend_q[th][core_type].append(core)
+            n = self.n
+            self.pend_q[g * n + (self.pend_head[g] + self.pend_len[g]) % n] = core
+            self.pend_len[g] += 1
 
     def take_pend(self, th: int, core_type: int) -> int:
         """A busy core of thread ``th`` with a free pending slot (one must exist)."""
-        q, busy, pending, queued = self.pend_q[th][core_type], self.busy, self.pending, \
-            self.queued
+        g = th * 2 + core_type
+        n, busy, pending, queued = self.n, self.busy, self.pending, self.queued
         while True:
-            core = q.popleft()
+            head = self.pend_head[g]
+            core = self.pend_q[g * n + head]
+            self.pend_head[g] = (head + 1) % n
+            self.pend_len[g] -= 1
             queued[core] = False
             if busy[core] and pending[core] < 0:
-                self.n_pend[th][core_type] -= 1
+                self.n_pend[g] -= 1
                 self.n_pend_all[core_type] -= 1
                 return core
 
+    def has_pend(self, th: int, core_type: int) -> bool:
+        return self.n_pend[th * 2 + core_type] > 0
+
     def other_idle(self, th: int, core_type: int) -> bool:
         """Has another thread an idle core of ``core_type``? (fair modes refuse then)"""
-        return any(self.idle[t][core_type] for t in range(self.n_threads) if t != th)
+        for t in range(self.n_threads):
+            if t != th and self.idle_of[t * 2 + core_type]:
+                return True
+        return False
 
     def stop(self, core: int, th: int, core_type: int) -> None:
         """``core``'s task ended with nothing pending: it runs nothing, so it has no
         pending slot to offer, even before its thread has noticed (``go_idle``)."""
         self.busy[core] = False
-        self.n_pend[th][core_type] -= 1
+        self.n_pend[th * 2 + core_type] -= 1
         self.n_pend_all[core_type] -= 1
 
     def go_idle(self, core: int, th: int, core_type: int) -> None:
         """The thread has noticed the stopped ``core``: it joins its idle cores."""
         self.n_idle[core_type] += 1
-        self.idle[th][core_type].append(core)
+        g = th * 2 + core_type
+        self.idle[g * self.n + self.idle_of[g]] = core
+        self.idle_of[g] += 1
 
 
 # -- one launch ------------------------------------------------------------------------
@@ -477,7 +548,7 @@ class Run:
         self.running = 0                      # tasks on cores: L2 and writes share by it
         # the dev task under way: ready queues per core type, the cores' state, and per
         # schedule thread its first and last send and its dispatch count (run_dev_task)
-        self.queues: tuple[deque, deque] = (deque(), deque())
+        self.queues = (_task_queue(), _task_queue())
         self.lifo = False                     # pops from the queue's tail (mode 1, 3)
         self.cores: Cores | None = None
         # HBM processor sharing, per core type (CoreType index): the loaders draining HBM
@@ -531,7 +602,7 @@ class Run:
         self.succ_ptr, self.succ = _column(plan.succ_ptr, np.int64), _column(plan.succ, np.int64)
         self.dispatch_us, self.completion_us = plan.dispatch_us, a.completion_us
         self.resolve_edge_us, self.handoff_us = a.resolve_edge_us, a.ready_handoff_us
-        self.hbm_rates = plan.mte2.rates
+        self.mte2, self.fair = plan.mte2, plan.fair
         m = plan.mte2
         self.fixed_us, self.l2_fixed_us = m.fixed_us, m.l2_fixed_us
         self.l2_rate, self.core_rate = m.l2_rate, m.core_rate
@@ -597,7 +668,7 @@ class Run:
         """Run dev task ``k`` from ``start`` until its last completion is noticed."""
         plan = self.plan
         n_threads = plan.n_threads
-        self.queues = (deque(), deque())      # ready tasks per core type
+        self.queues = (_task_queue(), _task_queue())      # ready tasks per core type
         self.cores = Cores(plan.n_aic, plan.n_aiv, n_threads, plan.fair)
         self.first_send = _buffer([-1.0] * n_threads, np.float64)
         self.last_send = _buffer([start] * n_threads, np.float64)
@@ -609,7 +680,8 @@ class Run:
             self.sched[th].rcv.append(start)
         core_type, queues = self.core_type, self.queues
         for task in plan.first_ready[plan.first_ready_ptr[k]:plan.first_ready_ptr[k + 1]].tolist():
-            queues[core_type[task]].append(task)
+            q = queues[core_type[task]]
+            q.append(task)
         # the first batch leaves the queue from its head in every mode; after it, L2
         # affinity pops from the tail, the most recently readied first (upstream
         # TryBatchSendTask, framework/src/machine/device/dynamic/aicore_manager.h)
@@ -617,26 +689,25 @@ class Run:
         self.dispatch(start)
         self.lifo = plan.direct_send
         events = self.events
-        # handlers bound to locals once: the loop runs two to four times per leaf task
-        on_task_done, on_notice, dispatch = self.on_task_done, self.on_notice, self.dispatch
-        on_join, on_drained = self.on_join, self.on_drained
+        aic, aiv = queues[AIC], queues[AIV]
         while events.n:
             now, _, kind, a, b = events.pop()
             if kind == _DONE:
-                if not on_task_done(now, a, b):
+                if not self.on_task_done(now, a, b):
                     continue
             elif kind == _NOTICE:
-                on_notice(now, a, b)
+                self.on_notice(now, a, b)
             elif kind == _READY:
-                queues[core_type[a]].append(a)       # on_task_ready, inlined
+                q = queues[core_type[a]]            # on_task_ready, inlined
+                q.append(a)
             elif kind == _JOIN:
-                on_join(now, a, b)
+                self.on_join(now, a, b)
                 continue
             else:
-                on_drained(now, a, b)
+                self.on_drained(now, a, b)
                 continue
-            if queues[AIC] or queues[AIV]:            # most events leave nothing queued
-                dispatch(now)
+            if aic or aiv:                          # most events leave nothing queued
+                self.dispatch(now)
         for th, thread in enumerate(self.sched):
             thread.dispatches += self.dispatches[th]
             first = self.first_send[th]
@@ -725,18 +796,18 @@ class Run:
             self.end_of_dev = noticed
         if lo == hi:
             return
-        indegree = self.indegree
+        indegree, succ = self.indegree, self.succ
         ready = []
-        for s in self.succ[lo:hi]:
+        for i in range(lo, hi):
+            s = succ[i]
             indegree[s] -= 1
             if indegree[s] == 0 and not (direct and self.send_directly(s, th, now)):
                 ready.append(s)
         if not ready:
             return
         rest = []
-        take_own_idle = cores.take_own_idle
         for s in reversed(ready):             # most recent first
-            c = take_own_idle(th, core_type[s])
+            c = cores.take_own_idle(th, core_type[s])
             if c < 0:
                 rest.append(s)
             else:
@@ -754,13 +825,14 @@ class Run:
         if c >= 0:
             self.start_task(task, c, now)
             return True
-        if not cores.n_pend[th][ct] or (self.plan.fair and cores.other_idle(th, ct)):
+        if not cores.has_pend(th, ct) or (self.fair and cores.other_idle(th, ct)):
             return False
         self.pend_task(task, cores.take_pend(th, ct), now)
         return True
 
     def on_task_ready(self, now: float, task: int) -> None:
-        self.queues[self.core_type[task]].append(task)
+        q = self.queues[self.core_type[task]]
+        q.append(task)
 
     def dispatch(self, now: float) -> None:
         """Send queued tasks, AIC first as the runtime walks its cores, to idle cores, then
@@ -773,22 +845,18 @@ class Run:
                 or (queues[AIV] and (n_idle[AIV] or n_pend[AIV]))):
             return
         free = self.thread_free
-        take_idle, take_any_pend = cores.take_idle, cores.take_any_pend
-        start_task, pend_task = self.start_task, self.pend_task
-        n = self.n_threads
-        for core_type in (AIC, AIV):
+        n, lifo = self.n_threads, self.lifo
+        for i in range(2):
+            core_type = AIC - i                  # AIC first, then AIV
             q = queues[core_type]
-            if not q:
-                continue
-            pop = q.pop if self.lifo else q.popleft
             batch = -1
             while q:
                 if n_idle[core_type]:
-                    core = take_idle(core_type, free, batch)
-                    start_task(pop(), core, now)
+                    core = cores.take_idle(core_type, free, batch)
+                    self.start_task(q.pop() if lifo else q.popleft(), core, now)
                 elif n_pend[core_type]:
-                    core = take_any_pend(core_type, free, batch)
-                    pend_task(pop(), core, now)
+                    core = cores.take_any_pend(core_type, free, batch)
+                    self.pend_task(q.pop() if lifo else q.popleft(), core, now)
                 else:
                     break
                 batch = core % n
@@ -849,10 +917,10 @@ class Run:
         """Every loader has drained at its rate from the last change until ``now``."""
         dt = now - self.drained_at
         if dt:
-            loaders, drained, rate = self.loaders, self.drained, self.rate
-            if loaders[AIV]:
+            n, drained, rate = self.n_loaders, self.drained, self.rate
+            if n[AIV]:
                 drained[AIV] += rate[AIV] * dt
-            if loaders[AIC]:
+            if n[AIC]:
                 drained[AIC] += rate[AIC] * dt
             self.drained_at = now
 
@@ -866,7 +934,7 @@ class Run:
         if n[AIV] * caps[AIV] * over_v + n[AIC] * caps[AIC] * over_c <= self.hbm_total:
             rate_v, rate_c = caps[AIV], caps[AIC]
         else:
-            rate_v, rate_c = self.hbm_rates(n[AIV], n[AIC], over_v, over_c)
+            rate_v, rate_c = self.mte2.rates(n[AIV], n[AIC], over_v, over_c)
         rate = self.rate
         if rate_v == rate[AIV] and rate_c == rate[AIC]:
             return False
@@ -879,7 +947,7 @@ class Run:
         self.version += 1
         best, best_type = -1.0, -1
         loaders, drained, rate = self.loaders, self.drained, self.rate
-        for ct in (AIV, AIC):
+        for ct in range(2):                   # AIV (0), then AIC (1)
             heap = loaders[ct]
             if heap.n:
                 dt = (heap.first_key() - drained[ct]) / rate[ct]
