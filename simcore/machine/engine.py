@@ -76,7 +76,7 @@ from ..compiler.program import CoreType, Program
 from ..spec.hardware import Aicpu, Hardware
 from ..spec.options import RuntimeOptions
 from .costs import Mte2Model, static_pipe_us
-from .l2 import L2Cache, TaskRegions
+from .l2 import L2Cache, TaskRegions, region_slots
 from .timeline import SchedThread, Timeline
 
 # plain ints, not enum members: the hot loop indexes lists with them (and loops over
@@ -317,7 +317,9 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
     same = dev[p.edge_src] == dev[p.edge_dst]
     src, dst = p.edge_src[same], p.edge_dst[same]
     indegree = np.bincount(dst, minlength=n)
-    order = np.argsort(dev, kind="stable")
+    # tasks come in dev task order from the compiler; sort only if they do not
+    order = np.arange(n) if n and bool((dev[1:] >= dev[:-1]).all()) \
+        else np.argsort(dev, kind="stable")
     first_ready = order[indegree[order] == 0]
     pipes = static_pipe_us(hw, p)
     stack = np.stack([pipes[k] for k in ("mte1", "cube", "vector", "fixp", "mte3")])
@@ -359,8 +361,7 @@ def _region_accesses(p: Program) -> TaskRegions:
     order = np.lexsort((r.write, r.task))     # per task, reads before writes
     task = r.task[order]
     lines = r.lines[order].astype(np.uint64)
-    # regions numbered densely, so the cache can keep them in arrays
-    region = np.unique(r.region, return_inverse=True)[1].reshape(-1)[order]
+    region = region_slots(r.region)[order]
     return TaskRegions(
         ptr=np.searchsorted(task, np.arange(p.leaf_tasks + 1)).astype(np.int64),
         region=region.astype(np.int64), nbytes=r.bytes[order].astype(np.float64),

@@ -62,6 +62,22 @@ class TaskRegions:
     line_bytes: int = L2_LINE_BYTES   # what one bit of ``lines`` stands for
 
 
+def region_slots(keys) -> np.ndarray:
+    """Region keys as small non-negative slots with the same equalities, so the cache can
+    keep its regions in arrays: small keys stay as they are, the compiler's
+    ``(buffer << 40) + index`` keys become ``buffer * span + index`` (linear), anything
+    else is numbered in sorted order."""
+    keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+    limit = 4 * keys.size + 1024           # slots a cache may hold per access, at most
+    if not keys.size or (keys.min() >= 0 and keys.max() < limit):
+        return keys
+    buf, idx = keys >> 40, keys & ((1 << 40) - 1)
+    span = int(idx.max()) + 1
+    if keys.min() >= 0 and (int(buf.max()) + 1) * span < limit:
+        return buf * span + idx
+    return np.unique(keys, return_inverse=True)[1].reshape(-1)
+
+
 def _column(values, dtype):
     """A read-only column as ``access`` reads it: a Python list interpreted (fastest one
     item at a time), a typed array compiled."""
@@ -91,9 +107,7 @@ class L2Cache:
         self.capacity_lines = int(capacity // accesses.line_bytes)
         self.accesses = accesses
         self.line_bytes = accesses.line_bytes
-        region = np.asarray(accesses.region, dtype=np.int64).reshape(-1)
-        if region.size and (region.min() < 0 or region.max() >= region.size):
-            region = np.unique(region, return_inverse=True)[1].reshape(-1)
+        region = region_slots(accesses.region)
         n = int(region.max()) + 1 if region.size else 0
         self.ptr = _column(accesses.ptr, np.int64)
         self.region = _column(region, np.int64)
