@@ -19,7 +19,6 @@ import pytest
 
 from conftest import REPO
 from pipeline.runner import resolve_kernel
-
 from simcore.compiler import compile_kernel
 from simcore.machine import engine as ENGINE
 from simcore.machine.reference import is_compiled, reference
