@@ -20,7 +20,8 @@ def ext_modules():
     mods = [Extension(f"simcore.machine.{m}", [f"simcore/machine/{m}.py"],
                       extra_compile_args=args) for m in ("costs", "l2", "engine")]
     return cythonize(mods, language_level=3, compiler_directives={
-        "boundscheck": False, "initializedcheck": False, "infer_types": True,
+        "boundscheck": False, "wraparound": False, "initializedcheck": False,
+        "infer_types": True,
         # the .py annotations document; the .pxd files type
         "annotation_typing": False,
         "binding": False, "embedsignature": False})

@@ -36,7 +36,10 @@ cdef class TaskQueue:
     @cython.locals(task=long)
     cdef long popleft(self) except? -1
 
+# Cores and Run keep a __dict__: an attribute added to engine.py but not declared here
+# still works (at Python speed) instead of failing, so engine.py changes merge safely
 cdef class Cores:
+    cdef dict __dict__
     cdef long n, n_threads, next_thread
     cdef bint fair
     cdef long[::1] idle, idle_of, pend_q, pend_head, pend_len, n_pend
@@ -65,6 +68,7 @@ cdef class Cores:
     cdef void go_idle(self, long core, long th, long core_type) except *
 
 cdef class Run:
+    cdef dict __dict__
     cdef public object plan
     cdef public list sched
     cdef L2Cache l2

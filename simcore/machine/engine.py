@@ -39,7 +39,7 @@ are in flight).
 How the code is laid out:
 
 - ``prepare`` reads the Program and the Hardware once per ``Machine`` into a
-  ``Plan``: plain per-task lists (successors, core types, static pipe times,
+  ``Plan``: per-task numpy columns (successors, core types, static pipe times,
   L2 region accesses), the build times of the dev tasks, the AICPU costs.  It
   is the only place that reads Program fields; no run changes a Plan.
 - ``Machine.run`` creates a fresh ``Run`` (idle threads, an empty L2, every
@@ -57,6 +57,17 @@ How the code is laid out:
   bumps a version that makes the old event stale (skipped when popped), so a
   change costs O(log loaders).  After a noticed completion or a queue arrival
   ``dispatch`` sends queued tasks to idle cores and pending slots.
+- This file is also the compiled engine: setup.py builds it (with l2.py and costs.py)
+  by Cython in pure-Python mode, and engine.pxd beside it declares the classes, their
+  typed attributes and the C types of the hot methods' locals.  The source stays plain
+  Python and runs as such as the reference (simcore/machine/reference.py); the two agree
+  bit for bit (tests/test_engine_compiled.py).  So the loop keeps to what types well:
+  integer and float columns indexed one item at a time, no closures or generators, and
+  state in flat arrays (``_column``/``_buffer`` give lists to the interpreter, typed
+  arrays to compiled code; ``Heap`` and ``TaskQueue`` are the only containers whose two
+  forms differ).  An attribute of ``Cores`` or ``Run`` that engine.pxd does not declare
+  still works, at Python speed; a declared method whose signature changes here must
+  change there too, or the build fails (and the Python engine runs, with a warning).
 """
 from __future__ import annotations
 
@@ -318,7 +329,7 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
     src, dst = p.edge_src[same], p.edge_dst[same]
     indegree = np.bincount(dst, minlength=n)
     # tasks come in dev task order from the compiler; sort only if they do not
-    order = np.arange(n) if n and bool((dev[1:] >= dev[:-1]).all()) \
+    order = np.arange(n) if n and bool((dev[1:] >= dev[:n - 1]).all()) \
         else np.argsort(dev, kind="stable")
     first_ready = order[indegree[order] == 0]
     pipes = static_pipe_us(hw, p)
@@ -631,7 +642,7 @@ class Run:
             dev_start[k] = start = max(float(built[k]), ready_at)
             dev_end[k] = end = self.run_dev_task(k, start)
             ready_at = end + a.dev_task_sync_us
-        last = float(dev_end[-1]) if plan.dev_tasks else ready_at
+        last = float(dev_end[plan.dev_tasks - 1]) if plan.dev_tasks else ready_at
         for thread in self.sched:
             thread.wait_all_finish = last
             thread.core_exit = last + a.exit_us / 2
@@ -659,7 +670,7 @@ class Run:
         tasks' execution; only the last dev task's retirement delays the exit.
         """
         per_task = self.plan.aicpu.release_per_leaf_task_us
-        free = float(built[-1]) if built.size else self.plan.ctrl_ready
+        free = float(built[built.size - 1]) if built.size else self.plan.ctrl_ready
         for k, tasks in enumerate(self.plan.dev_task_tasks.tolist()):
             free = max(free, float(dev_end[k])) + per_task * float(tasks)
         return free
