@@ -10,6 +10,7 @@ module is a failure, so a broken build cannot pass as skipped.
 """
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -102,49 +103,73 @@ def test_every_stage_and_sched_mode_gives_the_reference_timeline(study_name):
             _same(fast, slow, f"{study_name}/{stage.name}/mode {mode}: Timeline")
 
 # -- the fallback ---------------------------------------------------------------------------
-def test_without_the_compiled_module_the_python_engine_runs_with_one_warning():
-    """A failed build leaves only the .py files (and maybe no Cython at all): importing
-    simcore.machine warns in one line and simulates with the Python engine."""
-    script = textwrap.dedent(f"""
-        import importlib.util, sys
-        SOURCES = {str(REPO / 'simcore' / 'machine')!r}
+def _run(*parts: str, env=None):
+    """Python source ``parts`` run in a fresh interpreter from the repo."""
+    env = {k: v for k, v in os.environ.items() if k != "PTOLAB_ENGINE"} | (env or {})
+    script = "".join(textwrap.dedent(part) for part in parts)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True,
+                          text=True, cwd=REPO, env=env, timeout=120)
 
-        class SourceOnly:
-            # as if the build had failed: engine, l2 and costs exist only as .py, and
-            # Cython is not installed
+
+SIMULATE = f"""
+    from simcore.machine import simulate, engine
+    from simcore.machine.reference import is_compiled
+    from pipeline.runner import resolve_kernel
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    kernel = resolve_kernel({str(CONFIGS / 'kernels' / 'tiling_add.yaml')!r}, {{}})
+    hw = load_hardware({str(find_config(CONFIGS / 'hardware', 'dav_2201', 'hardware'))!r})
+    timeline = simulate(hw, compile_kernel(kernel, hw), kernel.options.runtime_options)
+    print(is_compiled(engine), timeline.kernel_us > 0)
+"""
+
+
+def _one_warning(proc, words: str) -> None:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "False True", proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and words in lines[0], proc.stderr
+
+
+def test_without_the_compiled_module_the_python_engine_runs_with_one_warning(tmp_path):
+    """A failed build leaves only the .py files, and maybe no Cython at all: importing
+    simcore.machine warns in one line and simulates with the Python engine."""
+    shutil.copytree(REPO / "simcore", tmp_path / "simcore",
+                    ignore=shutil.ignore_patterns("*.so", "*.c", "compiled_sources.json",
+                                                  "__pycache__"))
+    proc = _run(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+
+        class NoCython:
             def find_spec(self, name, path=None, target=None):
                 if name == "cython" or name.startswith("Cython"):
                     raise ImportError(name)
-                if name in ("simcore.machine.engine", "simcore.machine.l2",
-                            "simcore.machine.costs"):
-                    return importlib.util.spec_from_file_location(
-                        name, SOURCES + "/" + name.rpartition(".")[2] + ".py")
-                return None
 
-        sys.meta_path.insert(0, SourceOnly())
-        from simcore.machine import simulate, engine
-        from simcore.machine.reference import is_compiled
-        from pipeline.runner import resolve_kernel
-        from simcore.compiler import compile_kernel
-        from simcore.spec.hardware import load_hardware
-        assert not is_compiled(engine), engine.__file__
-        kernel = resolve_kernel({str(CONFIGS / 'kernels' / 'tiling_add.yaml')!r}, {{}})
-        hw = load_hardware("dav_2201")
-        timeline = simulate(hw, compile_kernel(kernel, hw), kernel.options.runtime_options)
-        print("kernel_us", timeline.kernel_us > 0)
-    """)
-    env = {k: v for k, v in os.environ.items() if k != "PTOLAB_ENGINE"}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip() == "kernel_us True"
-    warnings = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(warnings) == 1 and "compiled engine is not built" in warnings[0], proc.stderr
+        sys.meta_path.insert(0, NoCython())
+    """, SIMULATE)
+    _one_warning(proc, "compiled engine is not built")
+
+
+def test_a_compiled_module_older_than_its_source_is_not_used(tmp_path):
+    """engine.py edited (or merged) but not rebuilt: the stale compiled engine must not run
+    the old code; the Python engine runs, with one line saying why."""
+    if not COMPILED:
+        pytest.skip(NOT_BUILT)
+    shutil.copytree(REPO / "simcore", tmp_path / "simcore",
+                    ignore=shutil.ignore_patterns("*.c", "__pycache__"))
+    source = tmp_path / "simcore" / "machine" / "engine.py"
+    source.write_text(source.read_text() + "\n# edited after the build\n")
+    proc = _run(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+    """, SIMULATE)
+    _one_warning(proc, "built from older sources")
+
 
 def test_ptolab_engine_python_selects_the_reference():
     script = ("import simcore.machine.engine as e; "
               "from simcore.machine.reference import is_compiled; print(is_compiled(e))")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=REPO, env={**os.environ, "PTOLAB_ENGINE": "python"}, timeout=120)
+    proc = _run(script, env={"PTOLAB_ENGINE": "python"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "False" and not proc.stderr.strip(), proc.stderr

@@ -7,7 +7,10 @@ makes ``simcore.machine.engine`` the reference for the whole process.
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -54,14 +57,46 @@ def reference() -> ModuleType:
     return _reference
 
 
+def digests() -> dict[str, str]:
+    """Per compiled module, sha256 of its .py and .pxd (as setup.py stamps them)."""
+    return {m: hashlib.sha256((HERE / f"{m}.py").read_bytes()
+                              + (HERE / f"{m}.pxd").read_bytes()).hexdigest()
+            for m in MODULES}
+
+
+def compiled_state() -> str:
+    """"built": compiled modules built from the sources as they are; "stale": the sources
+    changed since (an edit or a merge not yet rebuilt); "missing": nothing compiled."""
+    built = [m for m in MODULES if any((HERE / f"{m}{suffix}").exists()
+                                       for suffix in importlib.machinery.EXTENSION_SUFFIXES)]
+    if not built:
+        return "missing"
+    try:
+        stamp = json.loads((HERE / "compiled_sources.json").read_text())
+    except (OSError, ValueError):
+        return "stale"
+    return "built" if stamp == digests() and len(built) == len(MODULES) else "stale"
+
+
+def _use_reference() -> None:
+    """The Python sources become simcore.machine.engine, .l2 and .costs."""
+    reference()
+    for m in MODULES:
+        sys.modules[f"{PACKAGE}.{m}"] = sys.modules[f"{PACKAGE}.{m}_py"]
+
+
 def select() -> None:
-    """Called as simcore.machine is imported: honour PTOLAB_ENGINE, and say so in one line
-    when the compiled engine is missing (the build failed or was skipped)."""
-    choice = os.environ.get("PTOLAB_ENGINE", "").strip().lower()
-    if choice == "python":
-        sys.modules[f"{PACKAGE}.engine"] = reference()
+    """Called as simcore.machine is imported: honour PTOLAB_ENGINE=python, and run the
+    Python engine, saying so in one line, when the compiled one is missing or was built
+    from other sources (a compiled module never runs code older than its .py)."""
+    if os.environ.get("PTOLAB_ENGINE", "").strip().lower() == "python":
+        _use_reference()
         return
-    from . import engine
-    if not is_compiled(engine) and choice != "python":
-        print("ptolab: the compiled engine is not built (pip install -e . builds it); "
-              "running the Python engine, several times slower", file=sys.stderr)
+    state = compiled_state()
+    if state == "built":
+        return
+    _use_reference()
+    why = ("is not built" if state == "missing" else
+           "was built from older sources of simcore/machine/{engine,l2,costs}")
+    print(f"ptolab: the compiled engine {why} (pip install -e . builds it); running the "
+          f"Python engine, about 10x slower", file=sys.stderr)
