@@ -44,6 +44,52 @@ def test_the_compiled_engine_is_built_in_ci():
         assert is_compiled(module), f"simcore.machine.{name} runs from {module.__file__}"
     assert not is_compiled(reference())
 
+# -- the two containers whose compiled form differs ----------------------------------------
+@needs_compiled
+def test_the_compiled_heap_pops_in_time_then_arrival_order_as_heapq_does():
+    """Many ties, pushes between pops, growth past the first allocation."""
+    rng = np.random.default_rng(7)
+    fast, slow = ENGINE.Heap(), reference().Heap()
+    popped_fast, popped_slow, pushed = [], [], []
+    for step in range(3000):
+        if rng.random() < 0.6 or not slow.n:
+            key = float(rng.integers(0, 40)) / 4
+            entry = (key, step, step % 5, -step)
+            pushed.append((key, len(pushed)) + entry[1:])
+            fast.push(*entry)
+            slow.push(*entry)
+        else:
+            popped_fast.append(fast.pop())
+            popped_slow.append(slow.pop())
+            assert fast.n == slow.n
+            if fast.n:
+                assert fast.first_key() == slow.first_key()
+    while slow.n:
+        popped_fast.append(fast.pop())
+        popped_slow.append(slow.pop())
+    assert popped_fast == popped_slow
+    assert sorted(pushed) == sorted(popped_slow)
+    keys = [(k, seq) for k, seq, *_ in popped_slow]
+    assert len(keys) == len(pushed)
+
+
+@needs_compiled
+def test_the_compiled_task_queue_behaves_as_a_deque():
+    from collections import deque
+    rng = np.random.default_rng(11)
+    fast, slow = ENGINE.TaskQueue(), deque()
+    for step in range(5000):
+        r = rng.random()
+        if r < 0.55 or not slow:
+            fast.append(step)
+            slow.append(step)
+        elif r < 0.8:
+            assert fast.pop() == slow.pop()
+        else:
+            assert fast.popleft() == slow.popleft()
+        assert len(fast) == len(slow)
+
+
 # -- identical Timelines -------------------------------------------------------------------
 def _same(a, b, where: str) -> None:
     """Equal in type and value; arrays in dtype, shape and every bit."""

@@ -2,6 +2,7 @@
 # sharing through Mte2Model.rates on every loader change.  Declarations only.
 cimport cython
 
+@cython.final
 cdef class Mte2Model:
     cdef public double fixed_us, l2_fixed_us, burst_us, core_rate, hbm_rate, l2_rate
     cdef public list caps

@@ -9,6 +9,8 @@ from simcore.machine.l2 cimport L2Cache
 cdef long AIV, AIC
 cdef long _DONE, _READY, _JOIN, _DRAIN, _NOTICE
 
+# Heap and TaskQueue methods are cpdef so tests can hold them to heapq and deque
+@cython.final
 cdef class Heap:
     cdef public long n
     cdef long seq, cap
@@ -19,25 +21,27 @@ cdef class Heap:
     cdef void _grow(self) except *
     @cython.locals(seq=long, i=long, up=long, k=double, keys="double[::1]",
                    order="long[::1]")
-    cdef void push(self, double key, long a, long b, long c) except *
+    cpdef void push(self, double key, long a, long b, long c) except *
     @cython.locals(keys="double[::1]", order="long[::1]", k0=double, s0=long, a0=long,
                    b0=long, c0=long, n=long, key=double, seq=long, i=long, child=long,
                    right=long, k=double)
-    cdef (double, long, long, long, long) pop(self) except *
-    cdef double first_key(self) except? -1.0
+    cpdef (double, long, long, long, long) pop(self) except *
+    cpdef double first_key(self) except? -1.0
 
+@cython.final
 cdef class TaskQueue:
     cdef public long head, tail
     cdef long[::1] items
     @cython.locals(n=long)
-    cdef void append(self, long task) except *
+    cpdef void append(self, long task) except *
     @cython.locals(task=long)
-    cdef long pop(self) except? -1
+    cpdef long pop(self) except? -1
     @cython.locals(task=long)
-    cdef long popleft(self) except? -1
+    cpdef long popleft(self) except? -1
 
 # Cores and Run keep a __dict__: an attribute added to engine.py but not declared here
 # still works (at Python speed) instead of failing, so engine.py changes merge safely
+@cython.final
 cdef class Cores:
     cdef dict __dict__
     cdef long n, n_threads, next_thread
@@ -67,6 +71,7 @@ cdef class Cores:
     @cython.locals(g=long)
     cdef void go_idle(self, long core, long th, long core_type) except *
 
+@cython.final
 cdef class Run:
     cdef dict __dict__
     cdef public object plan

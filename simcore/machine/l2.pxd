@@ -7,6 +7,7 @@ cdef extern from *:
 
 cdef int _bits(unsigned long x)
 
+@cython.final
 cdef class L2Cache:
     cdef public double capacity
     cdef public long capacity_lines, used_lines, line_bytes
