@@ -71,11 +71,17 @@ def compiled_state() -> str:
                                        for suffix in importlib.machinery.EXTENSION_SUFFIXES)]
     if not built:
         return "missing"
+    if len(built) < len(MODULES):
+        return "stale"
     try:
         stamp = json.loads((HERE / "compiled_sources.json").read_text())
     except (OSError, ValueError):
         return "stale"
-    return "built" if stamp == digests() and len(built) == len(MODULES) else "stale"
+    try:
+        current = digests()
+    except OSError:         # an install without the sources: nothing to be older than
+        return "built"
+    return "built" if stamp == current else "stale"
 
 
 def _use_reference() -> None:
