@@ -39,7 +39,7 @@ are in flight).
 How the code is laid out:
 
 - ``prepare`` reads the Program and the Hardware once per ``Machine`` into a
-  ``Plan``: plain per-task lists (successors, core types, static pipe times,
+  ``Plan``: per-task numpy columns (successors, core types, static pipe times,
   L2 region accesses), the build times of the dev tasks, the AICPU costs.  It
   is the only place that reads Program fields; no run changes a Plan.
 - ``Machine.run`` creates a fresh ``Run`` (idle threads, an empty L2, every
@@ -57,25 +57,43 @@ How the code is laid out:
   bumps a version that makes the old event stale (skipped when popped), so a
   change costs O(log loaders).  After a noticed completion or a queue arrival
   ``dispatch`` sends queued tasks to idle cores and pending slots.
+- This file is also the compiled engine: setup.py builds it (with l2.py and costs.py)
+  by Cython in pure-Python mode, and engine.pxd beside it declares the classes, their
+  typed attributes and the C types of the hot methods' locals.  The source stays plain
+  Python and runs as such as the reference (simcore/machine/reference.py); the two agree
+  bit for bit (tests/test_engine_compiled.py).  So the loop keeps to what types well:
+  integer and float columns indexed one item at a time, no closures or generators, and
+  state in flat arrays (``_column``/``_buffer`` give lists to the interpreter, typed
+  arrays to compiled code; ``Heap`` and ``TaskQueue`` are the only containers whose two
+  forms differ).  An attribute of ``Cores`` or ``Run`` that engine.pxd does not declare
+  still works, at Python speed; a declared method whose signature changes here must
+  change there too, or the build fails (and the Python engine runs, with a warning).
 """
 from __future__ import annotations
 
 from heapq import heappop, heappush
-import itertools
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
+try:
+    import cython
+except ImportError:         # Cython is needed only to build the compiled engine
+    from types import SimpleNamespace
+    cython = SimpleNamespace(compiled=False)
+
 from ..compiler.program import CoreType, Program
 from ..spec.hardware import Aicpu, Hardware
 from ..spec.options import RuntimeOptions
 from .costs import Mte2Model, static_pipe_us
-from .l2 import L2Cache, TaskRegions
+from .l2 import L2Cache, TaskRegions, region_slots
 from .timeline import SchedThread, Timeline
 
-# plain ints, not enum members: the hot loop indexes lists with them
+# plain ints, not enum members: the hot loop indexes lists with them (and loops over
+# range(2) for both, AIV first)
 AIV, AIC = int(CoreType.AIV), int(CoreType.AIC)
+assert (AIV, AIC) == (0, 1)
 
 # event kinds: a task ends, a task reaches the ready queue, a loader starts draining HBM
 # bytes, the first loader of a core type has drained them (if not re-priced since), a
@@ -85,13 +103,165 @@ _CORE_BEGIN = 0.005      # when the cores' own records start, us after the launc
 _SCHED_ALLOC = 0.01      # when a schedule thread has allocated its state
 
 
+# -- the one source, interpreted or compiled -------------------------------------------
+# This file runs as plain Python (the reference) and, compiled by Cython with engine.pxd
+# beside it, as the fast path; both give identical Timelines (tests/test_engine_compiled.py).
+# The few places where the two differ only pick containers: the interpreter reads Python
+# lists fastest, compiled code typed arrays.
+def _column(values: np.ndarray, dtype) -> list | np.ndarray:
+    """A read-only per-task column as the hot loop reads it."""
+    if cython.compiled:
+        return np.ascontiguousarray(values, dtype=dtype)
+    return np.asarray(values, dtype=dtype).tolist()
+
+
+def _buffer(values, dtype) -> list | np.ndarray:
+    """A column the run changes: its own copy."""
+    if cython.compiled:
+        return np.array(values, dtype=dtype)
+    return np.asarray(values, dtype=dtype).tolist()
+
+
+class Heap:
+    """Entries ``(key, seq, a, b, c)`` popped in ``(key, seq)`` order, ``seq`` counting the
+    pushes: ties break by arrival, so the order is the same however the heap is laid out.
+
+    Interpreted it is a ``heapq`` list of tuples; compiled, parallel typed arrays sifted
+    in place, which keeps a Python tuple per entry out of the loop.
+    """
+
+    def __init__(self):
+        self.n = 0
+        self.seq = 0
+        self.items = []
+        self.cap = 0
+        if cython.compiled:
+            self._grow()
+
+    def _grow(self) -> None:
+        cap = 2 * self.cap if self.cap else 64
+        key, order = np.empty(cap), np.empty(cap, np.int64)
+        a, b, c = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
+        n = self.n
+        if n:
+            key[:n], order[:n] = self.key[:n], self.order[:n]
+            a[:n], b[:n], c[:n] = self.a[:n], self.b[:n], self.c[:n]
+        self.key, self.order, self.a, self.b, self.c = key, order, a, b, c
+        self.cap = cap
+
+    def push(self, key: float, a: int, b: int, c: int) -> None:
+        seq = self.seq
+        self.seq = seq + 1
+        if not cython.compiled:
+            heappush(self.items, (key, seq, a, b, c))
+            self.n += 1
+            return
+        if self.n == self.cap:
+            self._grow()
+        keys, order = self.key, self.order
+        i = self.n
+        self.n = i + 1
+        while i > 0:                          # sift up
+            up = (i - 1) >> 1
+            k = keys[up]
+            if k < key or (k == key and order[up] < seq):
+                break
+            keys[i], order[i] = k, order[up]
+            self.a[i], self.b[i], self.c[i] = self.a[up], self.b[up], self.c[up]
+            i = up
+        keys[i], order[i], self.a[i], self.b[i], self.c[i] = key, seq, a, b, c
+
+    def pop(self) -> tuple[float, int, int, int, int]:
+        """The first entry (one must exist), removed."""
+        if not cython.compiled:
+            self.n -= 1
+            return heappop(self.items)
+        keys, order = self.key, self.order
+        top = (keys[0], order[0], self.a[0], self.b[0], self.c[0])
+        n = self.n - 1
+        self.n = n
+        if n:
+            # the last entry sinks from the root
+            key, seq = keys[n], order[n]
+            i = 0
+            while True:
+                child = 2 * i + 1
+                if child >= n:
+                    break
+                right = child + 1
+                if right < n and (keys[right] < keys[child] or (
+                        keys[right] == keys[child] and order[right] < order[child])):
+                    child = right
+                k = keys[child]
+                if key < k or (key == k and seq < order[child]):
+                    break
+                keys[i], order[i] = k, order[child]
+                self.a[i], self.b[i], self.c[i] = self.a[child], self.b[child], self.c[child]
+                i = child
+            keys[i], order[i] = key, seq
+            self.a[i], self.b[i], self.c[i] = self.a[n], self.b[n], self.c[n]
+        return top
+
+    def first_key(self) -> float:
+        """The key of the first entry (one must exist)."""
+        if not cython.compiled:
+            return self.items[0][0]
+        return self.key[0]
+
+
+class TaskQueue:
+    """Ready tasks of one core type, appended at the tail and taken from either end: what
+    ``collections.deque`` does for the interpreted engine (``_task_queue``), as a typed
+    array for the compiled one."""
+
+    def __init__(self):
+        self.head = self.tail = 0
+        self.items = np.empty(64, np.int64)
+
+    def __len__(self) -> int:
+        return self.tail - self.head
+
+    def append(self, task: int) -> None:
+        if self.tail == len(self.items):
+            items = np.asarray(self.items)
+            n = self.tail - self.head
+            if self.head == 0:
+                items = np.concatenate([items, np.empty(len(items), np.int64)])
+            else:
+                items[:n] = items[self.head:self.tail].copy()
+            self.items, self.head, self.tail = items, 0, n
+        self.items[self.tail] = task
+        self.tail += 1
+
+    def pop(self) -> int:
+        """The newest task (one must be queued)."""
+        self.tail -= 1
+        task = self.items[self.tail]
+        if self.tail == self.head:
+            self.head = self.tail = 0
+        return task
+
+    def popleft(self) -> int:
+        """The oldest task (one must be queued)."""
+        task = self.items[self.head]
+        self.head += 1
+        if self.tail == self.head:
+            self.head = self.tail = 0
+        return task
+
+
+def _task_queue():
+    return TaskQueue() if cython.compiled else deque()
+
+
 # -- what a run needs, prepared once ---------------------------------------------------
 @dataclass(frozen=True)
 class Plan:
     """Everything a run reads, prepared once per Machine and never changed by a run.
 
-    Per-task columns are plain lists: the event loop reads them one element at a
-    time, which is several times faster on a list than on a numpy array.
+    Per-task columns are read-only numpy arrays; a Run reads them as Python lists when
+    interpreted (one element at a time is several times faster on a list) and as typed
+    views when compiled (no Python object per task).
     """
     aicpu: Aicpu
     n_aic: int
@@ -115,18 +285,18 @@ class Plan:
     first_ready: np.ndarray
     first_ready_ptr: list[int]
     # per leaf task
-    core_type: list[int]
-    succ_ptr: list[int]          # successors of t: succ[succ_ptr[t]:succ_ptr[t + 1]]
-    succ: list[int]
+    core_type: np.ndarray
+    succ_ptr: np.ndarray         # successors of t: succ[succ_ptr[t]:succ_ptr[t + 1]]
+    succ: np.ndarray
     indegree: np.ndarray         # predecessors inside the dev task; a run counts down a copy
-    loads: list[float]           # MTE2 copy-ins
-    bursts: list[float]
-    in_flight: list[float]       # tiles in flight: > 1 overlaps the pipes
-    static_sum: list[float]      # us on every pipe but MTE2, summed
-    static_max: list[float]      # and the longest of them
-    read_bytes: list[float]      # GM bytes the task's reads ask for (before line rounding)
-    write_bytes: list[float]
-    write_pipe: list[float]      # us of the pipe the writes leave through (FIXP or MTE3)
+    loads: np.ndarray            # MTE2 copy-ins
+    bursts: np.ndarray
+    in_flight: np.ndarray        # tiles in flight: > 1 overlaps the pipes
+    static_sum: np.ndarray       # us on every pipe but MTE2, summed
+    static_max: np.ndarray       # and the longest of them
+    read_bytes: np.ndarray       # GM bytes the task's reads ask for (before line rounding)
+    write_bytes: np.ndarray
+    write_pipe: np.ndarray       # us of the pipe the writes leave through (FIXP or MTE3)
     static_pipes: dict[str, np.ndarray]
     accesses: TaskRegions
 
@@ -158,14 +328,15 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
     same = dev[p.edge_src] == dev[p.edge_dst]
     src, dst = p.edge_src[same], p.edge_dst[same]
     indegree = np.bincount(dst, minlength=n)
-    order = np.argsort(dev, kind="stable")
+    # tasks come in dev task order from the compiler; sort only if they do not
+    order = np.arange(n) if n and bool((dev[1:] >= dev[:n - 1]).all()) \
+        else np.argsort(dev, kind="stable")
     first_ready = order[indegree[order] == 0]
-    for column in (indegree, first_ready):
-        column.flags.writeable = False       # the Plan is shared by every run
     pipes = static_pipe_us(hw, p)
     stack = np.stack([pipes[k] for k in ("mte1", "cube", "vector", "fixp", "mte3")])
     w = p.work
-    return Plan(
+    i64, f64 = np.int64, np.float64
+    plan = Plan(
         aicpu=a, n_aic=hw.cores.aic, n_aiv=hw.cores.aiv,
         n_threads=max(1, min(hw.sched_threads, options.launch_sched_aicpu_num)),
         direct_send=options.device_sched_mode in (1, 3), fair=fair,
@@ -176,33 +347,37 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         dev_task_tasks=tasks,
         first_ready=first_ready,
         first_ready_ptr=np.searchsorted(dev[first_ready], np.arange(p.dev_tasks + 1)).tolist(),
-        core_type=p.task_core.tolist(),
-        succ_ptr=np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist(),
-        succ=dst.tolist(), indegree=indegree,
-        loads=w.mte2_loads.tolist(), bursts=w.mte2_bursts.tolist(),
-        in_flight=w.in_flight.tolist(),
-        static_sum=stack.sum(axis=0).tolist() if n else [],
-        static_max=stack.max(axis=0).tolist() if n else [],
+        core_type=p.task_core.astype(i64),
+        succ_ptr=np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(i64),
+        succ=dst.astype(i64), indegree=indegree.astype(i64),
+        loads=w.mte2_loads.astype(f64), bursts=w.mte2_bursts.astype(f64),
+        in_flight=w.in_flight.astype(f64),
+        static_sum=stack.sum(axis=0) if n else np.zeros(0),
+        static_max=stack.max(axis=0) if n else np.zeros(0),
         # writes leave through FIXP (Cube) or MTE3 (Vector) and share HBM with the loads
         read_bytes=np.bincount(p.regions.task[~p.regions.write],
-                               weights=p.regions.bytes[~p.regions.write],
-                               minlength=n).tolist(),
-        write_bytes=p.task_write_bytes.tolist(),
-        write_pipe=np.maximum(pipes["fixp"], pipes["mte3"]).tolist(),
+                               weights=p.regions.bytes[~p.regions.write], minlength=n),
+        write_bytes=p.task_write_bytes.astype(f64),
+        write_pipe=np.maximum(pipes["fixp"], pipes["mte3"]),
         static_pipes=pipes, accesses=_region_accesses(p))
+    for column in (plan.first_ready, plan.core_type, plan.succ_ptr, plan.succ, plan.indegree,
+                   plan.loads, plan.bursts, plan.in_flight, plan.static_sum, plan.static_max,
+                   plan.read_bytes, plan.write_bytes, plan.write_pipe):
+        column.flags.writeable = False       # the Plan is shared by every run
+    return plan
 
 
 def _region_accesses(p: Program) -> TaskRegions:
     r = p.regions
     order = np.lexsort((r.write, r.task))     # per task, reads before writes
     task = r.task[order]
-    lines = r.lines[order]
+    lines = r.lines[order].astype(np.uint64)
+    region = region_slots(r.region)[order]
     return TaskRegions(
-        ptr=np.searchsorted(task, np.arange(p.leaf_tasks + 1)).tolist(),
-        region=r.region[order].tolist(), nbytes=r.bytes[order].tolist(),
-        lines=lines.astype(np.uint64).tolist(),
-        nlines=np.bitwise_count(lines.astype(np.uint64)).astype(np.int64).tolist(),
-        write=r.write[order].tolist(), bypass=r.bypass[order].tolist())
+        ptr=np.searchsorted(task, np.arange(p.leaf_tasks + 1)).astype(np.int64),
+        region=region.astype(np.int64), nbytes=r.bytes[order].astype(np.float64),
+        lines=lines, nlines=np.bitwise_count(lines).astype(np.int64),
+        write=r.write[order].astype(np.int8), bypass=r.bypass[order].astype(np.int8))
 
 
 # -- cores: idle, running, pending -----------------------------------------------------
@@ -221,35 +396,44 @@ class Cores:
 
     def __init__(self, n_aic: int, n_aiv: int, n_threads: int, fair: bool):
         n = n_aic + n_aiv
-        self.n_threads, self.fair, self.next_thread = n_threads, fair, 0
-        self.idle: list[list[list[int]]] = [[[], []] for _ in range(n_threads)]
+        self.n, self.n_threads, self.fair, self.next_thread = n, n_threads, fair, 0
+        # a thread's cores of one type form a group, ``th * 2 + core_type``; per group
+        # ``n`` slots of flat arrays hold its idle cores (a stack, the most recently freed
+        # on top) and its pend-ready queue (a ring)
+        groups = 2 * n_threads
+        self.idle = _buffer([0] * (groups * n), np.int64)
+        self.idle_of = _buffer([0] * groups, np.int64)         # idle cores per group
         for core in reversed(range(n)):          # the lowest index on top
-            self.idle[core % n_threads][AIC if core < n_aic else AIV].append(core)
-        self.n_idle = [0, 0]
+            g = (core % n_threads) * 2 + (AIC if core < n_aic else AIV)
+            self.idle[g * n + self.idle_of[g]] = core
+            self.idle_of[g] += 1
+        self.n_idle = _buffer([0, 0], np.int64)
         self.n_idle[AIV], self.n_idle[AIC] = n_aiv, n_aic
         # pend-ready cores: exact counts, and queues that may hold stale entries (a core
         # that went idle or got a pending task since); ``queued`` keeps one entry per core
-        self.pend_q: list[list[deque]] = [[deque(), deque()] for _ in range(n_threads)]
-        self.n_pend: list[list[int]] = [[0, 0] for _ in range(n_threads)]
-        self.n_pend_all = [0, 0]
-        self.queued = [False] * n
-        self.pending = [-1] * n
-        self.busy = [False] * n
+        self.pend_q = _buffer([0] * (groups * n), np.int64)
+        self.pend_head = _buffer([0] * groups, np.int64)
+        self.pend_len = _buffer([0] * groups, np.int64)
+        self.n_pend = _buffer([0] * groups, np.int64)
+        self.n_pend_all = _buffer([0, 0], np.int64)
+        self.queued = _buffer([False] * n, np.int8)
+        self.pending = _buffer([-1] * n, np.int64)
+        self.busy = _buffer([False] * n, np.int8)
         # the core went on with its pending task and its thread has not noticed yet: the
         # freed slot is not offered until then
-        self.unnoticed = [False] * n
+        self.unnoticed = _buffer([False] * n, np.int8)
         # it then ended that task too, still unnoticed: the first notice finds it idle
         # (upstream ReleaseCoreByRegVal sees both ends at once), the second must not
         # idle it again
-        self.ended_twice = [False] * n
-        self.idled_early = [False] * n
+        self.ended_twice = _buffer([False] * n, np.int8)
+        self.idled_early = _buffer([False] * n, np.int8)
 
-    def _round(self, lists, core_type: int) -> int:
-        """The next thread round from the last one used with a non-empty list (fair)."""
+    def _round(self, counts, core_type: int) -> int:
+        """The next thread round from the last one used with a non-zero count (fair)."""
         n = self.n_threads
         for k in range(n):
             th = (self.next_thread + k) % n
-            if lists[th][core_type]:
+            if counts[th * 2 + core_type]:
                 self.next_thread = th + 1
                 return th
         return -1
@@ -259,43 +443,44 @@ class Cores:
         thread that took the previous core in this dispatch pass, or -1.  A thread's pass
         sends a batch, to as many of its idle cores as there are queued tasks
         (upstream ``TryBatchSendTask``), so without ``fair`` it keeps the next core."""
-        idle = self.idle
+        idle_of = self.idle_of
         if self.fair:
-            th = self._round(idle, core_type)
-        elif batch >= 0 and idle[batch][core_type]:
+            th = self._round(idle_of, core_type)
+        elif batch >= 0 and idle_of[batch * 2 + core_type]:
             th = batch
         else:
             # the thread free first; a tie goes to the lower core index
-            th, key = -1, None
+            idle, n = self.idle, self.n
+            th, first, lowest = -1, 0.0, 0
             for t in range(self.n_threads):
-                stack = idle[t][core_type]
-                if stack:
-                    k = (free[t], stack[-1])
-                    if key is None or k < key:
-                        th, key = t, k
-        return self._busy(idle[th][core_type].pop(), th, core_type)
+                g = t * 2 + core_type
+                if idle_of[g]:
+                    f, c = free[t], idle[g * n + idle_of[g] - 1]
+                    if th < 0 or f < first or (f == first and c < lowest):
+                        th, first, lowest = t, f, c
+        return self.take_own_idle(th, core_type)
 
     def take_any_pend(self, core_type: int, free: list[float], batch: int) -> int:
         """A busy core with a free pending slot (one must exist), as ``take_idle`` picks."""
         n_pend = self.n_pend
         if self.fair:
             return self.take_pend(self._round(n_pend, core_type), core_type)
-        if batch >= 0 and n_pend[batch][core_type]:
+        if batch >= 0 and n_pend[batch * 2 + core_type]:
             return self.take_pend(batch, core_type)
         th, key = -1, 0.0
         for t in range(self.n_threads):
-            if n_pend[t][core_type] and (th < 0 or free[t] < key):
+            if n_pend[t * 2 + core_type] and (th < 0 or free[t] < key):
                 th, key = t, free[t]
         return self.take_pend(th, core_type)
 
     def take_own_idle(self, th: int, core_type: int) -> int:
-        """The most recently freed idle core of thread ``th``, or -1."""
-        stack = self.idle[th][core_type]
-        if not stack:
+        """The most recently freed idle core of thread ``th``, or -1; it turns busy."""
+        g = th * 2 + core_type
+        left = self.idle_of[g] - 1
+        if left < 0:
             return -1
-        return self._busy(stack.pop(), th, core_type)
-
-    def _busy(self, core: int, th: int, core_type: int) -> int:
+        self.idle_of[g] = left
+        core = self.idle[g * self.n + left]
         self.n_idle[core_type] -= 1
         self.busy[core] = True
         self.slot_free(core, th, core_type)
@@ -303,39 +488,53 @@ class Cores:
 
     def slot_free(self, core: int, th: int, core_type: int) -> None:
         """``core`` runs a task and its pending slot is empty."""
-        self.n_pend[th][core_type] += 1
+        g = th * 2 + core_type
+        self.n_pend[g] += 1
         self.n_pend_all[core_type] += 1
         if not self.queued[core]:
             self.queued[core] = True
-            self.pend_q[th][core_type].append(core)
+            n = self.n
+            self.pend_q[g * n + (self.pend_head[g] + self.pend_len[g]) % n] = core
+            self.pend_len[g] += 1
 
     def take_pend(self, th: int, core_type: int) -> int:
         """A busy core of thread ``th`` with a free pending slot (one must exist)."""
-        q, busy, pending, queued = self.pend_q[th][core_type], self.busy, self.pending, \
-            self.queued
+        g = th * 2 + core_type
+        n, busy, pending, queued = self.n, self.busy, self.pending, self.queued
         while True:
-            core = q.popleft()
+            head = self.pend_head[g]
+            core = self.pend_q[g * n + head]
+            self.pend_head[g] = (head + 1) % n
+            self.pend_len[g] -= 1
             queued[core] = False
             if busy[core] and pending[core] < 0:
-                self.n_pend[th][core_type] -= 1
+                self.n_pend[g] -= 1
                 self.n_pend_all[core_type] -= 1
                 return core
 
+    def has_pend(self, th: int, core_type: int) -> bool:
+        return self.n_pend[th * 2 + core_type] > 0
+
     def other_idle(self, th: int, core_type: int) -> bool:
         """Has another thread an idle core of ``core_type``? (fair modes refuse then)"""
-        return any(self.idle[t][core_type] for t in range(self.n_threads) if t != th)
+        for t in range(self.n_threads):
+            if t != th and self.idle_of[t * 2 + core_type]:
+                return True
+        return False
 
     def stop(self, core: int, th: int, core_type: int) -> None:
         """``core``'s task ended with nothing pending: it runs nothing, so it has no
         pending slot to offer, even before its thread has noticed (``go_idle``)."""
         self.busy[core] = False
-        self.n_pend[th][core_type] -= 1
+        self.n_pend[th * 2 + core_type] -= 1
         self.n_pend_all[core_type] -= 1
 
     def go_idle(self, core: int, th: int, core_type: int) -> None:
         """The thread has noticed the stopped ``core``: it joins its idle cores."""
         self.n_idle[core_type] += 1
-        self.idle[th][core_type].append(core)
+        g = th * 2 + core_type
+        self.idle[g * self.n + self.idle_of[g]] = core
+        self.idle_of[g] += 1
 
 
 # -- one launch ------------------------------------------------------------------------
@@ -355,14 +554,13 @@ class Run:
                                   handshake=a.init_us + a.handshake_us)
                       for i in range(plan.n_threads)]
         self.l2 = L2Cache(plan.l2_bytes, plan.accesses)
-        self.indegree = plan.indegree.tolist()
-        self.thread_free = [s.handshake for s in self.sched]
-        self.events: list = []
-        self.seq = itertools.count()
+        self.indegree = _buffer(plan.indegree, np.int64)
+        self.thread_free = _buffer([s.handshake for s in self.sched], np.float64)
+        self.events = Heap()                  # (time, seq, kind, a, b)
         self.running = 0                      # tasks on cores: L2 and writes share by it
         # the dev task under way: ready queues per core type, the cores' state, and per
         # schedule thread its first and last send and its dispatch count (run_dev_task)
-        self.queues: tuple[deque, deque] = (deque(), deque())
+        self.queues = (_task_queue(), _task_queue())
         self.lifo = False                     # pops from the queue's tail (mode 1, 3)
         self.cores: Cores | None = None
         # HBM processor sharing, per core type (CoreType index): the loaders draining HBM
@@ -370,21 +568,23 @@ class Run:
         # seq, task, core), how many bytes each loader of the type has received since the
         # heap was last empty, at what rate it gets them now, and a version that makes a
         # re-priced completion event outdate the one before
-        self.loaders: tuple[list, list] = ([], [])
-        self.n_loaders = [0, 0]
+        self.loaders: tuple[Heap, Heap] = (Heap(), Heap())
+        self.n_loaders = _buffer([0, 0], np.int64)
         # per core type, the active loaders' fetched and asked HBM bytes: their ratio is
         # the type's overfetch (whole lines for boxes covering them in part), which HBM
         # carries but the core's own rate does not (Mte2Model.rates)
-        self.fetched = [0.0, 0.0]
-        self.asked = [0.0, 0.0]
-        self.drained = [0.0, 0.0]
-        self.rate = tuple(plan.mte2.caps)
+        self.fetched = _buffer([0.0, 0.0], np.float64)
+        self.asked = _buffer([0.0, 0.0], np.float64)
+        self.drained = _buffer([0.0, 0.0], np.float64)
+        self.rate = _buffer(plan.mte2.caps, np.float64)
         self.drained_at = 0.0
         self.version = 0
         self.next_drained = -1.0              # when the event in flight fires; -1: none
-        self.first_send: list[float | None] = []
-        self.last_send: list[float] = []
-        self.dispatches: list[int] = []
+        # per schedule thread in the dev task under way: first send (-1: none yet), last
+        # send, sends
+        self.first_send = _buffer([], np.float64)
+        self.last_send = _buffer([], np.float64)
+        self.dispatches = _buffer([], np.int64)
         self.end_of_dev = 0.0
         # per-task results: arrays the Timeline receives as they are
         self.task_core = np.full(n, -1, dtype=np.int64)
@@ -413,22 +613,25 @@ class Run:
         # the hot handlers read these on every event: the Plan's columns and the
         # Mte2Model's methods bound once here rather than looked up through self.plan
         self.n_threads, self.direct_send = plan.n_threads, plan.direct_send
-        self.core_type, self.succ_ptr, self.succ = plan.core_type, plan.succ_ptr, plan.succ
+        self.core_type = _column(plan.core_type, np.int64)
+        self.succ_ptr, self.succ = _column(plan.succ_ptr, np.int64), _column(plan.succ, np.int64)
         self.dispatch_us, self.completion_us = plan.dispatch_us, a.completion_us
         self.resolve_edge_us, self.handoff_us = a.resolve_edge_us, a.ready_handoff_us
-        self.latency_us, self.write_us = plan.mte2.latency_us, plan.mte2.write_us
-        self.hbm_rates = plan.mte2.rates
+        self.mte2, self.fair = plan.mte2, plan.fair
         m = plan.mte2
         self.fixed_us, self.l2_fixed_us = m.fixed_us, m.l2_fixed_us
         self.l2_rate, self.core_rate = m.l2_rate, m.core_rate
-        self.burst_us_of = (np.asarray(plan.bursts) * m.burst_us).tolist()
+        self.burst_us_of = _column(plan.bursts * m.burst_us, np.float64)
         # every loader at its own cap while the caps add up to no more than HBM: the
         # rates then stay the caps whoever joins or leaves (no water-filling needed)
-        self.caps, self.hbm_total = tuple(m.caps), m.hbm_rate
-        self.loads, self.bursts, self.in_flight = plan.loads, plan.bursts, plan.in_flight
-        self.static_sum, self.static_max = plan.static_sum, plan.static_max
-        self.write_bytes, self.write_pipe = plan.write_bytes, plan.write_pipe
-        self.read_bytes = plan.read_bytes
+        self.caps, self.hbm_total = _buffer(m.caps, np.float64), m.hbm_rate
+        f64 = np.float64
+        self.loads, self.in_flight = _column(plan.loads, f64), _column(plan.in_flight, f64)
+        self.static_sum, self.static_max = _column(plan.static_sum, f64), \
+            _column(plan.static_max, f64)
+        self.write_bytes, self.write_pipe = _column(plan.write_bytes, f64), \
+            _column(plan.write_pipe, f64)
+        self.read_bytes = _column(plan.read_bytes, f64)
         self.head_us = plan.head_us
 
     # -- the launch: dev tasks one after another ---------------------------------------
@@ -442,7 +645,7 @@ class Run:
             dev_start[k] = start = max(float(built[k]), ready_at)
             dev_end[k] = end = self.run_dev_task(k, start)
             ready_at = end + a.dev_task_sync_us
-        last = float(dev_end[-1]) if plan.dev_tasks else ready_at
+        last = float(dev_end[plan.dev_tasks - 1]) if plan.dev_tasks else ready_at
         for thread in self.sched:
             thread.wait_all_finish = last
             thread.core_exit = last + a.exit_us / 2
@@ -470,7 +673,7 @@ class Run:
         tasks' execution; only the last dev task's retirement delays the exit.
         """
         per_task = self.plan.aicpu.release_per_leaf_task_us
-        free = float(built[-1]) if built.size else self.plan.ctrl_ready
+        free = float(built[built.size - 1]) if built.size else self.plan.ctrl_ready
         for k, tasks in enumerate(self.plan.dev_task_tasks.tolist()):
             free = max(free, float(dev_end[k])) + per_task * float(tasks)
         return free
@@ -480,19 +683,20 @@ class Run:
         """Run dev task ``k`` from ``start`` until its last completion is noticed."""
         plan = self.plan
         n_threads = plan.n_threads
-        self.queues = (deque(), deque())      # ready tasks per core type
+        self.queues = (_task_queue(), _task_queue())      # ready tasks per core type
         self.cores = Cores(plan.n_aic, plan.n_aiv, n_threads, plan.fair)
-        self.first_send = [None] * n_threads
-        self.last_send = [start] * n_threads
-        self.dispatches = [0] * n_threads
+        self.first_send = _buffer([-1.0] * n_threads, np.float64)
+        self.last_send = _buffer([start] * n_threads, np.float64)
+        self.dispatches = _buffer([0] * n_threads, np.int64)
         self.end_of_dev = start
         free = self.thread_free
         for th in range(n_threads):
             free[th] = max(free[th], start)
             self.sched[th].rcv.append(start)
-        core_type, queues = plan.core_type, self.queues
+        core_type, queues = self.core_type, self.queues
         for task in plan.first_ready[plan.first_ready_ptr[k]:plan.first_ready_ptr[k + 1]].tolist():
-            queues[core_type[task]].append(task)
+            q = queues[core_type[task]]
+            q.append(task)
         # the first batch leaves the queue from its head in every mode; after it, L2
         # affinity pops from the tail, the most recently readied first (upstream
         # TryBatchSendTask, framework/src/machine/device/dynamic/aicore_manager.h)
@@ -500,30 +704,29 @@ class Run:
         self.dispatch(start)
         self.lifo = plan.direct_send
         events = self.events
-        # handlers bound to locals once: the loop runs two to four times per leaf task
-        on_task_done, on_notice, dispatch = self.on_task_done, self.on_notice, self.dispatch
-        on_join, on_drained = self.on_join, self.on_drained
-        while events:
-            now, _, kind, a, b = heappop(events)
+        aic, aiv = queues[AIC], queues[AIV]
+        while events.n:
+            now, _, kind, a, b = events.pop()
             if kind == _DONE:
-                if not on_task_done(now, a, b):
+                if not self.on_task_done(now, a, b):
                     continue
             elif kind == _NOTICE:
-                on_notice(now, a, b)
+                self.on_notice(now, a, b)
             elif kind == _READY:
-                queues[core_type[a]].append(a)       # on_task_ready, inlined
+                q = queues[core_type[a]]            # on_task_ready, inlined
+                q.append(a)
             elif kind == _JOIN:
-                on_join(now, a, b)
+                self.on_join(now, a, b)
                 continue
             else:
-                on_drained(now, a, b)
+                self.on_drained(now, a, b)
                 continue
-            if queues[AIC] or queues[AIV]:            # most events leave nothing queued
-                dispatch(now)
+            if aic or aiv:                          # most events leave nothing queued
+                self.dispatch(now)
         for th, thread in enumerate(self.sched):
             thread.dispatches += self.dispatches[th]
             first = self.first_send[th]
-            thread.first_send.append(first if first is not None else start)
+            thread.first_send.append(first if first >= 0.0 else start)
             thread.sched_exec.append(self.last_send[th])
             thread.sync_stop.append(self.end_of_dev)
             thread.rsp.append(self.end_of_dev)
@@ -556,8 +759,7 @@ class Run:
             cores.stop(core, th, self.core_type[task])
         f = self.thread_free[th]
         if f > now:
-            heappush(self.events, (f, next(self.seq), _NOTICE, task,
-                                   core if waiting < 0 else ~core))
+            self.events.push(f, _NOTICE, task, core if waiting < 0 else ~core)
             return False
         self.on_notice(now, task, core if waiting < 0 else ~core)
         return True
@@ -609,25 +811,25 @@ class Run:
             self.end_of_dev = noticed
         if lo == hi:
             return
-        indegree = self.indegree
+        indegree, succ = self.indegree, self.succ
         ready = []
-        for s in self.succ[lo:hi]:
+        for i in range(lo, hi):
+            s = succ[i]
             indegree[s] -= 1
             if indegree[s] == 0 and not (direct and self.send_directly(s, th, now)):
                 ready.append(s)
         if not ready:
             return
         rest = []
-        take_own_idle = cores.take_own_idle
         for s in reversed(ready):             # most recent first
-            c = take_own_idle(th, core_type[s])
+            c = cores.take_own_idle(th, core_type[s])
             if c < 0:
                 rest.append(s)
             else:
                 self.start_task(s, c, now)
         at = noticed + self.handoff_us
         for s in reversed(rest):              # the queue's tail in resolve order
-            heappush(self.events, (at, next(self.seq), _READY, s, 0))
+            self.events.push(at, _READY, s, 0)
 
     def send_directly(self, task: int, th: int, now: float) -> bool:
         """Mode 1, 3: ``task`` goes to thread ``th``'s most recently freed idle core, else
@@ -638,13 +840,14 @@ class Run:
         if c >= 0:
             self.start_task(task, c, now)
             return True
-        if not cores.n_pend[th][ct] or (self.plan.fair and cores.other_idle(th, ct)):
+        if not cores.has_pend(th, ct) or (self.fair and cores.other_idle(th, ct)):
             return False
         self.pend_task(task, cores.take_pend(th, ct), now)
         return True
 
     def on_task_ready(self, now: float, task: int) -> None:
-        self.queues[self.core_type[task]].append(task)
+        q = self.queues[self.core_type[task]]
+        q.append(task)
 
     def dispatch(self, now: float) -> None:
         """Send queued tasks, AIC first as the runtime walks its cores, to idle cores, then
@@ -657,22 +860,18 @@ class Run:
                 or (queues[AIV] and (n_idle[AIV] or n_pend[AIV]))):
             return
         free = self.thread_free
-        take_idle, take_any_pend = cores.take_idle, cores.take_any_pend
-        start_task, pend_task = self.start_task, self.pend_task
-        n = self.n_threads
-        for core_type in (AIC, AIV):
+        n, lifo = self.n_threads, self.lifo
+        for i in range(2):
+            core_type = AIC - i                  # AIC first, then AIV
             q = queues[core_type]
-            if not q:
-                continue
-            pop = q.pop if self.lifo else q.popleft
             batch = -1
             while q:
                 if n_idle[core_type]:
-                    core = take_idle(core_type, free, batch)
-                    start_task(pop(), core, now)
+                    core = cores.take_idle(core_type, free, batch)
+                    self.start_task(q.pop() if lifo else q.popleft(), core, now)
                 elif n_pend[core_type]:
-                    core = take_any_pend(core_type, free, batch)
-                    pend_task(pop(), core, now)
+                    core = cores.take_any_pend(core_type, free, batch)
+                    self.pend_task(q.pop() if lifo else q.popleft(), core, now)
                 else:
                     break
                 batch = core % n
@@ -685,7 +884,7 @@ class Run:
         at = (now if now > f else f) + self.dispatch_us
         free[th] = at
         self.dispatches[th] += 1
-        if self.first_send[th] is None:
+        if self.first_send[th] < 0.0:
             self.first_send[th] = at
         self.last_send[th] = at
         return at
@@ -729,7 +928,7 @@ class Run:
             self.asked_of[t] = asked if 0.0 < asked < miss else miss
             self.drain_of[t] = miss + self.write_bytes[t]
             self.joined_of[t] = at + latency
-            heappush(self.events, (at + latency, next(self.seq), _JOIN, t, core))
+            self.events.push(at + latency, _JOIN, t, core)
         else:
             self.finish(t, core, at, latency if latency > floor else floor)
 
@@ -737,10 +936,10 @@ class Run:
         """Every loader has drained at its rate from the last change until ``now``."""
         dt = now - self.drained_at
         if dt:
-            loaders, drained, rate = self.loaders, self.drained, self.rate
-            if loaders[AIV]:
+            n, drained, rate = self.n_loaders, self.drained, self.rate
+            if n[AIV]:
                 drained[AIV] += rate[AIV] * dt
-            if loaders[AIC]:
+            if n[AIC]:
                 drained[AIC] += rate[AIC] * dt
             self.drained_at = now
 
@@ -752,12 +951,13 @@ class Run:
         caps = self.caps
         # at their caps the loaders take over * cap of HBM each: if that fits, no sharing
         if n[AIV] * caps[AIV] * over_v + n[AIC] * caps[AIC] * over_c <= self.hbm_total:
-            rate = caps
+            rate_v, rate_c = caps[AIV], caps[AIC]
         else:
-            rate = self.hbm_rates(n[AIV], n[AIC], over_v, over_c)
-        if rate[AIV] == self.rate[AIV] and rate[AIC] == self.rate[AIC]:
+            rate_v, rate_c = self.mte2.rates(n[AIV], n[AIC], over_v, over_c)
+        rate = self.rate
+        if rate_v == rate[AIV] and rate_c == rate[AIC]:
             return False
-        self.rate = rate
+        rate[AIV], rate[AIC] = rate_v, rate_c
         return True
 
     def _next_drained(self, now: float) -> None:
@@ -766,17 +966,16 @@ class Run:
         self.version += 1
         best, best_type = -1.0, -1
         loaders, drained, rate = self.loaders, self.drained, self.rate
-        for ct in (AIV, AIC):
+        for ct in range(2):                   # AIV (0), then AIC (1)
             heap = loaders[ct]
-            if heap:
-                dt = (heap[0][0] - drained[ct]) / rate[ct]
+            if heap.n:
+                dt = (heap.first_key() - drained[ct]) / rate[ct]
                 done = now + dt if dt > 0.0 else now
                 if best_type < 0 or done < best:
                     best, best_type = done, ct
         self.next_drained = best
         if best_type >= 0:
-            heappush(self.events, (best, next(self.seq), _DRAIN, self.version,
-                                         best_type))
+            self.events.push(best, _DRAIN, self.version, best_type)
 
     def on_join(self, now: float, t: int, core: int) -> None:
         """Task ``t``'s latency is over: it starts draining its HBM bytes.  While every
@@ -786,12 +985,12 @@ class Run:
         ct = self.core_type[t]
         heap = self.loaders[ct]
         asked = self.asked_of[t]
-        if not heap:
+        if not heap.n:
             # exact zeros once the type has no loader, so sums never drift
             self.drained[ct] = self.fetched[ct] = self.asked[ct] = 0.0
         # a loader's rate counts the bytes it asked for; HBM is charged its fetched lines
         target = self.drained[ct] + asked
-        heappush(heap, (target, next(self.seq), t, core))
+        heap.push(target, t, core, 0)
         self.n_loaders[ct] += 1
         self.fetched[ct] += self.drain_of[t]
         self.asked[ct] += asked
@@ -804,7 +1003,8 @@ class Run:
         if version != self.version:
             return
         self._advance(now)
-        _, _, t, core = heappop(self.loaders[ct])
+        heap = self.loaders[ct]
+        _, _, t, core, _ = heap.pop()
         self.n_loaders[ct] -= 1
         self.fetched[ct] -= self.drain_of[t]
         self.asked[ct] -= self.asked_of[t]
@@ -847,7 +1047,7 @@ class Run:
         if drain > 0.0 and end < self.joined_of[t] + drain:
             end = self.joined_of[t] + drain
         self.end_of[t] = end
-        heappush(self.events, (end, next(self.seq), _DONE, t, core))
+        self.events.push(end, _DONE, t, core)
 
 
 # -- the machine -----------------------------------------------------------------------

@@ -7,7 +7,9 @@ touch there (a column tile of a row-major matrix touches a few lines in each of
 many regions).  The cache keeps, per region, the bitmap of lines it holds, and
 evicts whole regions, least recently used first, once the lines it holds exceed
 its capacity.  Counting lines rather than bytes makes the capacity exact while the
-bookkeeping stays one dict entry per region: a lookup is an AND of two Python ints.
+bookkeeping stays one slot per region: a lookup is an AND of two 64-bit bitmaps, and the
+recency order a list linked through per-region arrays (no object per access, so the same
+code compiles to plain C, l2.pxd).
 
 The rules a task's accesses follow, in the order the task lists them (reads first):
 
@@ -29,10 +31,17 @@ task starts; a different L2 model needs only the same ``access`` method.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..compiler.program import L2_LINE_BYTES
+
+try:
+    import cython
+except ImportError:         # Cython is needed only to build the compiled engine
+    from types import SimpleNamespace
+    cython = SimpleNamespace(compiled=False)
 
 
 @dataclass(frozen=True)
@@ -40,16 +49,48 @@ class TaskRegions:
     """Every leaf task's L2 region accesses, one column per field, grouped by task.
 
     Task ``t``'s accesses are rows ``ptr[t]`` to ``ptr[t + 1]``, reads before
-    writes.  Plain lists, because the engine reads them one row at a time.
+    writes.  Lists or numpy arrays; a region key is any int (the engine numbers
+    them densely).
     """
     ptr: list[int]
     region: list[int]         # region key (buffer and region index)
     nbytes: list[float]       # bytes the access moves inside the region
-    lines: list[int]          # bitmap of the region's lines it touches (bit i: line i)
+    lines: list[int]          # bitmap of the region's lines it touches (bit i: line i, < 64)
     nlines: list[int]         # how many bits ``lines`` has set
     write: list[bool]
     bypass: list[bool]
     line_bytes: int = L2_LINE_BYTES   # what one bit of ``lines`` stands for
+
+
+def region_slots(keys) -> np.ndarray:
+    """Region keys as small non-negative slots with the same equalities, so the cache can
+    keep its regions in arrays: small keys stay as they are, the compiler's
+    ``(buffer << 40) + index`` keys become ``buffer * span + index`` (linear), anything
+    else is numbered in sorted order."""
+    keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+    limit = 4 * keys.size + 1024           # slots a cache may hold per access, at most
+    if not keys.size or (keys.min() >= 0 and keys.max() < limit):
+        return keys
+    buf, idx = keys >> 40, keys & ((1 << 40) - 1)
+    span = int(idx.max()) + 1
+    if keys.min() >= 0 and (int(buf.max()) + 1) * span < limit:
+        return buf * span + idx
+    return np.unique(keys, return_inverse=True)[1].reshape(-1)
+
+
+def _column(values, dtype):
+    """A read-only column as ``access`` reads it: a Python list interpreted (fastest one
+    item at a time), a typed array compiled."""
+    if cython.compiled:
+        return np.ascontiguousarray(values, dtype=dtype)
+    return np.asarray(values, dtype=dtype).tolist()
+
+
+def _bits(x: int) -> int:
+    """How many lines a bitmap marks."""
+    if cython.compiled:
+        return __builtin_popcountll(x)
+    return x.bit_count()
 
 
 class L2Cache:
@@ -65,45 +106,74 @@ class L2Cache:
         self.capacity = capacity
         self.capacity_lines = int(capacity // accesses.line_bytes)
         self.accesses = accesses
-        self.held: OrderedDict[int, int] = OrderedDict()   # region -> line bitmap, LRU first
+        self.line_bytes = accesses.line_bytes
+        region = region_slots(accesses.region)
+        n = int(region.max()) + 1 if region.size else 0
+        self.ptr = _column(accesses.ptr, np.int64)
+        self.region = _column(region, np.int64)
+        self.nbytes = _column(accesses.nbytes, np.float64)
+        self.lines = _column(accesses.lines, np.uint64)
+        self.nlines = _column(accesses.nlines, np.int64)
+        self.write = _column(accesses.write, np.int8)
+        self.bypass = _column(accesses.bypass, np.int8)
+        # per region: whether L2 holds it and the bitmap of its lines held; the held
+        # regions form a list, least recently used first, linked through ``after`` and
+        # ``before`` with slot ``n`` as both its head and its tail
+        if cython.compiled:
+            self.present = np.zeros(n, np.int8)
+            self.held = np.zeros(n, np.uint64)
+            self.after = np.full(n + 1, n, np.int64)
+            self.before = np.full(n + 1, n, np.int64)
+        else:
+            self.present, self.held = [False] * n, [0] * n
+            self.after, self.before = [n] * (n + 1), [n] * (n + 1)
+        self.end = n
         self.used_lines = 0
 
     @property
     def used(self) -> float:
         """Bytes of the lines L2 holds."""
-        return float(self.used_lines * self.accesses.line_bytes)
+        return float(self.used_lines * self.line_bytes)
 
     def access(self, task: int) -> tuple[float, float]:
-        acc = self.accesses
-        regions, sizes, masks, counts, writes, bypass = acc.region, acc.nbytes, acc.lines, \
-            acc.nlines, acc.write, acc.bypass
-        held_by_region = self.held
+        regions, sizes, masks, counts, writes, bypass = self.region, self.nbytes, \
+            self.lines, self.nlines, self.write, self.bypass
+        present, held_by_region = self.present, self.held
+        after, before, end = self.after, self.before, self.end
         hit = miss = 0.0
-        # runs once per access of every task: columns and dict methods bound to locals
-        # instead of looked up per access, ``used`` kept in a local until the end
-        get, move_to_end = held_by_region.get, held_by_region.move_to_end
-        used, cap, line = self.used_lines, self.capacity_lines, acc.line_bytes
-        for a in range(acc.ptr[task], acc.ptr[task + 1]):
+        # ``used`` kept in a local until the end: this runs once per access of every task
+        used, cap, line = self.used_lines, self.capacity_lines, self.line_bytes
+        for a in range(self.ptr[task], self.ptr[task + 1]):
             region, mask = regions[a], masks[a]
-            held = get(region)
-            if held is None:
+            if not present[region]:
                 if not writes[a]:
                     # a miss brings whole lines from HBM, more than asked when the box
                     # covers a line only in part
                     miss += counts[a] * line if counts[a] * line > sizes[a] else sizes[a]
                 if bypass[a]:
                     continue
+                present[region] = True
                 held_by_region[region] = mask
                 used += counts[a]
+                # the newest: linked in before the tail
+                last = before[end]
+                after[last], before[region] = region, last
+                after[region], before[end] = end, region
             else:
-                move_to_end(region)
+                held = held_by_region[region]
+                if after[region] != end:        # not the newest yet: unlink, relink last
+                    prev, nxt = before[region], after[region]
+                    after[prev], before[nxt] = nxt, prev
+                    last = before[end]
+                    after[last], before[region] = region, last
+                    after[region], before[end] = end, region
                 new = mask & ~held
                 if not writes[a]:
                     if not new:
                         hit += sizes[a]
                         continue
                     # the access's bytes taken as spread evenly over its lines
-                    fresh = new.bit_count()
+                    fresh = _bits(new)
                     hit += sizes[a] * (counts[a] - fresh) / counts[a]
                     missed = sizes[a] * fresh / counts[a]
                     miss += fresh * line if fresh * line > missed else missed
@@ -111,16 +181,17 @@ class L2Cache:
                         continue
                 elif bypass[a]:
                     kept = held & ~mask
-                    used -= (held & mask).bit_count()
-                    if kept:
-                        held_by_region[region] = kept
-                    else:
-                        del held_by_region[region]
+                    used -= _bits(held & mask)
+                    held_by_region[region] = kept
+                    if not kept:                # nothing left of it: unlinked
+                        present[region] = False
+                        prev, nxt = before[region], after[region]
+                        after[prev], before[nxt] = nxt, prev
                     continue
                 if not new:
                     continue
                 held_by_region[region] = held | new
-                used += new.bit_count()
+                used += _bits(new)
             if used > cap:
                 used = self._evict(used)
         self.used_lines = used
@@ -128,9 +199,14 @@ class L2Cache:
 
     def _evict(self, used: int) -> int:
         """Drop least recently used regions until the cache fits again."""
-        held_by_region = self.held
+        present, held_by_region = self.present, self.held
+        after, before, end = self.after, self.before, self.end
         cap = self.capacity_lines
-        while used > cap and held_by_region:
-            _, mask = held_by_region.popitem(last=False)
-            used -= mask.bit_count()
+        while used > cap and after[end] != end:
+            oldest = after[end]
+            nxt = after[oldest]
+            after[end], before[nxt] = nxt, end
+            used -= _bits(held_by_region[oldest])
+            held_by_region[oldest] = 0
+            present[oldest] = False
         return used
