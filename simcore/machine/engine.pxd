@@ -92,9 +92,10 @@ cdef class Run:
     cdef double[::1] first_send, last_send
     cdef long[::1] dispatches
     cdef object task_core, task_start, task_end, task_mte2, task_hbm, task_l2, task_asked
-    cdef object task_drain, task_joined
+    cdef object task_drain, task_joined, task_stream_floor
     cdef long[::1] core_of
     cdef double[::1] start_of, end_of, mte2_of, hbm_of, l2_of, asked_of, drain_of, joined_of
+    cdef double[::1] stream_floor
     cdef long n_threads
     cdef bint direct_send, fair
     cdef const long[::1] core_type, succ_ptr, succ
@@ -128,7 +129,8 @@ cdef class Run:
     cdef double send(self, long core, double now) except? -1.0
     cdef void start_task(self, long task, long core, double now) except *
     cdef void pend_task(self, long task, long core, double now) except *
-    @cython.locals(hit=double, miss=double, latency=double, l2=double, asked=double)
+    @cython.locals(hit=double, miss=double, latency=double, l2=double, asked=double,
+                   fixed=double, floor=double)
     cdef void begin(self, long t, long core, double at) except *
     @cython.locals(dt=double, n="long[::1]", drained="double[::1]", rate="double[::1]")
     cdef void _advance(self, double now) except *
@@ -141,7 +143,7 @@ cdef class Run:
     cdef void _next_drained(self, double now) except *
     @cython.locals(ct=long, heap=Heap, asked=double, target=double)
     cdef void on_join(self, double now, long t, long core) except *
-    @cython.locals(heap=Heap, start=double)
+    @cython.locals(heap=Heap, start=double, floor=double)
     cdef void on_drained(self, double now, long version, long ct) except *
     @cython.locals(wb=double, written=double, reads=double, extra=double, n=double,
                    end=double, busiest=double)
