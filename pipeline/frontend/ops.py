@@ -14,7 +14,7 @@ from .tensor import DataType, DType, Tensor, make, schema_dtype
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                  "neg", "reciprocal", "relu", "log", "tanh", "clip", "ceil", "floor", "trunc",
-                 "round", "exp2", "expm1", "pow", "erfc", "set_matrix_size (noted)", "gather(input, dim, index)",
+                 "round", "exp2", "expm1", "pow", "erfc", "gather(input, dim, index)",
                  "scatter(input, dim, index, src)", "cast",
                  "sum(dim, keepdim)",
                  "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
@@ -465,21 +465,6 @@ def scatter_(input, dim, index, src, *, reduce=None):
     out = scatter(input, dim, index, src, reduce=reduce)
     assemble(out, [0] * len(out.shape), input)
     return input
-
-
-def set_matrix_size(size):
-    """Upstream's set_matrix_size([m, k, n]) gives matmul the m, k, n of an NZ operand from
-    before it was reshaped (docs/zh/api/config/pypto-set_matrix_size.md), for laying out its
-    fractals.  The kernel language takes matmul's shapes from its operands and an NZ tensor
-    streams whole fractals either way, so the call is accepted and noted, and changes nothing."""
-    R = context.rec()
-    if not isinstance(size, (list, tuple)) or len(size) != 3:
-        raise R.fail(f"pypto.set_matrix_size({size!r}) needs the three dims [m, k, n]",
-                     supported=["pypto.set_matrix_size([m, k, n])"])
-    R.check_dims(list(size), "set_matrix_size size")
-    note = f"pypto.set_matrix_size at {R.where()} only informs codegen of NZ shapes; not modeled"
-    if note not in R.notes:
-        R.notes.append(note)
 
 
 def copy(src):

@@ -149,7 +149,6 @@ def build() -> dict[str, types.ModuleType]:
         "sigmoid": ops.sigmoid, "tanh": ops.tanh, "clip": ops.clip, "ceil": ops.ceil,
         "floor": ops.floor, "trunc": ops.trunc, "round": ops.round, "exp2": ops.exp2,
         "expm1": ops.expm1, "pow": ops.pow, "gather": ops.gather, "erfc": ops.erfc,
-        "set_matrix_size": ops.set_matrix_size,
         "scatter": ops.scatter, "scatter_": ops.scatter_,
     }
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
