@@ -47,10 +47,15 @@ def _is_one(d) -> bool:
 def _broadcast(op: str, a: Tensor, b: Tensor) -> list:
     """numpy's broadcast, as PyPTO's binary ops: shapes align at the last dim, the shorter
     gains leading dims of 1, a dim of 1 stretches ([N] * [M, N], [M, 1] - [M, N])."""
+    return _broadcast_dims(a.shape, b.shape, f"{op} of shapes {a.shape} and {b.shape}")
+
+
+def _broadcast_dims(sa: list, sb: list, what: str) -> list:
+    """The broadcast of two dim lists (numpy's rule), or a refusal naming ``what``."""
     R = context.rec()
-    rank = max(len(a.shape), len(b.shape))
-    sa = [1] * (rank - len(a.shape)) + a.shape
-    sb = [1] * (rank - len(b.shape)) + b.shape
+    rank = max(len(sa), len(sb))
+    sa = [1] * (rank - len(sa)) + list(sa)
+    sb = [1] * (rank - len(sb)) + list(sb)
     out = []
     for x, y in zip(sa, sb):
         if same_dim(x, y) or _is_one(y):
@@ -58,8 +63,8 @@ def _broadcast(op: str, a: Tensor, b: Tensor) -> list:
         elif _is_one(x):
             out.append(y)
         else:
-            raise R.fail(f"{op} of shapes {a.shape} and {b.shape}: dims {x} and {y} neither "
-                         f"match nor broadcast", supported=BROADCAST_RULE)
+            raise R.fail(f"{what}: dims {x} and {y} neither match nor broadcast",
+                         supported=BROADCAST_RULE)
     return out
 
 
@@ -191,17 +196,8 @@ def matmul(input, mat2, out_dtype=None, *, a_trans=False, b_trans=False, c_matri
                      f"{b.shape}{'^T' if b_trans else ''}")
     batch = []
     if len(a.shape) > 2 or len(b.shape) > 2:
-        ba, bb = a.shape[:-2] or [1], b.shape[:-2] or [1]
-        rank = max(len(ba), len(bb))
-        ba, bb = [1] * (rank - len(ba)) + ba, [1] * (rank - len(bb)) + bb
-        for x, y in zip(ba, bb):
-            if same_dim(x, y) or _is_one(y):
-                batch.append(x)
-            elif _is_one(x):
-                batch.append(y)
-            else:
-                raise R.fail(f"matmul batch dims of {a.shape} and {b.shape} neither match "
-                             f"nor broadcast", supported=BROADCAST_RULE)
+        batch = _broadcast_dims(a.shape[:-2] or [1], b.shape[:-2] or [1],
+                                f"matmul batch dims of {a.shape} and {b.shape}")
     dtype = out_dtype or DataType.DT_FP32
     fields = {"dtype": schema_dtype(dtype)}
     if a_trans:
