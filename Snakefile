@@ -1,11 +1,10 @@
 # ptolab workflow: one job per {study}/{stage} (compile -> simulate -> parse), then reports.
 # Config is validated up front (pipeline.workflow); rules live in workflow/rules/.
 import sys
-import threading
 from pathlib import Path
 
 from simcore.spec.errors import ConfigError
-from pipeline.workflow import load_plan
+from pipeline.workflow import drop_rescheduling_timers, load_plan
 
 configfile: "configs/workflow.yaml"
 
@@ -42,20 +41,11 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/nightly.smk"
 
 
-def _drop_rescheduling_timers():
-    """Snakemake's job rate limit (--max-jobs-per-timespan, 100 jobs per 1 s by default) starts
-    a 1-s timer each time its scheduler waits; the last one, a non-daemon thread, held the
-    process a second after the last job.  Once the workflow has ended nothing is left to
-    schedule, so the pending timers are cancelled and snakemake exits at once."""
-    for thread in threading.enumerate():
-        if (isinstance(thread, threading.Timer)
-                and "_schedule_reevalutation" in getattr(thread.function, "__qualname__", "")):
-            thread.cancel()
-
-
+# Snakemake's job rate limit keeps a 1-s timer thread pending after the last job; dropping
+# it when the workflow ends lets snakemake exit then, not a second later (pipeline.workflow).
 onsuccess:
-    _drop_rescheduling_timers()
+    drop_rescheduling_timers()
 
 
 onerror:
-    _drop_rescheduling_timers()
+    drop_rescheduling_timers()

@@ -11,6 +11,7 @@ import json
 import os
 import pickle
 import shlex
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,24 @@ def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
     if memo is not None and validated:
         _write_memo(memo)
     return Plan(configs, workflow.results, studies)
+
+
+def drop_rescheduling_timers() -> int:
+    """Cancel Snakemake's pending scheduler re-evaluation timers; return how many.
+
+    Its job rate limit (--max-jobs-per-timespan, 100 jobs per 1 s by default) starts a 1-s
+    ``threading.Timer`` each time the scheduler waits (snakemake/scheduling/job_scheduler.py,
+    ``_schedule_reevalutation``).  The last one is a non-daemon thread, so the process lived
+    a second past the last job.  The Snakefile calls this once the workflow has ended, when
+    there is nothing left to schedule.
+    """
+    dropped = 0
+    for thread in threading.enumerate():
+        if (isinstance(thread, threading.Timer)
+                and "_schedule_reevalutation" in getattr(thread.function, "__qualname__", "")):
+            thread.cancel()
+            dropped += 1
+    return dropped
 
 
 def _arg_text(value: Any) -> str:

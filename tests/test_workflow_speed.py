@@ -69,3 +69,84 @@ def test_a_study_planned_twice_is_validated_again_only_after_an_edit(repo_copy, 
     with pytest.raises(ConfigError):
         load_plan(configs, config)
     assert checks == ["multi_stitch", "multi_stitch"]
+
+
+def test_a_memo_file_keeps_validated_studies_for_the_next_run(repo_copy, monkeypatch):
+    from pipeline import workflow
+    checks = []
+    check = workflow._check_stages
+    monkeypatch.setattr(workflow, "_check_stages", lambda *a: checks.append(a[0].name)
+                        or check(*a))
+    monkeypatch.setattr(workflow, "_STUDY_MEMO", {})
+    config = {"studies": ["multi_stitch", "rmsnorm_tile"], "results": "results"}
+    configs = repo_copy / "configs"
+    memo = repo_copy / ".snakemake" / "ptolab" / "plan.pickle"
+    first = load_plan(configs, config, memo=memo)
+    assert checks == ["multi_stitch", "rmsnorm_tile"] and memo.exists()
+
+    def next_run():
+        workflow._STUDY_MEMO.clear()        # a new snakemake process knows only the file
+        return load_plan(configs, config, memo=memo)
+
+    assert next_run().studies == first.studies
+    assert checks == ["multi_stitch", "rmsnorm_tile"]          # nothing validated again
+    study = configs / "studies" / "rmsnorm_tile.yaml"
+    study.write_text(study.read_text() + "\n# a knob edit\n")
+    next_run()
+    assert checks == ["multi_stitch", "rmsnorm_tile", "rmsnorm_tile"]   # the edited one only
+    # a memo from other model code is not trusted
+    monkeypatch.setattr(workflow, "_memo_version", lambda: "other code")
+    next_run()
+    assert checks[3:] == ["multi_stitch", "rmsnorm_tile"]
+    # nor is a damaged one
+    memo.write_bytes(b"not a pickle")
+    monkeypatch.undo()
+    monkeypatch.setattr(workflow, "_check_stages", lambda *a: checks.append(a[0].name)
+                        or check(*a))
+    next_run()
+    assert checks[5:] == ["multi_stitch", "rmsnorm_tile"]
+
+
+def test_a_memo_notices_a_fit_overlay_that_appears(repo_copy, monkeypatch):
+    from pipeline import workflow
+    from simcore.spec.hardware import fit_overlay
+    monkeypatch.setattr(workflow, "_STUDY_MEMO", {})
+    config = {"studies": ["multi_stitch"], "results": "results"}
+    configs = repo_copy / "configs"
+    memo = repo_copy / "plan.pickle"
+    sp = load_plan(configs, config, memo=memo).study("multi_stitch")
+    overlay = fit_overlay(sp.hardware_path)
+    assert sp.fit_path == (overlay if overlay.exists() else None)
+    if overlay.exists():
+        overlay.unlink()
+    else:
+        overlay.write_text("")
+    workflow._STUDY_MEMO.clear()
+    again = load_plan(configs, config, memo=memo).study("multi_stitch")
+    assert again.fit_path == (overlay if overlay.exists() else None) != sp.fit_path
+
+
+def test_snakemakes_pending_rescheduling_timer_is_dropped_when_the_workflow_ends():
+    import threading
+    import time
+
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    from pipeline.workflow import drop_rescheduling_timers
+
+    class Scheduler:
+        _open_jobs = threading.Semaphore(0)
+
+    other = threading.Timer(60, lambda: None)
+    other.start()
+    try:
+        before = set(threading.enumerate())
+        # Snakemake's own method, so a rename there fails here rather than slowing every run
+        JobScheduler._schedule_reevalutation(Scheduler(), 60)
+        (timer,) = set(threading.enumerate()) - before
+        assert drop_rescheduling_timers() == 1
+        timer.join(5)
+        assert not timer.is_alive() and other.is_alive()     # only the scheduler's timer
+        assert not Scheduler._open_jobs.acquire(timeout=0.1)
+    finally:
+        other.cancel()
