@@ -1,5 +1,6 @@
 # ptolab workflow: one job per {study}/{stage} (compile -> simulate -> parse), then reports.
 # Config is validated up front (pipeline.workflow); rules live in workflow/rules/.
+import shlex
 import sys
 from pathlib import Path
 
@@ -39,6 +40,9 @@ include: "workflow/rules/import.smk"
 include: "workflow/rules/stage.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/nightly.smk"
+
+# the study files the index lists (report.smk), once nightly.smk has added its studies to PLAN
+INDEX_STUDIES = " ".join(shlex.quote(s) for s in index_studies())
 
 
 # Snakemake's job rate limit keeps a 1-s timer thread pending after the last job; dropping

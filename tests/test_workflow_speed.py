@@ -2,6 +2,7 @@
 libyaml, and the workflow does not validate an unchanged study twice as it starts."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,81 @@ def test_snakemakes_pending_rescheduling_timer_is_dropped_when_the_workflow_ends
         assert not Scheduler._open_jobs.acquire(timeout=0.1)
     finally:
         other.cancel()
+
+
+def _snakemake(work, *args):
+    return subprocess.run(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work), *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def _planned(dry_run: str) -> list[tuple[str, str]]:
+    jobs = []
+    for line in dry_run.splitlines():
+        if line.startswith(("rule ", "localrule ")):
+            jobs.append((line.split()[1].rstrip(":"), ""))
+        elif line.strip().startswith("wildcards:") and "stage=" in line:
+            jobs[-1] = (jobs[-1][0], line.split("stage=")[1].split(",")[0].strip())
+    return sorted(jobs)
+
+
+@pytest.mark.skipif(shutil.which("snakemake") is None or shutil.which("ptolab") is None,
+                    reason="needs the installed ptolab and snakemake commands")
+def test_a_knob_edit_refreshes_the_index_in_the_report_job(tmp_path):
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    (tmp_path / "configs" / "workflow.yaml").write_text(
+        "studies: [multi_stitch, loop_merge]\nresults: results\n")
+    (tmp_path / "configs" / "nightly.yaml").write_text("studies: [multi_stitch]\n")
+    proc = _snakemake(tmp_path, "-c2")            # two reports may refresh it side by side
+    assert "were not present when the DAG was created" not in proc.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    index = tmp_path / "results" / "index.html"
+    studies = [str(tmp_path / "configs" / "studies" / f"{s}.yaml")
+               for s in ("multi_stitch", "loop_merge")]
+
+    def fresh() -> bytes:
+        out = tmp_path / "fresh.html"
+        subprocess.run(["ptolab", "index", str(tmp_path / "results"), *studies, "--out",
+                        str(out)], check=True, capture_output=True)
+        return out.read_bytes()
+
+    before = index.read_bytes()
+    assert before == fresh()
+    assert b'href="multi_stitch/report.html"' in before
+    assert b'href="loop_merge/report.html"' in before
+    study = tmp_path / "configs" / "studies" / "multi_stitch.yaml"
+    study.write_text(study.read_text().replace("stitch_function_max_num: 64}",
+                                               "stitch_function_max_num: 32}"))
+    proc = _snakemake(tmp_path, "-n")
+    assert _planned(proc.stdout) == [("all", ""), ("report", ""), ("stage", "stitch_64")]
+    proc = _snakemake(tmp_path, "-c2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = index.read_bytes()
+    assert after != before and after == fresh()     # the new stitch_64 figures are listed
+    # a study added to the workflow file reruns the index job (and builds that study)
+    (tmp_path / "configs" / "workflow.yaml").write_text(
+        "studies: [loop_merge, multi_stitch]\nresults: results\n")
+    proc = _snakemake(tmp_path, "-n")
+    assert _planned(proc.stdout) == [("all", ""), ("index", "")]
+
+
+def test_index_renders_wait_their_turn(tmp_path):
+    import fcntl
+    import threading
+
+    from pipeline.commands.index import refresh
+    study = REPO / "configs" / "studies" / "multi_stitch.yaml"
+    out = tmp_path / "results" / "index.html"
+    out.parent.mkdir()
+    fd = os.open(out.parent, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)                  # another job is rendering
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (refresh(out.parent, [study], out), done.set()))
+    worker.start()
+    try:
+        assert not done.wait(0.5) and not out.exists()
+    finally:
+        os.close(fd)
+    worker.join(30)
+    assert done.is_set() and out.exists()
+    out.unlink()                                    # a report job leaves a missing index be
+    assert not refresh(out.parent, [study], out, if_present=True) and not out.exists()

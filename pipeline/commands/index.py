@@ -11,7 +11,30 @@ def add_arguments(p) -> None:
     p.add_argument("--out", type=Path, required=True)
 
 
-def run(args) -> int:
+def refresh(results: Path, studies: list[Path], out: Path, if_present: bool = False) -> bool:
+    """Render the index while holding a lock on its folder; return whether it was written.
+
+    Report jobs refresh the index too (``ptolab report --index``, ``if_present``: an index
+    not written yet is the index job's to write) and may run side by side with each other and
+    with the index job.  Each renders after its own report is written and one at a time, so
+    the last render sees every report written before it.
+    """
+    import fcntl
+    import os
+
     from ..report.render import render_index
-    render_index(args.results, args.studies, args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if if_present and not out.exists():
+            return False
+        render_index(results, studies, out)
+        return True
+    finally:
+        os.close(fd)      # releases the lock
+
+
+def run(args) -> int:
+    refresh(args.results, args.studies, args.out)
     return 0
