@@ -229,3 +229,21 @@ def test_index_renders_wait_their_turn(tmp_path):
     assert done.is_set() and out.exists()
     out.unlink()                                    # a report job leaves a missing index be
     assert not refresh(out.parent, [study], out, if_present=True) and not out.exists()
+
+
+def test_where_a_folder_cannot_be_locked_a_hidden_lock_file_is(tmp_path, monkeypatch):
+    import fcntl
+
+    from pipeline.commands.index import refresh
+    real, locked = fcntl.flock, []
+
+    def flock(fd, op):
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            raise OSError(9, "Bad file descriptor")          # as NFS answers for a folder
+        locked.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    out = tmp_path / "results" / "index.html"
+    assert refresh(out.parent, [REPO / "configs" / "studies" / "multi_stitch.yaml"], out)
+    assert out.exists() and locked == [str(out.parent / ".index.lock")]

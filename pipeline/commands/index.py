@@ -1,3 +1,4 @@
+from contextlib import contextmanager
 from pathlib import Path
 
 NAME = "index"
@@ -19,18 +20,31 @@ def refresh(results: Path, studies: list[Path], out: Path, if_present: bool = Fa
     with the index job.  Each renders after its own report is written and one at a time, so
     the last render sees every report written before it.
     """
-    import fcntl
-    import os
-
     from ..report.render import render_index
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out.parent, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with _lock(out.parent):
         if if_present and not out.exists():
             return False
         render_index(results, studies, out)
         return True
+
+
+@contextmanager
+def _lock(folder: Path):
+    """An exclusive lock on ``folder`` itself, so no lock file is left among the results;
+    where the file system cannot lock a folder (NFS locks need a file open for writing),
+    on a hidden file in it."""
+    import fcntl
+    import os
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        os.close(fd)
+        fd = os.open(folder / ".index.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
     finally:
         os.close(fd)      # releases the lock
 
