@@ -1,5 +1,7 @@
 """What keeps the knob-edit loop short: commands import only what they use, configs parse with
-libyaml, and the workflow does not validate an unchanged study twice as it starts."""
+libyaml, the workflow does not validate an unchanged study twice (in one start or across
+runs), the report job refreshes the index (no index job), and snakemake exits with its last
+job."""
 import json
 import os
 import shutil
