@@ -1,16 +1,17 @@
 # ptolab workflow: one job per {study}/{stage} (compile -> simulate -> parse), then reports.
 # Config is validated up front (pipeline.workflow); rules live in workflow/rules/.
+import shlex
 import sys
 from pathlib import Path
 
 from simcore.spec.errors import ConfigError
-from simcore.spec.hardware import fit_overlay
-from pipeline.workflow import load_plan
+from pipeline.workflow import drop_rescheduling_timers, load_plan
 
 configfile: "configs/workflow.yaml"
 
 try:
-    PLAN = load_plan(Path("configs"), config)
+    # the memo keeps studies validated by an earlier run whose files are unchanged
+    PLAN = load_plan(Path("configs"), config, memo=Path(".snakemake/ptolab/plan.pickle"))
 except ConfigError as exc:
     sys.stderr.write(f"ptolab: error: {exc}\n")
     sys.exit(2)
@@ -31,11 +32,24 @@ rule all:
 
 def hardware_fit(w):
     """The study chip's fit overlay, if it has one: a refit reruns the stages."""
-    overlay = fit_overlay(PLAN.study(w.study).hardware_path)
-    return [str(overlay)] if overlay.exists() else []
+    overlay = PLAN.study(w.study).fit_path
+    return [str(overlay)] if overlay is not None else []
 
 
 include: "workflow/rules/import.smk"
 include: "workflow/rules/stage.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/nightly.smk"
+
+# the study files the index lists (report.smk), once nightly.smk has added its studies to PLAN
+INDEX_STUDIES = " ".join(shlex.quote(s) for s in index_studies())
+
+
+# Snakemake's job rate limit keeps a 1-s timer thread pending after the last job; dropping
+# it when the workflow ends lets snakemake exit then, not a second later (pipeline.workflow).
+onsuccess:
+    drop_rescheduling_timers()
+
+
+onerror:
+    drop_rescheduling_timers()

@@ -15,6 +15,9 @@ busy shared host wall time mostly measures the other tenants) and how many jobs 
 ran.  The figures are whole-process times and include Snakemake's start-up.  ``--keep DIR``
 builds in DIR and keeps it; run again with the same DIR, the clean build is skipped and the
 knob is edited again (so the edit loop can be timed repeatedly without a full build).
+``--breakdown`` splits the knob-edit step's wall time: Snakemake until the first job
+starts, each job (a ``ptolab`` wrapper put first on PATH notes when each starts and ends),
+and Snakemake after the last one; plus ``snakemake --version``, the start-up floor.
 """
 from __future__ import annotations
 
@@ -33,12 +36,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
-def snakemake(work: Path, cores: int) -> tuple[float, float, int]:
+def snakemake(work: Path, cores: int, env: dict | None = None) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds of Snakemake and its jobs, jobs run)."""
     before = os.times()
     start = time.perf_counter()
     proc = subprocess.run(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work),
-                           f"-c{cores}"], capture_output=True, text=True)
+                           f"-c{cores}"], capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + \
@@ -62,12 +65,45 @@ def edit_knob(study_file: Path) -> str:
     return stage["name"]
 
 
+WRAPPER = """#!/bin/sh
+echo "start $(date +%s.%N) $1" >> {log}
+{ptolab} "$@"
+rc=$?
+echo "end $(date +%s.%N) $1" >> {log}
+exit $rc
+"""
+
+
+def breakdown(work: Path, cores: int, scratch: Path) -> None:
+    """The knob-edit step again, its wall time split at the jobs' starts and ends."""
+    log = scratch / "jobs.log"
+    (scratch / "bin").mkdir()
+    wrapper = scratch / "bin" / "ptolab"
+    wrapper.write_text(WRAPPER.format(log=log, ptolab=shutil.which("ptolab")))
+    wrapper.chmod(0o755)
+    start = time.perf_counter()
+    subprocess.run(["snakemake", "--version"], capture_output=True, check=True)
+    print(f"{'  snakemake --version (start-up floor)':<40} {time.perf_counter() - start:>7.2f}")
+    env = {**os.environ, "PATH": f"{scratch / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    t0 = time.time()
+    seconds, _, _ = snakemake(work, cores, env)
+    marks = [line.split() for line in log.read_text().splitlines()]
+    starts = [float(t) for kind, t, _ in marks if kind == "start"]
+    ends = [float(t) for kind, t, _ in marks if kind == "end"]
+    print(f"{'  snakemake before the first job':<40} {min(starts) - t0:>7.2f}")
+    for (kind, t, what), (_, t_end, _) in zip(marks[::2], marks[1::2]):
+        print(f"{'  job: ptolab ' + what:<40} {float(t_end) - float(t):>7.2f}")
+    print(f"{'  snakemake after the last job':<40} {t0 + seconds - max(ends):>7.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--study", default="multi_stitch")
     ap.add_argument("--keep", type=Path, default=None,
                     help="build in this folder and keep it; reused (no clean build) if built")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="edit the knob once more and split that run's wall time")
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:
         if args.keep is None:
@@ -88,6 +124,10 @@ def main() -> None:
                 label = f"knob edited ({args.study}/{stage})"
             seconds, cpu, jobs = snakemake(work, args.cores)
             print(f"{label:<40} {seconds:>7.1f} {cpu:>7.1f} {jobs:>5}", flush=True)
+        if args.breakdown:
+            edit_knob(work / "configs" / "studies" / f"{args.study}.yaml")
+            print("knob edited again, wall seconds:")
+            breakdown(work, args.cores, Path(stack.enter_context(tempfile.TemporaryDirectory())))
 
 
 if __name__ == "__main__":

@@ -8,16 +8,20 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import pickle
 import shlex
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from simcore.spec.errors import ConfigError
-from simcore.spec.hardware import fit_overlay, load_hardware
 from simcore.spec.loader import validate
-from simcore.spec.overrides import apply
 from simcore.spec.study import Study, Workflow, find_config, load_study
+
+# The hardware and override modules (and the kernel model) are imported only when a study has
+# to be validated: a plan remembered from an earlier run (load_plan's memo file) needs none.
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class StudyPlan:
     kernel_path: Path            # the kernel config the stages run (imported for a .py kernel)
     hardware_path: Path
     kernel_source: Path | None = None   # the PyPTO Python kernel it is imported from
+    fit_path: Path | None = None        # the chip's fit overlay (hardware_path's), if any
 
     def stage_sets(self, stage: str) -> dict[str, Any]:
         return next(s.set for s in self.study.stages if s.name == stage)
@@ -92,14 +97,16 @@ def code_version() -> str:
 
 
 # The Snakefile plans twice as it starts (the default studies, then the nightly ones, mostly
-# the same files): a study whose files are as they were is not read and validated again
+# the same files): a study whose files are as they were is not read and validated again.
+# With a memo file (the Snakefile's, in .snakemake/) this holds across runs too, so a knob
+# edit validates the edited study only and a run whose configs are unchanged validates none.
 _STUDY_MEMO: dict = {}
 
 
-def _stamps(plan: StudyPlan) -> tuple:
-    """(path, mtime, size) of every file a study's validation read."""
+def _stamps(files: tuple) -> tuple:
+    """(path, mtime, size) of every file a study's validation read (None: it was absent)."""
     out = []
-    for p in (plan.path, plan.hardware_path, fit_overlay(plan.hardware_path), plan.kernel_path):
+    for p in files:
         try:
             st = Path(p).stat()
             out.append((str(p), st.st_mtime_ns, st.st_size))
@@ -108,8 +115,45 @@ def _stamps(plan: StudyPlan) -> tuple:
     return tuple(out)
 
 
-def load_plan(configs: Path, config: dict) -> Plan:
+def _memo_version() -> str:
+    """What a remembered validation is only valid for: the model code (its validators) and
+    this file (how a study is checked)."""
+    return code_version() + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+def _read_memo(memo: Path) -> None:
+    try:
+        with open(memo, "rb") as f:
+            version, entries = pickle.load(f)
+    except Exception:       # missing, partial or from another ptolab: validate afresh
+        return
+    if version == _memo_version():
+        for key, value in entries.items():
+            _STUDY_MEMO.setdefault(key, value)
+
+
+def _write_memo(memo: Path) -> None:
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_name(f"{memo.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump((_memo_version(), dict(_STUDY_MEMO)), f)
+        os.replace(tmp, memo)
+    except OSError:         # a read-only folder only costs the next run a validation
+        pass
+
+
+def _overlay(hardware_path: Path) -> Path:
+    from simcore.spec.hardware import fit_overlay
+    return fit_overlay(hardware_path)
+
+
+def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
+    """The validated plan.  ``memo``: a file remembering validated studies between runs."""
     configs = Path(configs)
+    if memo is not None:
+        _read_memo(memo)
+    validated = False
     workflow = validate(Workflow, dict(config), str(configs / "workflow.yaml"), "workflow")
     studies = {}
     hardware_checked: set[Path] = set()
@@ -117,28 +161,55 @@ def load_plan(configs: Path, config: dict) -> Plan:
         path = find_config(configs / "studies", name, "study")
         memo_key = (str(configs.resolve()), name, str(path))
         known = _STUDY_MEMO.get(memo_key)
-        if known is not None and known[0] == _stamps(known[1]):
-            studies[name] = known[1]
+        if known is not None and known[1] == _stamps(known[0]):
+            studies[name] = known[2]
             continue
+        validated = True
         study = load_study(path)
         if study.name != name:
             raise ConfigError(f"field 'name' is '{study.name}' but the file is listed as "
                               f"'{name}' in workflow.yaml; make them the same.", source=str(path))
         hardware_path = find_config(configs / "hardware", study.hardware, "hardware")
         if hardware_path not in hardware_checked:     # most studies share one chip
+            from simcore.spec.hardware import load_hardware
             load_hardware(hardware_path)
             hardware_checked.add(hardware_path)
+        overlay = _overlay(hardware_path)
+        fit_path = overlay if overlay.exists() else None
         if study.python_kernel is None:
             kernel_path = find_config(configs / "kernels", study.kernel, "kernel")
             _check_stages(study, path, kernel_path, _read_config(kernel_path))
-            studies[name] = StudyPlan(study, path, kernel_path, hardware_path)
-            _STUDY_MEMO[memo_key] = (_stamps(studies[name]), studies[name])
+            studies[name] = StudyPlan(study, path, kernel_path, hardware_path,
+                                      fit_path=fit_path)
+            files = (path, hardware_path, overlay, kernel_path)
+            _STUDY_MEMO[memo_key] = (files, _stamps(files), studies[name])
         else:
             source = _python_source(configs, study, path)
             kernel_path = Path(workflow.results) / name / "kernel.yaml"
             _check_stages(study, path, source, _imported(study, source))
-            studies[name] = StudyPlan(study, path, kernel_path, hardware_path, source)
+            studies[name] = StudyPlan(study, path, kernel_path, hardware_path, source,
+                                      fit_path=fit_path)
+    if memo is not None and validated:
+        _write_memo(memo)
     return Plan(configs, workflow.results, studies)
+
+
+def drop_rescheduling_timers() -> int:
+    """Cancel Snakemake's pending scheduler re-evaluation timers; return how many.
+
+    Its job rate limit (--max-jobs-per-timespan, 100 jobs per 1 s by default) starts a 1-s
+    ``threading.Timer`` each time the scheduler waits (snakemake/scheduling/job_scheduler.py,
+    ``_schedule_reevalutation``).  The last one is a non-daemon thread, so the process lived
+    a second past the last job.  The Snakefile calls this once the workflow has ended, when
+    there is nothing left to schedule.
+    """
+    dropped = 0
+    for thread in threading.enumerate():
+        if (isinstance(thread, threading.Timer)
+                and "_schedule_reevalutation" in getattr(thread.function, "__qualname__", "")):
+            thread.cancel()
+            dropped += 1
+    return dropped
 
 
 def _arg_text(value: Any) -> str:
@@ -177,6 +248,7 @@ def _imported(study: Study, source: Path) -> dict:
 def _check_stages(study: Study, path: Path, kernel_path: Path, raw: dict) -> None:
     """Validate every stage's kernel + overrides now, naming the stage on failure."""
     from simcore.spec.kernel import Kernel
+    from simcore.spec.overrides import apply
 
     for i, stage in enumerate(study.stages):
         try:

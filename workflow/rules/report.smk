@@ -10,8 +10,6 @@ REPORT_ASSETS = sorted(str(p) for p in (_ROOT / "reports").rglob("*") if p.is_fi
 REPORT_CODE = sorted(str(p) for p in (_ROOT / "pipeline" / "report").glob("*.py"))
 REPORT_ASSETS_HASH = hashlib.sha256(
     b"".join(Path(p).read_bytes() for p in REPORT_ASSETS + REPORT_CODE)).hexdigest()
-# the default studies' reports; nightly.smk may add studies to PLAN after this point
-DEFAULT_REPORTS = PLAN.reports()
 
 
 def index_studies(wildcards=None):
@@ -33,21 +31,28 @@ rule report:
     params:
         stages=lambda w: f"{RESULTS}/{w.study}",
         assets=REPORT_ASSETS_HASH,
+    # INDEX_STUDIES (the Snakefile's, every study in PLAN's order) is not a param: a new
+    # study in the workflow file reruns the index job, not every report
     shell:
         "ptolab report {input.study} --kernel {input.kernel} --stages-dir {params.stages} "
-        "--out {output}"
+        "--out {output} --index {RESULTS}/index.html --index-studies {INDEX_STUDIES}"
 
 
 # The index lists the studies in the workflow file's order and links the reports that
-# exist, so `snakemake nightly` can refresh it too (workflow/rules/nightly.smk).
+# exist.  Each report job rewrites it after its report (what the index shows of a study,
+# its config, stages and metrics, is what that study's report depends on), so a knob edit
+# runs no index job.  This rule writes it when it is missing, when the list of studies
+# changes or when a template does; it does not wait for the reports, which refresh it as
+# they finish once it exists (`ptolab index` and `ptolab report --index` take turns on a
+# lock, so the last to render has seen every report written).
+# `snakemake nightly` refreshes it too (workflow/rules/nightly.smk).
 rule index:
     input:
-        studies=index_studies,
-        reports=DEFAULT_REPORTS,
         assets=REPORT_ASSETS,
     output:
         RESULTS + "/index.html",
     params:
+        studies=lambda w: index_studies(),
         assets=REPORT_ASSETS_HASH,
     shell:
-        "ptolab index {RESULTS} {input.studies} --out {output}"
+        "ptolab index {RESULTS} {INDEX_STUDIES} --out {output}"
