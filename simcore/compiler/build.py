@@ -304,9 +304,23 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
         write=acc.write[a].astype(bool), bypass=acc.bypass[a].astype(bool))
 
 
+# boxes cut at a time: the temporaries of a slice stay in cache and are reused, rather
+# than a dozen arrays of every box each faulted in fresh
+BOX_SLICE = 1 << 15
+
+
 def _box_lines(buffers, boxes: np.ndarray):
     """Per box (rows of buffer, lo, hi): its (box, region index, bytes, line bitmap) rows,
     grouped by box in box order."""
+    if len(boxes) <= BOX_SLICE:
+        return _box_lines_slice(buffers, boxes)
+    parts = [_box_lines_slice(buffers, boxes[lo:lo + BOX_SLICE])
+             for lo in range(0, len(boxes), BOX_SLICE)]
+    owner = np.concatenate([p[0] + lo for p, lo in zip(parts, range(0, len(boxes), BOX_SLICE))])
+    return owner, *(np.concatenate([p[k] for p in parts]) for k in (1, 2, 3))
+
+
+def _box_lines_slice(buffers, boxes: np.ndarray):
     rank = (boxes.shape[1] - 1) // 2
     buffer, lo, hi = boxes[:, 0], boxes[:, 1:1 + rank], boxes[:, 1 + rank:]
     n = len(boxes)

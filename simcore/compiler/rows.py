@@ -18,9 +18,13 @@ def _multipliers(width: int) -> np.ndarray:
 
 
 def row_hash(rows: np.ndarray) -> np.ndarray:
-    rows = np.asarray(rows, dtype=np.int64).astype(np.uint64)
+    rows = np.asarray(rows)
+    mult = _multipliers(rows.shape[1])
+    # column by column: no N x width temporaries
+    h = np.zeros(len(rows), np.uint64)
     with np.errstate(over="ignore"):
-        h = (rows * _multipliers(rows.shape[1])).sum(axis=1, dtype=np.uint64)
+        for c in range(rows.shape[1]):
+            h += rows[:, c].astype(np.int64).astype(np.uint64) * mult[c]
         h ^= h >> np.uint64(29)
         h *= np.uint64(0xBF58476D1CE4E5B9)
         h ^= h >> np.uint64(32)
@@ -31,10 +35,22 @@ def row_ids(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(id per row, index of the first row of each id); ids ordered by hash."""
     if len(rows) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rows = np.asarray(rows)
     h = row_hash(rows)
-    _, first, ids = np.unique(h, return_index=True, return_inverse=True)
-    ids = ids.ravel()
-    if not np.array_equal(np.asarray(rows)[first][ids], np.asarray(rows)):
+    # np.unique's return_index needs a stable sort; an unstable one and the least
+    # row of each run of equal hashes give the same ids and first rows, faster
+    order = np.argsort(h)
+    sorted_h = h[order]
+    head = np.empty(h.size, bool)
+    head[0] = True
+    np.not_equal(sorted_h[1:], sorted_h[:-1], out=head[1:])
+    del sorted_h
+    starts = np.flatnonzero(head)
+    first = np.minimum.reduceat(order, starts)
+    ids = np.empty(h.size, np.int64)
+    ids[order] = np.cumsum(head) - 1
+    rep = first[ids]
+    if not all(np.array_equal(rows[rep, c], rows[:, c]) for c in range(rows.shape[1])):
         void = np.ascontiguousarray(rows, dtype=np.int64)
         void = void.view(np.dtype((np.void, 8 * void.shape[1]))).ravel()
         _, first, ids = np.unique(void, return_index=True, return_inverse=True)
