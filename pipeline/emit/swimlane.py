@@ -164,16 +164,17 @@ def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
     now = (times[first] / freq).tolist()
     # Dependence Solving: a window closes at the first time point more than
     # DEP_WINDOW_US after it opened, stamped at its opening
-    dep_groups, dep_ts, dep_rate = [], [], []
-    dep_time, count = now[0], 0
+    dep_groups, dep_ts, dep_rate, dep_open = [], [], [], []
+    dep_time, count, opened = now[0], 0, 0
     window = fmt.DEP_WINDOW_US
     for g, (t, c) in enumerate(zip(now, resolved.tolist())):
         count += c
         if t - dep_time > window:
             dep_groups.append(g)
             dep_ts.append(dep_time)
+            dep_open.append(opened)
             dep_rate.append(count / (t - dep_time))
-            dep_time, count = t, 0
+            dep_time, count, opened = t, 0, g
     total = ready[0] + ready[1]
     slots = [np.flatnonzero(diff[0]), np.flatnonzero(diff[1]),
              np.flatnonzero(diff[0] + diff[1]), np.asarray(dep_groups, np.int64)]
@@ -192,10 +193,17 @@ def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
              f'"tid": {fmt.COUNTER_TID}, "ph": "C", "ts": '
              for name in (*fmt.READY_COUNTERS, fmt.DEP_SOLVING)]
     real = jt.real_for(stamp, rate_v)
+    at = jt.grid_of(times[first], freq)
+    if at is not None:
+        at = at[np.concatenate([slots[0], slots[1], slots[2],
+                                np.asarray(dep_open, np.int64)])][merged]
+        stamps = lambda lo, hi: jt.grid_texts(at[lo:hi])
+    else:
+        stamps = lambda lo, hi: [real(round(t, 4)) for t in stamp[lo:hi].tolist()]
     for lo, hi in jt.chunks(merged.size):
-        rows = zip(which[lo:hi].tolist(), stamp[lo:hi].tolist(), count_v[lo:hi].tolist(),
+        rows = zip(which[lo:hi].tolist(), stamps(lo, hi), count_v[lo:hi].tolist(),
                    rate_v[lo:hi].tolist())
-        yield ", ".join([f'{heads[k]}{real(round(t, 4))}, "args": {{"size": '
+        yield ", ".join([f'{heads[k]}{t}, "args": {{"size": '
                          f'{real(r) if k == 3 else c}}}}}' for k, t, c, r in rows])
 
 
@@ -342,6 +350,18 @@ def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: 
         out.write("\n]\n")
 
 
+def _time_texts(tl: Timeline, freq: float, ts: np.ndarray, te: np.ndarray):
+    """For tasks ``o``: the texts of ``round(ts, 4)`` and ``round(te - ts, 4)``, from the
+    counter ticks when they lie on jsontext's grid, else float by float."""
+    ms = jt.grid_of(to_cycles(tl.task_start, freq), freq)
+    me = jt.grid_of(to_cycles(tl.task_end, freq), freq) if ms is not None else None
+    if me is not None and not np.any(me < ms):
+        return lambda o: (jt.grid_texts(ms[o]), jt.grid_texts(me[o] - ms[o]))
+    real = jt.real_for(ts, te)
+    return lambda o: ([real(round(a, 4)) for a in ts[o].tolist()],
+                      [real(round(b - a, 4)) for a, b in zip(ts[o].tolist(), te[o].tolist())])
+
+
 def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: float,
                       order: np.ndarray, ts: np.ndarray, te: np.ndarray) -> Iterator[str]:
     """The task events of ``merged_swimlane``, as compact JSON, a slice at a time."""
@@ -359,23 +379,22 @@ def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: f
     label = [jt.string(f"({f.label})")[1:-1] for f in leaves]
     root_hash, leaf_hash = v.root_hash, v.leaf_hash
     tid_of = fmt.thread_id(tl.task_core)
-    real = jt.real_for(ts, te)
+    texts = _time_texts(tl, freq, ts, te)
     ob, fm, om = OP_BITS, (1 << FUNC_BITS) - 1, (1 << OP_BITS) - 1   # formal_name, inlined
     pid = fmt.MACHINE_PID
     for lo, hi in jt.chunks(order.size):
         o = order[lo:hi]
         cols = zip(o.tolist(), *(c[o].tolist() for c in (v.seq, v.task_id, v.leaf, v.root, v.op,
-                                                          opmagic, tid_of, ts, te)))
+                                                          opmagic, tid_of)), *texts(o))
         parts = []
-        for t, seq, tid, leaf, root, op, magic, lane, start, end in cols:
+        for t, seq, tid, leaf, root, op, magic, lane, start, dur in cols:
             name = f"{seq}-{(tid >> ob) & fm}-{tid & om}"
             parts.append(
                 f'{{"args": {{"event-hint": "Task:[{name}], rootHash:{root_hash[root]}, '
                 f'callOpMagic:{magic}, leafHash:{leaf_hash[leaf]}, TaskId:{tid}{tail[leaf]}"'
                 f'{middle[leaf]}"taskId": {tid}, "seqNo": {seq}, "wrapId": -1{extra[leaf]}}}, '
                 f'"cat": "event", "id": {t}, "name": "{name}-{root}-{op}{label[leaf]}", '
-                f'"ph": "X", "pid": {pid}, "tid": {lane}, "ts": {real(round(start, 4))}, '
-                f'"dur": {real(round(end - start, 4))}}}')
+                f'"ph": "X", "pid": {pid}, "tid": {lane}, "ts": {start}, "dur": {dur}}}')
         yield ", ".join(parts)
 
 
