@@ -196,7 +196,10 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
     q_all, c_all = [], []
     plain = np.flatnonzero(~box_mixed)
     if plain.size:
-        queries = np.flatnonzero(~mixed)
+        # only accesses of a geometry something writes can meet a box
+        written = np.zeros(int(geo.max()) + 1, bool)
+        written[box_geo[plain]] = True
+        queries = np.flatnonzero(~mixed & written[geo])
         q, c = _geometry_pairs(queries, geo[queries], lo[queries], hi[queries], plain,
                                box_geo, box_lo, box_hi, layout)
         q_all.append(q)
