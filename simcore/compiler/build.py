@@ -285,7 +285,8 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     """
     if not acc.size:
         return RegionAccesses.empty()
-    boxes = np.concatenate([acc.buffer[:, None], acc.lo, acc.hi], axis=1).astype(np.int64)
+    boxes = np.concatenate([acc.buffer[:, None], acc.lo, acc.hi], axis=1).astype(
+        np.int64, copy=False)
     # distinct boxes by row hash (np.unique on rows sorts them as bytes, far slower); the
     # rows come out per access, so the order the distinct boxes are cut in does not show
     box_of, first = row_ids(boxes)
@@ -390,10 +391,14 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
     task_op = np.arange(n) - starts[task_call] if n else np.zeros(0, np.int64)
     work = Work.concat([t.work for t in calls])
     acc = Accesses.concat([t.acc for t in calls], starts[:-1])
+    task_leaf, task_core = cat([t.leaf for t in calls]), cat([t.core for t in calls])
+    # the per-call arrays are all in the joined ones now: let them go before the
+    # dependency and L2 passes need their temporaries (calls is ours, the caller is done)
+    calls.clear()
     edge_src, edge_dst = region_edges(acc.task, acc.buffer, acc.lo, acc.hi,
                                       acc.write.astype(bool), acc.tag, n, acc.buffers) \
         if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    task_leaf, leaf_functions = _used_leaves(cat([t.leaf for t in calls]), leaves.items)
+    task_leaf, leaf_functions = _used_leaves(task_leaf, leaves.items)
     call_leaf_tasks = sizes
     bodies = np.asarray(call_bodies, np.int64)
     call_dev, call_pos = stitch(call_leaf_tasks, bodies,
@@ -405,7 +410,7 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
         call_root=np.asarray(call_root, np.int64), call_bodies=bodies,
         call_dev_task=call_dev, call_in_dev_task=call_pos,
         task_call=task_call, task_leaf=task_leaf, task_op=task_op,
-        task_core=cat([t.core for t in calls]), work=work, regions=l2_regions(acc),
+        task_core=task_core, work=work, regions=l2_regions(acc),
         edge_src=edge_src, edge_dst=edge_dst,
         workspace_bytes=int(np.max(ws)) if len(ws) else 0,
         control_inputs=tuple(n for n, t in kernel.tensors.items() if t.control_flow_input))

@@ -24,7 +24,10 @@ def row_hash(rows: np.ndarray) -> np.ndarray:
     h = np.zeros(len(rows), np.uint64)
     with np.errstate(over="ignore"):
         for c in range(rows.shape[1]):
-            h += rows[:, c].astype(np.int64).astype(np.uint64) * mult[c]
+            col = rows[:, c]
+            col = col.view(np.uint64) if col.dtype == np.int64 else \
+                col.astype(np.int64).astype(np.uint64)
+            h += col * mult[c]
         h ^= h >> np.uint64(29)
         h *= np.uint64(0xBF58476D1CE4E5B9)
         h ^= h >> np.uint64(32)
