@@ -294,12 +294,17 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     owner, index, nbytes, lines = _box_lines(acc.buffers, unique)
     ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
     count = ptr[box_of + 1] - ptr[box_of]
-    if np.all(count == 1):      # every box inside one region: a row per access
-        a, r = np.arange(acc.size), ptr[box_of]
-    else:
-        a = np.repeat(np.arange(acc.size), count)
-        r = np.arange(a.size) - np.repeat(np.cumsum(count) - count, count) + ptr[box_of][a]
     storage = np.unique([b.base for b in acc.buffers], return_inverse=True)[1].ravel()
+    if np.all(count == 1):      # every box inside one region: a row per access, in place
+        r = ptr[box_of]
+        del box_of
+        return RegionAccesses(
+            task=acc.task.astype(np.int64, copy=False),
+            region=(storage[acc.buffer].astype(np.int64) << 40) + index[r],
+            bytes=nbytes[r], lines=lines[r],
+            write=acc.write.astype(bool, copy=False), bypass=acc.bypass.astype(bool, copy=False))
+    a = np.repeat(np.arange(acc.size), count)
+    r = np.arange(a.size) - np.repeat(np.cumsum(count) - count, count) + ptr[box_of][a]
     return RegionAccesses(
         task=acc.task[a].astype(np.int64),
         # keyed on the storage: every geometry of one tensor (an inplace reshape) meets there
