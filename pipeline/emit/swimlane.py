@@ -212,20 +212,35 @@ def _execution_hints(v: TaskView, order: np.ndarray, ts: np.ndarray,
     """Per leaf function: mean, longest and shortest run over its tasks, summed and
     compared in ``order`` (the L1 file's) as the merger does: the first longest and the
     first shortest task win."""
-    runs: dict[int, list] = {}
-    for t, leaf, start, end in zip(order.tolist(), v.leaf[order].tolist(), ts[order].tolist(),
-                                   te[order].tolist()):
-        dur = end - start
-        r = runs.setdefault(leaf, [0, 0.0, dur, t, dur, t])     # count, total, max, at, min, at
-        r[0], r[1] = r[0] + 1, r[1] + dur
-        if dur > r[2]:
-            r[2], r[3] = dur, t
-        if dur < r[4]:
-            r[4], r[5] = dur, t
-    seq, task_id = v.seq.tolist(), v.task_id.tolist()
-    return {leaf: fmt.execution_hint(total / n, longest, formal_name(seq[hi], task_id[hi]),
-                                     shortest, formal_name(seq[lo], task_id[lo]))
-            for leaf, (n, total, longest, hi, shortest, lo) in runs.items()}
+    if order.size == 0:
+        return {}
+    leaf = v.leaf[order].astype(np.int64)
+    dur = te[order] - ts[order]
+    size = int(leaf.max()) + 1
+    n = np.bincount(leaf, minlength=size)
+    # bincount adds the weights one by one in array order: the loop's running total
+    total = np.bincount(leaf, weights=dur, minlength=size)
+    pos = np.arange(order.size)
+    hints = {}
+    picks = []
+    for pick in (np.maximum, np.minimum):
+        best = np.full(size, -np.inf if pick is np.maximum else np.inf)
+        pick.at(best, leaf, dur)
+        # the first task in ``order`` that reaches it
+        at = np.full(size, order.size, np.int64)
+        hit = dur == best[leaf]
+        np.minimum.at(at, leaf[hit], pos[hit])
+        picks.append((best, order[np.minimum(at, order.size - 1)]))
+    (longest, hi), (shortest, lo) = picks
+    seq, task_id = v.seq, v.task_id
+    _, first = np.unique(leaf, return_index=True)
+    for k in leaf[np.sort(first)].tolist():     # leaves in order of first appearance
+        a, b = int(hi[k]), int(lo[k])
+        hints[k] = fmt.execution_hint(
+            float(total[k]) / int(n[k]), float(longest[k]),
+            formal_name(int(seq[a]), int(task_id[a])), float(shortest[k]),
+            formal_name(int(seq[b]), int(task_id[b])))
+    return hints
 
 
 def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
