@@ -3,6 +3,7 @@
 block (formats: pipeline/formats/swimlane.py)."""
 from __future__ import annotations
 
+from bisect import bisect_right
 from itertools import chain
 from pathlib import Path
 from typing import Iterator
@@ -165,16 +166,26 @@ def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
     # Dependence Solving: a window closes at the first time point more than
     # DEP_WINDOW_US after it opened, stamped at its opening
     dep_groups, dep_ts, dep_rate, dep_open = [], [], [], []
-    dep_time, count, opened = now[0], 0, 0
     window = fmt.DEP_WINDOW_US
-    for g, (t, c) in enumerate(zip(now, resolved.tolist())):
-        count += c
-        if t - dep_time > window:
-            dep_groups.append(g)
-            dep_ts.append(dep_time)
-            dep_open.append(opened)
-            dep_rate.append(count / (t - dep_time))
-            dep_time, count, opened = t, 0, g
+    # window by window rather than point by point: time points increase, so the closing
+    # one is found by bisection (then nudged to the exact float test the walk makes), and
+    # the edges resolved in between are a difference of running sums
+    resolved_sum = np.cumsum(resolved).tolist()
+    opened, before = 0, 0
+    while True:
+        start = now[opened]
+        g = max(bisect_right(now, start + window), opened + 1)
+        while g > opened + 1 and now[g - 1] - start > window:
+            g -= 1
+        while g < len(now) and not now[g] - start > window:
+            g += 1
+        if g >= len(now):
+            break
+        dep_groups.append(g)
+        dep_ts.append(start)
+        dep_open.append(opened)
+        dep_rate.append((resolved_sum[g] - before) / (now[g] - start))
+        opened, before = g, resolved_sum[g]
     total = ready[0] + ready[1]
     slots = [np.flatnonzero(diff[0]), np.flatnonzero(diff[1]),
              np.flatnonzero(diff[0] + diff[1]), np.asarray(dep_groups, np.int64)]
