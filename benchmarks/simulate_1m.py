@@ -1,6 +1,6 @@
 """Whole ``ptolab simulate`` of the 10^6-leaf-task kernel, as a user runs it.
 
-    python benchmarks/simulate_1m.py [--calls 1000] [--repeat 1] [--keep DIR]
+    python benchmarks/simulate_1m.py [--calls 1000] [--repeat 1] [--keep DIR] [--repo DIR]
 
 Runs, each in a fresh process (imports, compile, simulate, every file written):
 
@@ -12,14 +12,15 @@ bytes of the files it wrote (best wall of ``--repeat`` runs; the figures of that
 Wall well above user + sys means waiting (I/O, or other work on the machine).
 ``--calls`` scales the kernel (1000 leaf tasks per root call).  With ``--keep DIR``
 the run folders stay there and their files' SHA-256 are printed, to check that a
-change leaves the output byte-identical.
+change leaves the output byte-identical.  ``--repo DIR`` runs another checkout's code
+(e.g. ``git worktree add /tmp/before <commit>``, with its compiled engine built or copied
+in) on the same machine, for before/after figures taken side by side.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -36,17 +37,17 @@ COMMANDS = {
 }
 
 
-def ptolab() -> list[str]:
-    exe = shutil.which("ptolab")
-    return [exe] if exe else [sys.executable, "-c", "import sys; from pipeline.cli import main; "
-                                                    "sys.exit(main())"]
+def ptolab(repo: Path) -> list[str]:
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(repo)!r}); "
+                                  "from pipeline.cli import main; sys.exit(main())"]
 
 
-def run_once(args: list[str], env: dict, out: Path) -> dict:
+def run_once(repo: Path, args: list[str], env: dict, out: Path) -> dict:
     """One command in a child process: its times from wait4, its peak RSS."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(ptolab() + ["simulate", str(KERNEL), *args, "--out", str(out)],
-                            env={**os.environ, **env}, cwd=REPO,
+    kernel = repo / KERNEL.relative_to(REPO)
+    proc = subprocess.Popen(ptolab(repo) + ["simulate", str(kernel), *args, "--out", str(out)],
+                            env={**os.environ, **env}, cwd=repo,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -77,6 +78,7 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=1000, help="root calls (default 1000: 10^6)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per command, best wall kept")
     ap.add_argument("--keep", type=Path, default=None, help="keep the run folders here")
+    ap.add_argument("--repo", type=Path, default=REPO, help="checkout whose code runs")
     a = ap.parse_args()
     calls = ["--set", f"params.CALLS={a.calls}"] if a.calls != 1000 else []
     scratch = Path(tempfile.mkdtemp(prefix="ptolab_sim1m_"))
@@ -86,7 +88,7 @@ def main() -> int:
             best = None
             for _ in range(a.repeat):
                 out = (a.keep or scratch) / f"run{k}"
-                r = run_once(calls + args, env, out)
+                r = run_once(a.repo.resolve(), calls + args, env, out)
                 if best is None or r["wall"] < best["wall"]:
                     best = r
                 if a.keep is None:
@@ -94,8 +96,8 @@ def main() -> int:
             rows.append((name, best))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"bench_1m, {a.calls * 1000:,} leaf tasks ({os.cpu_count()} cores, "
-          f"load {os.getloadavg()[0]:.2f})\n")
+    print(f"bench_1m, {a.calls * 1000:,} leaf tasks, code of {a.repo} ({os.cpu_count()} "
+          f"cores, load {os.getloadavg()[0]:.2f})\n")
     print("| command | wall s | user s | sys s | peak RSS MB | files MB |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, r in rows:
