@@ -16,7 +16,7 @@ from .limits import Limits
 from .merge import choose, merged_index
 from .program import (L2_LINE_BYTES, CoreType, LeafFunction, Program, RegionAccesses,
                       RootFunction)
-from .rows import row_ids
+from .rows import distinct_row_ids, row_ids
 from .stitch import stitch
 from .tiling import RootCallTiler, TaskBatch
 from .trace import trace
@@ -289,8 +289,8 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
         np.int64, copy=False)
     # distinct boxes by row hash (np.unique on rows sorts them as bytes, far slower); the
     # rows come out per access, so the order the distinct boxes are cut in does not show
-    box_of, first = row_ids(boxes)
-    unique = boxes[first]
+    box_of, first = distinct_row_ids(boxes)
+    unique = boxes if first.size == len(boxes) else boxes[first]
     owner, index, nbytes, lines = _box_lines(acc.buffers, unique)
     ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
     count = ptr[box_of + 1] - ptr[box_of]
