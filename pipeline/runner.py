@@ -39,6 +39,27 @@ PROGRESS_TILE_OPS = 200_000
 COMPILE_FILES = ("program.json", "dyn_topo.txt", "compile.json")   # a runtime_debug_mode=1 run carries them
 
 
+_PR_SET_THP_DISABLE = 41     # linux/prctl.h
+
+
+def small_pages() -> None:
+    """Opt this process out of transparent huge pages (Linux; elsewhere nothing).
+
+    A build of 10^6 leaf tasks allocates and drops hundreds of MB of numpy temporaries;
+    under THP ``always`` each first touch of fresh memory faults in, zeroes and may
+    compact a whole 2 MB page, which measured as half the system time of
+    ``ptolab simulate bench_1m`` (benchmarks/simulate_1m.py).  The numbers computed
+    do not depend on it.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def resolve_kernel(path: Path, overrides: Mapping[str, Any]) -> Kernel:
     try:
         data = ov.apply(read_mapping(Path(path)), dict(overrides))
@@ -109,6 +130,7 @@ def compile_for(kernel: Kernel, hw: Hardware, kernel_path: Path,
 
 def run_compile(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
                 out: Path) -> dict:
+    small_pages()
     kernel = resolve_kernel(kernel_path, overrides)
     hw = load_hardware(hardware)
     return write_compile_files(compile_for(kernel, hw, kernel_path), Path(out))
@@ -116,6 +138,7 @@ def run_compile(kernel_path: Path, overrides: Mapping[str, Any], hardware: str |
 
 def run_simulate(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
                  out: Path, rounds: int = 1, env: Mapping[str, str] | None = None) -> RunResult:
+    small_pages()
     kernel = resolve_kernel(kernel_path, overrides)
     hw = load_hardware(hardware)
     progress = size_check(kernel, kernel_path)
@@ -176,6 +199,7 @@ def run_stage(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | P
     from .outdir import owned_folder
     from .parse.run import parse_run
 
+    small_pages()
     env = {**(os.environ if env is None else env), **STAGE_ENV}
     kernel = resolve_kernel(kernel_path, {**overrides, **STAGE_SETS})
     hw = load_hardware(hardware)

@@ -67,3 +67,33 @@ def chunks(n: int, size: int | None = None) -> Iterable[tuple[int, int]]:
     size = size or CHUNK
     for lo in range(0, n, size):
         yield lo, min(lo + size, n)
+
+
+# Times in the swimlanes are counter ticks over the counter's frequency, rounded to 4
+# decimals.  When the frequency divides 10^4 each value is an exact multiple of 1e-4 us,
+# and json.dumps(round(t, 4)) (float.__repr__, the shortest round-tripping string) is
+# that multiple written in decimal: no more than 15 significant digits name one double.
+GRID = 10_000                   # 4 decimals
+GRID_MAX = 10 ** 14             # at most 15 significant digits
+_FRACTION = None
+
+
+def grid_of(cycles: np.ndarray, freq: float) -> np.ndarray | None:
+    """``cycles / freq`` in units of 1e-4 (int64), or None when the ticks do not fall on
+    that grid exactly (then the caller rounds each float)."""
+    if freq != int(freq) or freq <= 0 or GRID % int(freq):
+        return None
+    m = np.asarray(cycles, np.int64) * (GRID // int(freq))
+    if m.size and (m.min() < 0 or m.max() >= GRID_MAX):
+        return None
+    return m
+
+
+def grid_texts(m: np.ndarray) -> list[str]:
+    """``float.__repr__(round(k / 10^4, 4))`` of every non-negative ``k`` below GRID_MAX."""
+    global _FRACTION
+    if _FRACTION is None:
+        _FRACTION = np.asarray([".0"] + ["." + f"{i:04d}".rstrip("0") for i in range(1, GRID)],
+                               object)
+    whole, frac = np.divmod(m, GRID)
+    return [f"{w}{f}" for w, f in zip(whole.tolist(), _FRACTION[frac].tolist())]

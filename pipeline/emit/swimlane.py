@@ -3,6 +3,7 @@
 block (formats: pipeline/formats/swimlane.py)."""
 from __future__ import annotations
 
+from bisect import bisect_right
 from itertools import chain
 from pathlib import Path
 from typing import Iterator
@@ -164,16 +165,27 @@ def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
     now = (times[first] / freq).tolist()
     # Dependence Solving: a window closes at the first time point more than
     # DEP_WINDOW_US after it opened, stamped at its opening
-    dep_groups, dep_ts, dep_rate = [], [], []
-    dep_time, count = now[0], 0
+    dep_groups, dep_ts, dep_rate, dep_open = [], [], [], []
     window = fmt.DEP_WINDOW_US
-    for g, (t, c) in enumerate(zip(now, resolved.tolist())):
-        count += c
-        if t - dep_time > window:
-            dep_groups.append(g)
-            dep_ts.append(dep_time)
-            dep_rate.append(count / (t - dep_time))
-            dep_time, count = t, 0
+    # window by window rather than point by point: time points increase, so the closing
+    # one is found by bisection (then nudged to the exact float test the walk makes), and
+    # the edges resolved in between are a difference of running sums
+    resolved_sum = np.cumsum(resolved).tolist()
+    opened, before = 0, 0
+    while True:
+        start = now[opened]
+        g = max(bisect_right(now, start + window), opened + 1)
+        while g > opened + 1 and now[g - 1] - start > window:
+            g -= 1
+        while g < len(now) and not now[g] - start > window:
+            g += 1
+        if g >= len(now):
+            break
+        dep_groups.append(g)
+        dep_ts.append(start)
+        dep_open.append(opened)
+        dep_rate.append((resolved_sum[g] - before) / (now[g] - start))
+        opened, before = g, resolved_sum[g]
     total = ready[0] + ready[1]
     slots = [np.flatnonzero(diff[0]), np.flatnonzero(diff[1]),
              np.flatnonzero(diff[0] + diff[1]), np.asarray(dep_groups, np.int64)]
@@ -192,10 +204,17 @@ def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
              f'"tid": {fmt.COUNTER_TID}, "ph": "C", "ts": '
              for name in (*fmt.READY_COUNTERS, fmt.DEP_SOLVING)]
     real = jt.real_for(stamp, rate_v)
+    at = jt.grid_of(times[first], freq)
+    if at is not None:
+        at = at[np.concatenate([slots[0], slots[1], slots[2],
+                                np.asarray(dep_open, np.int64)])][merged]
+        stamps = lambda lo, hi: jt.grid_texts(at[lo:hi])
+    else:
+        stamps = lambda lo, hi: [real(round(t, 4)) for t in stamp[lo:hi].tolist()]
     for lo, hi in jt.chunks(merged.size):
-        rows = zip(which[lo:hi].tolist(), stamp[lo:hi].tolist(), count_v[lo:hi].tolist(),
+        rows = zip(which[lo:hi].tolist(), stamps(lo, hi), count_v[lo:hi].tolist(),
                    rate_v[lo:hi].tolist())
-        yield ", ".join([f'{heads[k]}{real(round(t, 4))}, "args": {{"size": '
+        yield ", ".join([f'{heads[k]}{t}, "args": {{"size": '
                          f'{real(r) if k == 3 else c}}}}}' for k, t, c, r in rows])
 
 
@@ -204,20 +223,35 @@ def _execution_hints(v: TaskView, order: np.ndarray, ts: np.ndarray,
     """Per leaf function: mean, longest and shortest run over its tasks, summed and
     compared in ``order`` (the L1 file's) as the merger does: the first longest and the
     first shortest task win."""
-    runs: dict[int, list] = {}
-    for t, leaf, start, end in zip(order.tolist(), v.leaf[order].tolist(), ts[order].tolist(),
-                                   te[order].tolist()):
-        dur = end - start
-        r = runs.setdefault(leaf, [0, 0.0, dur, t, dur, t])     # count, total, max, at, min, at
-        r[0], r[1] = r[0] + 1, r[1] + dur
-        if dur > r[2]:
-            r[2], r[3] = dur, t
-        if dur < r[4]:
-            r[4], r[5] = dur, t
-    seq, task_id = v.seq.tolist(), v.task_id.tolist()
-    return {leaf: fmt.execution_hint(total / n, longest, formal_name(seq[hi], task_id[hi]),
-                                     shortest, formal_name(seq[lo], task_id[lo]))
-            for leaf, (n, total, longest, hi, shortest, lo) in runs.items()}
+    if order.size == 0:
+        return {}
+    leaf = v.leaf[order].astype(np.int64)
+    dur = te[order] - ts[order]
+    size = int(leaf.max()) + 1
+    n = np.bincount(leaf, minlength=size)
+    # bincount adds the weights one by one in array order: the loop's running total
+    total = np.bincount(leaf, weights=dur, minlength=size)
+    pos = np.arange(order.size)
+    hints = {}
+    picks = []
+    for pick in (np.maximum, np.minimum):
+        best = np.full(size, -np.inf if pick is np.maximum else np.inf)
+        pick.at(best, leaf, dur)
+        # the first task in ``order`` that reaches it
+        at = np.full(size, order.size, np.int64)
+        hit = dur == best[leaf]
+        np.minimum.at(at, leaf[hit], pos[hit])
+        picks.append((best, order[np.minimum(at, order.size - 1)]))
+    (longest, hi), (shortest, lo) = picks
+    seq, task_id = v.seq, v.task_id
+    _, first = np.unique(leaf, return_index=True)
+    for k in leaf[np.sort(first)].tolist():     # leaves in order of first appearance
+        a, b = int(hi[k]), int(lo[k])
+        hints[k] = fmt.execution_hint(
+            float(total[k]) / int(n[k]), float(longest[k]),
+            formal_name(int(seq[a]), int(task_id[a])), float(shortest[k]),
+            formal_name(int(seq[b]), int(task_id[b])))
+    return hints
 
 
 def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
@@ -342,6 +376,18 @@ def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: 
         out.write("\n]\n")
 
 
+def _time_texts(tl: Timeline, freq: float, ts: np.ndarray, te: np.ndarray):
+    """For tasks ``o``: the texts of ``round(ts, 4)`` and ``round(te - ts, 4)``, from the
+    counter ticks when they lie on jsontext's grid, else float by float."""
+    ms = jt.grid_of(to_cycles(tl.task_start, freq), freq)
+    me = jt.grid_of(to_cycles(tl.task_end, freq), freq) if ms is not None else None
+    if me is not None and not np.any(me < ms):
+        return lambda o: (jt.grid_texts(ms[o]), jt.grid_texts(me[o] - ms[o]))
+    real = jt.real_for(ts, te)
+    return lambda o: ([real(round(a, 4)) for a in ts[o].tolist()],
+                      [real(round(b - a, 4)) for a, b in zip(ts[o].tolist(), te[o].tolist())])
+
+
 def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: float,
                       order: np.ndarray, ts: np.ndarray, te: np.ndarray) -> Iterator[str]:
     """The task events of ``merged_swimlane``, as compact JSON, a slice at a time."""
@@ -359,23 +405,22 @@ def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: f
     label = [jt.string(f"({f.label})")[1:-1] for f in leaves]
     root_hash, leaf_hash = v.root_hash, v.leaf_hash
     tid_of = fmt.thread_id(tl.task_core)
-    real = jt.real_for(ts, te)
+    texts = _time_texts(tl, freq, ts, te)
     ob, fm, om = OP_BITS, (1 << FUNC_BITS) - 1, (1 << OP_BITS) - 1   # formal_name, inlined
     pid = fmt.MACHINE_PID
     for lo, hi in jt.chunks(order.size):
         o = order[lo:hi]
         cols = zip(o.tolist(), *(c[o].tolist() for c in (v.seq, v.task_id, v.leaf, v.root, v.op,
-                                                          opmagic, tid_of, ts, te)))
+                                                          opmagic, tid_of)), *texts(o))
         parts = []
-        for t, seq, tid, leaf, root, op, magic, lane, start, end in cols:
+        for t, seq, tid, leaf, root, op, magic, lane, start, dur in cols:
             name = f"{seq}-{(tid >> ob) & fm}-{tid & om}"
             parts.append(
                 f'{{"args": {{"event-hint": "Task:[{name}], rootHash:{root_hash[root]}, '
                 f'callOpMagic:{magic}, leafHash:{leaf_hash[leaf]}, TaskId:{tid}{tail[leaf]}"'
                 f'{middle[leaf]}"taskId": {tid}, "seqNo": {seq}, "wrapId": -1{extra[leaf]}}}, '
                 f'"cat": "event", "id": {t}, "name": "{name}-{root}-{op}{label[leaf]}", '
-                f'"ph": "X", "pid": {pid}, "tid": {lane}, "ts": {real(round(start, 4))}, '
-                f'"dur": {real(round(end - start, 4))}}}')
+                f'"ph": "X", "pid": {pid}, "tid": {lane}, "ts": {start}, "dur": {dur}}}')
         yield ", ".join(parts)
 
 

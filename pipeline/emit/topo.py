@@ -66,11 +66,16 @@ def _dyn_topo_pieces(program: Program) -> Iterator[str]:
     cols = (v.seq, v.task_id, v.root, opmagic, v.leaf, v.core_type, v.op, static)
     root_hash, leaf_hash = v.root_hash, v.leaf_hash
     yield fmt.HEADER + "\n"
+    # fmt.row's line, its fixed fields filled in one template; successors joined only
+    # where a task has them
+    nw = fmt.NO_WRAP
     for lo, hi in chunks(v.size):
         rows = zip(range(lo, hi), *(c[lo:hi].tolist() for c in cols))
-        yield "\n".join(fmt.row([seq, tid, root, root_hash[root], magic, leaf, leaf_hash[leaf],
-                                  core, op, fmt.NO_WRAP, n_static], succ_ids[ptr[t]:ptr[t + 1]])
-                         for t, seq, tid, root, magic, leaf, core, op, n_static in rows) + "\n"
+        yield "\n".join(
+            f"{seq},{tid},{root},{root_hash[root]},{magic},{leaf},{leaf_hash[leaf]},{core},"
+            f"{op},{nw},{n_static}" + ("," + ",".join(map(str, succ_ids[ptr[t]:ptr[t + 1]]))
+                                       if ptr[t + 1] > ptr[t] else "")
+            for t, seq, tid, root, magic, leaf, core, op, n_static in rows) + "\n"
 
 
 def _leaf_ops(leaf) -> tuple[list[dict], list[dict], list[dict]]:

@@ -16,7 +16,7 @@ from .limits import Limits
 from .merge import choose, merged_index
 from .program import (L2_LINE_BYTES, CoreType, LeafFunction, Program, RegionAccesses,
                       RootFunction)
-from .rows import row_ids
+from .rows import distinct_row_ids, row_ids
 from .stitch import stitch
 from .tiling import RootCallTiler, TaskBatch
 from .trace import trace
@@ -285,17 +285,26 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     """
     if not acc.size:
         return RegionAccesses.empty()
-    boxes = np.concatenate([acc.buffer[:, None], acc.lo, acc.hi], axis=1).astype(np.int64)
+    boxes = np.concatenate([acc.buffer[:, None], acc.lo, acc.hi], axis=1).astype(
+        np.int64, copy=False)
     # distinct boxes by row hash (np.unique on rows sorts them as bytes, far slower); the
     # rows come out per access, so the order the distinct boxes are cut in does not show
-    box_of, first = row_ids(boxes)
-    unique = boxes[first]
+    box_of, first = distinct_row_ids(boxes)
+    unique = boxes if first.size == len(boxes) else boxes[first]
     owner, index, nbytes, lines = _box_lines(acc.buffers, unique)
     ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
     count = ptr[box_of + 1] - ptr[box_of]
+    storage = np.unique([b.base for b in acc.buffers], return_inverse=True)[1].ravel()
+    if np.all(count == 1):      # every box inside one region: a row per access, in place
+        r = ptr[box_of]
+        del box_of
+        return RegionAccesses(
+            task=acc.task.astype(np.int64, copy=False),
+            region=(storage[acc.buffer].astype(np.int64) << 40) + index[r],
+            bytes=nbytes[r], lines=lines[r],
+            write=acc.write.astype(bool, copy=False), bypass=acc.bypass.astype(bool, copy=False))
     a = np.repeat(np.arange(acc.size), count)
     r = np.arange(a.size) - np.repeat(np.cumsum(count) - count, count) + ptr[box_of][a]
-    storage = np.unique([b.base for b in acc.buffers], return_inverse=True)[1].ravel()
     return RegionAccesses(
         task=acc.task[a].astype(np.int64),
         # keyed on the storage: every geometry of one tensor (an inplace reshape) meets there
@@ -304,9 +313,23 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
         write=acc.write[a].astype(bool), bypass=acc.bypass[a].astype(bool))
 
 
+# boxes cut at a time: the temporaries of a slice stay in cache and are reused, rather
+# than a dozen arrays of every box each faulted in fresh
+BOX_SLICE = 1 << 15
+
+
 def _box_lines(buffers, boxes: np.ndarray):
     """Per box (rows of buffer, lo, hi): its (box, region index, bytes, line bitmap) rows,
     grouped by box in box order."""
+    if len(boxes) <= BOX_SLICE:
+        return _box_lines_slice(buffers, boxes)
+    parts = [_box_lines_slice(buffers, boxes[lo:lo + BOX_SLICE])
+             for lo in range(0, len(boxes), BOX_SLICE)]
+    owner = np.concatenate([p[0] + lo for p, lo in zip(parts, range(0, len(boxes), BOX_SLICE))])
+    return owner, *(np.concatenate([p[k] for p in parts]) for k in (1, 2, 3))
+
+
+def _box_lines_slice(buffers, boxes: np.ndarray):
     rank = (boxes.shape[1] - 1) // 2
     buffer, lo, hi = boxes[:, 0], boxes[:, 1:1 + rank], boxes[:, 1 + rank:]
     n = len(boxes)
@@ -373,10 +396,14 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
     task_op = np.arange(n) - starts[task_call] if n else np.zeros(0, np.int64)
     work = Work.concat([t.work for t in calls])
     acc = Accesses.concat([t.acc for t in calls], starts[:-1])
+    task_leaf, task_core = cat([t.leaf for t in calls]), cat([t.core for t in calls])
+    # the per-call arrays are all in the joined ones now: let them go before the
+    # dependency and L2 passes need their temporaries (calls is ours, the caller is done)
+    calls.clear()
     edge_src, edge_dst = region_edges(acc.task, acc.buffer, acc.lo, acc.hi,
                                       acc.write.astype(bool), acc.tag, n, acc.buffers) \
         if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    task_leaf, leaf_functions = _used_leaves(cat([t.leaf for t in calls]), leaves.items)
+    task_leaf, leaf_functions = _used_leaves(task_leaf, leaves.items)
     call_leaf_tasks = sizes
     bodies = np.asarray(call_bodies, np.int64)
     call_dev, call_pos = stitch(call_leaf_tasks, bodies,
@@ -388,7 +415,7 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
         call_root=np.asarray(call_root, np.int64), call_bodies=bodies,
         call_dev_task=call_dev, call_in_dev_task=call_pos,
         task_call=task_call, task_leaf=task_leaf, task_op=task_op,
-        task_core=cat([t.core for t in calls]), work=work, regions=l2_regions(acc),
+        task_core=task_core, work=work, regions=l2_regions(acc),
         edge_src=edge_src, edge_dst=edge_dst,
         workspace_bytes=int(np.max(ws)) if len(ws) else 0,
         control_inputs=tuple(n for n, t in kernel.tensors.items() if t.control_flow_input))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rows import row_ids
+from .rows import distinct_row_ids
 from .values import MAX_RANK
 
 # A box of a tensor seen through several geometries is compared as the contiguous
@@ -30,7 +30,8 @@ MAX_RUNS_PER_BOX = 1024
 
 def _box_ids(buf, lo, hi, tag) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (buffer, box, tag) rows -> ids, and the first row of each id."""
-    return row_ids(np.concatenate([buf[:, None], lo, hi, tag[:, None]], axis=1))
+    # box ids only pair queries with boxes; the edges come out sorted whatever they are
+    return distinct_row_ids(np.concatenate([buf[:, None], lo, hi, tag[:, None]], axis=1))
 
 
 def _expand_windows(start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,7 +197,10 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
     q_all, c_all = [], []
     plain = np.flatnonzero(~box_mixed)
     if plain.size:
-        queries = np.flatnonzero(~mixed)
+        # only accesses of a geometry something writes can meet a box
+        written = np.zeros(int(geo.max()) + 1, bool)
+        written[box_geo[plain]] = True
+        queries = np.flatnonzero(~mixed & written[geo])
         q, c = _geometry_pairs(queries, geo[queries], lo[queries], hi[queries], plain,
                                box_geo, box_lo, box_hi, layout)
         q_all.append(q)
