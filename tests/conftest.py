@@ -46,3 +46,28 @@ def one_study_copy(dest: Path, study: str) -> Path:
     shutil.copytree(REPO / "configs", dest / "configs")
     (dest / "configs" / "workflow.yaml").write_text(f"studies: [{study}]\nresults: results\n")
     return dest
+
+
+def draw_task_view(data, n_max: int, start_hi: int, length_hi: int):
+    """A random swimlane TaskView for hypothesis tests of the writers: up to ``n_max`` tasks
+    in dev tasks 0-3, edges between them, two core types, start stamps in [0, start_hi] and
+    lengths in [0, length_hi] (many ties at small bounds).  Returns (view, order, start,
+    length), ``order`` the tasks by core type, then start."""
+    import numpy as np
+    from hypothesis import strategies as st
+    from pipeline.emit import swimlane as sw
+    n = data.draw(st.integers(1, n_max))
+    seq = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))))
+    pairs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
+                               max_size=3 * n))
+    edges = sorted({(a, b) if a < b else (b, a) for a, b in pairs if a != b})
+    src = np.asarray([a for a, _ in edges], np.int64)
+    dst = np.asarray([b for _, b in edges], np.int64)
+    start = np.asarray(data.draw(st.lists(st.integers(0, start_hi), min_size=n, max_size=n)))
+    length = np.asarray(data.draw(st.lists(st.integers(0, length_hi), min_size=n, max_size=n)))
+    core = np.asarray(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    v = sw.TaskView(seq=seq, task_id=np.arange(n), call=np.zeros(n, np.int64),
+                    root=np.zeros(n, np.int64), op=np.arange(n), leaf=np.zeros(n, np.int64),
+                    core_type=core, edge_src=src, edge_dst=dst, root_hash=[1], leaf_hash=[2],
+                    labels=["x"])
+    return v, np.lexsort((start, core)), start, length

@@ -12,6 +12,8 @@ from pipeline.emit import swimlane as sw
 from pipeline.formats import swimlane as fmt
 from pipeline.formats.task_id import formal_name
 
+from conftest import draw_task_view
+
 
 def test_grid_texts_are_the_rounded_floats():
     rng = np.random.default_rng(7)
@@ -34,21 +36,7 @@ def test_grid_texts_are_the_rounded_floats():
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_counter_texts_on_the_grid_match_the_event_loop(data):
-    n = data.draw(st.integers(1, 60))
-    seq = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))))
-    pairs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
-                               max_size=3 * n))
-    edges = sorted({(a, b) if a < b else (b, a) for a, b in pairs if a != b})
-    src = np.asarray([a for a, _ in edges], np.int64)
-    dst = np.asarray([b for _, b in edges], np.int64)
-    start = np.asarray(data.draw(st.lists(st.integers(0, 2000), min_size=n, max_size=n)))
-    length = np.asarray(data.draw(st.lists(st.integers(0, 300), min_size=n, max_size=n)))
-    core = np.asarray(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
-    v = sw.TaskView(seq=seq, task_id=np.arange(n), call=np.zeros(n, np.int64),
-                    root=np.zeros(n, np.int64), op=np.arange(n), leaf=np.zeros(n, np.int64),
-                    core_type=core, edge_src=src, edge_dst=dst, root_hash=[1], leaf_hash=[2],
-                    labels=["x"])
-    order = np.lexsort((start, core))
+    v, order, start, length = draw_task_view(data, 60, 2000, 300)
     freq = data.draw(st.sampled_from([50, 1000]))
     start_c, end_c = start + 10 ** 6, start + length + 10 ** 6
     want = jt.compact_items(sw.ready_counters(v, order, start_c, end_c, freq))

@@ -20,6 +20,8 @@ from pipeline.runner import compile_for, resolve_kernel, simulate_program, size_
 from simcore.machine import simulate
 from simcore.spec.hardware import load_hardware
 
+from conftest import draw_task_view
+
 KERNELS = Path(__file__).resolve().parents[1] / "configs" / "kernels"
 DEBUG = {"debug_options.runtime_debug_mode": 1}
 ODD = 'q"uo\\te %d %s {x}\n\ttab ünï 字 \x01'      # what a label could hold that JSON escapes
@@ -191,21 +193,7 @@ def test_kernels_exercise_edges_and_dev_tasks(run):
 def test_counter_walk_on_columns_matches_the_event_loop(data):
     """Random dev tasks, edges and stamps with many ties: the column walk writes what
     ready_counters' loop gives."""
-    n = data.draw(st.integers(1, 40))
-    seq = np.sort(np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))))
-    pairs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
-                               max_size=3 * n))
-    edges = sorted({(a, b) if a < b else (b, a) for a, b in pairs if a != b})
-    src = np.asarray([a for a, _ in edges], np.int64)
-    dst = np.asarray([b for _, b in edges], np.int64)
-    start = np.asarray(data.draw(st.lists(st.integers(0, 30), min_size=n, max_size=n)))
-    length = np.asarray(data.draw(st.lists(st.integers(0, 8), min_size=n, max_size=n)))
-    core = np.asarray(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
-    v = sw.TaskView(seq=seq, task_id=np.arange(n), call=np.zeros(n, np.int64),
-                    root=np.zeros(n, np.int64), op=np.arange(n), leaf=np.zeros(n, np.int64),
-                    core_type=core, edge_src=src, edge_dst=dst, root_hash=[1], leaf_hash=[2],
-                    labels=["x"])
-    order = np.lexsort((start, core))
+    v, order, start, length = draw_task_view(data, 40, 30, 8)
     freq = 1.5
     start_c, end_c = start * 7, (start + length) * 7
     want = jt.compact_items(sw.ready_counters(v, order, start_c, end_c, freq))
