@@ -71,3 +71,17 @@ def draw_task_view(data, n_max: int, start_hi: int, length_hi: int):
                     core_type=core, edge_src=src, edge_dst=dst, root_hash=[1], leaf_hash=[2],
                     labels=["x"])
     return v, np.lexsort((start, core)), start, length
+
+
+def exp_sqrt_chain(n: int, tile: int):
+    """exp over x, then sqrt over its result with half the tile, assembled into y: the
+    intermediate goes through GM (and L2) between the two leaf functions."""
+    from simcore.spec.kernel import Kernel
+    return Kernel.model_validate({
+        "name": "chain",
+        "tensors": {"x": {"shape": [n], "role": "input"}, "y": {"shape": [n], "role": "output"}},
+        "body": [{"set_vec_tile_shapes": [tile]},
+                 {"op": "exp", "inputs": ["x"], "out": "e"},
+                 {"set_vec_tile_shapes": [tile // 2]},
+                 {"op": "sqrt", "inputs": ["e"], "out": "s"},
+                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}]})

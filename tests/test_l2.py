@@ -12,6 +12,8 @@ from simcore.machine.l2 import L2Cache, TaskRegions
 from simcore.spec.hardware import load_hardware
 from simcore.spec.kernel import Kernel
 
+from conftest import exp_sqrt_chain
+
 HW = load_hardware("dav_2201")
 LINE = L2_LINE_BYTES
 
@@ -110,14 +112,7 @@ def test_a_second_core_reading_the_same_column_tile_hits_l2():
 def _chain(n=1 << 16, tile=16384):
     """exp over x, then sqrt over its result with half the tile: the intermediate goes
     through GM (and L2) between the two."""
-    return Kernel.model_validate({
-        "name": "chain",
-        "tensors": {"x": {"shape": [n], "role": "input"}, "y": {"shape": [n], "role": "output"}},
-        "body": [{"set_vec_tile_shapes": [tile]},
-                 {"op": "exp", "inputs": ["x"], "out": "e"},
-                 {"set_vec_tile_shapes": [tile // 2]},
-                 {"op": "sqrt", "inputs": ["e"], "out": "s"},
-                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}]})
+    return exp_sqrt_chain(n, tile)
 
 
 def test_a_consumer_of_data_just_written_hits_l2():

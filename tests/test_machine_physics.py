@@ -10,7 +10,7 @@ from simcore.machine import simulate
 from simcore.spec.hardware import load_hardware
 from simcore.spec.kernel import Kernel
 
-from conftest import KERNELS
+from conftest import KERNELS, exp_sqrt_chain
 
 HW = load_hardware("dav_2201")
 
@@ -131,14 +131,7 @@ def test_cache_bypass_keeps_streamed_data_out_of_l2():
 def _chain(n_tiles=512, tile=65536):
     """Producer -> consumer over a working set of twice the L2: affinity decides hits."""
     n = n_tiles * tile
-    return Kernel.model_validate({
-        "name": "chain",
-        "tensors": {"x": {"shape": [n], "role": "input"}, "y": {"shape": [n], "role": "output"}},
-        "body": [{"set_vec_tile_shapes": [tile]},
-                 {"op": "exp", "inputs": ["x"], "out": "e"},
-                 {"set_vec_tile_shapes": [tile // 2]},
-                 {"op": "sqrt", "inputs": ["e"], "out": "s"},
-                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}]})
+    return exp_sqrt_chain(n, tile)
 
 
 def test_sched_mode_1_keeps_consumers_near_their_producers_in_l2():
