@@ -15,6 +15,10 @@ busy shared host wall time mostly measures the other tenants) and how many jobs 
 ran.  The figures are whole-process times and include Snakemake's start-up.  ``--keep DIR``
 builds in DIR and keeps it; run again with the same DIR, the clean build is skipped and the
 knob is edited again (so the edit loop can be timed repeatedly without a full build).
+4. the same edit under ``ptolab watch`` (pipeline/watch.py, started on the built folder):
+   wall seconds from saving the file to the rewritten report, and to Snakemake having
+   recorded the rebuild (the watch's background ``snakemake --touch``).
+
 ``--breakdown`` splits the knob-edit step's wall time: Snakemake until the first job
 starts, each job (a ``ptolab`` wrapper put first on PATH notes when each starts and ends),
 and Snakemake after the last one; plus ``snakemake --version``, the start-up floor.
@@ -96,6 +100,34 @@ def breakdown(work: Path, cores: int, scratch: Path) -> None:
     print(f"{'  snakemake after the last job':<40} {t0 + seconds - max(ends):>7.2f}")
 
 
+def watch_edit(work: Path, study: str, cores: int) -> tuple[float, float]:
+    """(seconds to the report, seconds to the record) for one knob edit under a watch."""
+    log = work / "watch-bench.out"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["ptolab", "watch", study, "--dir", str(work), "--edits", "1",
+                                 "--interval", "0.05", "--cores", str(cores)],
+                                stdout=out, stderr=subprocess.STDOUT)
+        try:
+            while "watching" not in log.read_text():
+                if proc.poll() is not None:
+                    raise SystemExit(f"ptolab watch failed:\n{log.read_text()[-3000:]}")
+                time.sleep(0.05)
+            report = work / "results" / study / "report.html"
+            before = report.stat().st_mtime_ns
+            start = time.perf_counter()
+            edit_knob(work / "configs" / "studies" / f"{study}.yaml")
+            while report.stat().st_mtime_ns == before or "rebuilt" not in log.read_text():
+                if proc.poll() is not None:
+                    raise SystemExit(f"ptolab watch failed:\n{log.read_text()[-3000:]}")
+                time.sleep(0.01)
+            to_report = time.perf_counter() - start
+            proc.wait(timeout=300)
+            return to_report, time.perf_counter() - start
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cores", type=int, default=2)
@@ -124,6 +156,9 @@ def main() -> None:
                 label = f"knob edited ({args.study}/{stage})"
             seconds, cpu, jobs = snakemake(work, args.cores)
             print(f"{label:<40} {seconds:>7.1f} {cpu:>7.1f} {jobs:>5}", flush=True)
+        to_report, to_record = watch_edit(work, args.study, args.cores)
+        print(f"{'knob edited under ptolab watch -> report':<40} {to_report:>7.2f}")
+        print(f"{'  ... and recorded for snakemake':<40} {to_record:>7.2f}")
         if args.breakdown:
             edit_knob(work / "configs" / "studies" / f"{args.study}.yaml")
             print("knob edited again, wall seconds:")

@@ -1,0 +1,271 @@
+"""The fast knob-edit loop (``ptolab watch``, pipeline/watch.py).
+
+The watch must build exactly what ``snakemake`` would build after the same edit, and only
+that: the jobs it runs are the rules' commands, a job reruns when what Snakemake compares
+for it changed, and after a round Snakemake finds the results up to date.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.watch import build_plan, jobs
+from tests.conftest import REPO, one_study_copy
+
+
+def _signatures(work: Path, studies: list[str]) -> dict:
+    plan = build_plan(work / "configs")
+    return {job.key: job.signature for job in jobs(plan, studies)}
+
+
+def _set_stage_knob(study_file: Path, stage: int, key: str, value) -> None:
+    data = yaml.safe_load(study_file.read_text(encoding="utf-8"))
+    data["stages"][stage].setdefault("set", {})[key] = value
+    study_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def test_a_knob_edit_changes_that_stage_and_its_report_only(repo_copy):
+    before = _signatures(repo_copy, ["multi_stitch", "softmax_tile"])
+    _set_stage_knob(repo_copy / "configs" / "studies" / "multi_stitch.yaml", 1,
+                    "runtime_options.stitch_function_max_num", 32)
+    after = _signatures(repo_copy, ["multi_stitch", "softmax_tile"])
+    changed = {key for key in before if before[key] != after[key]}
+    assert changed == {("multi_stitch", "stitch_64"), ("multi_stitch", "report")}
+
+
+def test_editing_a_kernel_or_the_chip_reruns_every_stage_that_reads_it(repo_copy):
+    studies = ["multi_stitch", "softmax_tile"]
+    before = _signatures(repo_copy, studies)
+    kernel = repo_copy / "configs" / "kernels" / "multi_stitch_add.yaml"
+    kernel.write_text(kernel.read_text(encoding="utf-8") + "\n# a comment is an edit too\n",
+                      encoding="utf-8")
+    after = _signatures(repo_copy, studies)
+    changed = {key for key in before if before[key] != after[key]}
+    assert changed == {("multi_stitch", "stitch_1"), ("multi_stitch", "stitch_64"),
+                       ("multi_stitch", "report")}
+    chip = repo_copy / "configs" / "hardware" / "dav_2201.toml"
+    chip.write_text(chip.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    again = _signatures(repo_copy, studies)
+    rerun = {key for key in after if after[key] != again[key]}
+    assert {key for key in rerun if key[1] != "report"} == \
+        {key for key in after if key[1] not in ("report", "index")}
+
+
+@pytest.mark.skipif(shutil.which("snakemake") is None, reason="needs snakemake")
+def test_the_watch_runs_the_commands_the_rules_run(tmp_path, monkeypatch):
+    """Every stage and report job's arguments are the ones the Snakefile's shell line
+    gives ``ptolab`` (read from ``snakemake --dry-run --printshellcmds``)."""
+    work = one_study_copy(tmp_path, "multi_stitch")
+    proc = subprocess.run(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work),
+                           "-n", "-p", "-c1", "results/multi_stitch/report.html"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shell = [shlex.split(line.split("Shell command: ptolab ", 1)[1].split(" > ")[0])
+             for line in proc.stdout.splitlines() if "Shell command: ptolab " in line]
+    monkeypatch.chdir(work)                      # the watch runs in the workflow's folder
+    planned = {tuple(job.argv) for job in jobs(build_plan(Path("configs")), ["multi_stitch"])
+               if job.name != "index"}
+    assert len(shell) == 3                       # two stages and the report
+    assert {tuple(words) for words in shell} <= planned
+
+
+def _wait_for(predicate, timeout: float, what: str, proc=None) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    out = proc.stdout.read() if proc is not None and proc.poll() is not None else ""
+    raise AssertionError(f"timed out waiting for {what}\n{out}")
+
+
+def _start_watch(tmp_path: Path, edits: int):
+    work = one_study_copy(tmp_path / "watched", "multi_stitch")
+    out_file = (tmp_path / "watch.out").open("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "watch", "multi_stitch",
+                             "--dir", str(work), "--edits", str(edits), "--interval", "0.1"],
+                            stdout=out_file, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    log = lambda: (tmp_path / "watch.out").read_text()   # noqa: E731
+    return work, proc, out_file, log
+
+
+def _same_as_snakemake_builds(tmp_path: Path, work: Path) -> None:
+    """The watched results are byte for byte what snakemake builds from the same configs
+    in a fresh folder, and snakemake, asked in the watched folder, has nothing to do."""
+    fresh = tmp_path / "fresh"
+    shutil.copytree(work / "configs", fresh / "configs")
+    snake = ["snakemake", "-s", str(REPO / "Snakefile"), "-c2",
+             "results/multi_stitch/report.html", "results/index.html"]
+    done = subprocess.run(snake + ["-d", str(fresh)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    files = [p for p in sorted((fresh / "results" / "multi_stitch").rglob("*")) if p.is_file()]
+    assert len(files) > 20
+    for path in files:
+        twin = work / "results" / "multi_stitch" / path.relative_to(
+            fresh / "results" / "multi_stitch")
+        assert twin.read_bytes() == path.read_bytes(), path
+    dry = subprocess.run(snake + ["-d", str(work), "-n"], capture_output=True, text=True,
+                         timeout=120)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+
+
+needs_commands = pytest.mark.skipif(
+    shutil.which("snakemake") is None or shutil.which("ptolab") is None,
+    reason="needs the installed ptolab and snakemake commands")
+
+
+@needs_commands
+def test_an_edit_under_watch_builds_what_snakemake_builds(tmp_path):
+    """Start a watch, edit a knob, then save a bad value: the edited stage alone is
+    rebuilt, byte for byte as snakemake builds it, Snakemake then has nothing to do, and
+    the bad edit rebuilt nothing and lost nothing."""
+    work, proc, out_file, log = _start_watch(tmp_path, edits=2)
+    study = work / "configs" / "studies" / "multi_stitch.yaml"
+    report = work / "results" / "multi_stitch" / "report.html"
+    try:
+        _wait_for(lambda: "watching" in log(), 300, "the first build", proc)
+        first = report.stat().st_mtime_ns
+        untouched = (work / "results" / "multi_stitch" / "stitch_1" / "run" /
+                     "merged_swimlane.json").stat().st_mtime_ns
+
+        # edit 1: stage stitch_64 now stitches 32 root calls
+        _set_stage_knob(study, 1, "runtime_options.stitch_function_max_num", 32)
+        _wait_for(lambda: "recorded for snakemake" in log(), 120, "the rebuild", proc)
+        assert report.stat().st_mtime_ns > first
+        assert re.search(r"multi_stitch/stitch_64: [\d.]+ s", log())
+        assert "multi_stitch/stitch_1:" not in log()      # its knobs did not change
+        assert (work / "results" / "multi_stitch" / "stitch_1" / "run" /
+                "merged_swimlane.json").stat().st_mtime_ns == untouched
+
+        # edit 2: a value the config model refuses: an error naming the field, no rebuild
+        rebuilt = report.stat().st_mtime_ns
+        good, good_stat = study.read_bytes(), study.stat()
+        _set_stage_knob(study, 0, "runtime_options.stitch_function_max_num", "many")
+        proc.wait(timeout=120)
+        assert proc.returncode == 0
+        assert "error" in log() and "stitch_function_max_num" in log()
+        assert report.stat().st_mtime_ns == rebuilt
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out_file.close()
+    # the good edit back as it was (content and time: Snakemake dates the report's inputs)
+    study.write_bytes(good)
+    os.utime(study, ns=(good_stat.st_atime_ns, good_stat.st_mtime_ns))
+    _same_as_snakemake_builds(tmp_path, work)
+
+
+@needs_commands
+def test_an_edit_saved_while_snakemake_records_the_last_one_is_not_lost(tmp_path):
+    """The recording snakemake plans from the configs as it finds them; a second edit saved
+    right after the first rebuild may reach it.  Whatever the timing, once the watch has
+    stopped its results are what snakemake builds from the final configs and snakemake
+    agrees that nothing is left to do."""
+    work, proc, out_file, log = _start_watch(tmp_path, edits=2)
+    study = work / "configs" / "studies" / "multi_stitch.yaml"
+    try:
+        _wait_for(lambda: "watching" in log(), 300, "the first build", proc)
+        _set_stage_knob(study, 1, "runtime_options.stitch_function_max_num", 32)
+        _wait_for(lambda: "rebuilt" in log(), 120, "the rebuild", proc)
+        _set_stage_knob(study, 0, "runtime_options.stitch_function_max_num", 2)
+        proc.wait(timeout=120)
+        assert proc.returncode == 0, log()
+        assert re.search(r"multi_stitch/stitch_1: [\d.]+ s", log())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out_file.close()
+    _same_as_snakemake_builds(tmp_path, work)
+
+
+class _Done:
+    """Stands for a finished snakemake process."""
+    returncode = 0
+
+    def communicate(self):
+        return "", None
+
+    def poll(self):
+        return 0
+
+
+def _synced_watch(work: Path, monkeypatch, studies: list[str]):
+    import pipeline.watch as watch
+    monkeypatch.chdir(work)
+    ran: list[str] = []
+    monkeypatch.setattr(watch, "run_job", lambda job: (ran.append(job.label), (0, ""))[1])
+    monkeypatch.setattr(watch.Watch, "snakemake",
+                        lambda self, plan, names, touch=False: (ran.append(
+                            "touch" if touch else "snakemake"), _Done())[1])
+    w = watch.Watch(Path("."), studies, say=lambda text: None)
+    w.start()
+    ran.clear()
+    return w, ran
+
+
+def test_a_round_runs_the_changed_stage_before_its_report_then_records(repo_copy,
+                                                                       monkeypatch):
+    w, ran = _synced_watch(repo_copy, monkeypatch, ["multi_stitch", "softmax_tile"])
+    assert w.rebuild() == []                      # nothing changed: nothing runs
+    _set_stage_knob(Path("configs/studies/multi_stitch.yaml"), 0,
+                    "runtime_options.stitch_function_max_num", 2)
+    w.rebuild()
+    assert ran == ["multi_stitch/stitch_1", "multi_stitch/report", "touch"]
+
+
+def test_a_failed_stage_leaves_its_report_alone_and_is_retried(repo_copy, monkeypatch):
+    import pipeline.watch as watch
+    w, ran = _synced_watch(repo_copy, monkeypatch, ["multi_stitch"])
+    monkeypatch.setattr(watch, "run_job", lambda job: (ran.append(job.label), (3, "boom"))[1])
+    _set_stage_knob(Path("configs/studies/multi_stitch.yaml"), 1,
+                    "runtime_options.stitch_function_max_num", 8)
+    w.rebuild()
+    assert ran == ["multi_stitch/stitch_64"]     # no report, no record of a failed round
+    ran.clear()
+    monkeypatch.setattr(watch, "run_job", lambda job: (ran.append(job.label), (0, ""))[1])
+    w.rebuild()                                   # the next round tries it again
+    assert ran == ["multi_stitch/stitch_64", "multi_stitch/report", "touch"]
+
+
+def test_a_change_to_ptolabs_code_is_handed_to_snakemake(repo_copy, monkeypatch):
+    import pipeline.watch as watch
+    w, ran = _synced_watch(repo_copy, monkeypatch, ["multi_stitch"])
+    monkeypatch.setattr(watch, "code_digest", lambda: "edited since the watch started")
+    _set_stage_knob(Path("configs/studies/multi_stitch.yaml"), 1,
+                    "runtime_options.stitch_function_max_num", 8)
+    w.rebuild()
+    assert ran == ["snakemake"]
+
+
+def test_a_study_kernel_imported_from_python_reimports_when_its_source_changes(
+        tmp_path, monkeypatch):
+    """A study naming a .py kernel: its import job runs first, and an edit to the source
+    reruns the import and every stage (their kernel is the imported config)."""
+    work = one_study_copy(tmp_path, "multi_stitch")
+    (work / "configs" / "kernels" / "softmax.py").write_text(
+        (REPO / "tests" / "kernels_py" / "softmax.py").read_text(encoding="utf-8"))
+    (work / "configs" / "studies" / "py_softmax.yaml").write_text(
+        "name: py_softmax\nkernel: kernels/softmax.py:softmax\nstages:\n"
+        "  - {name: own_tiles, description: the kernel's own tiles}\n"
+        "  - {name: whole_rows, description: whole rows,"
+        " set: {tiles.vec: [1, 32, 1, 256]}}\n")
+    (work / "configs" / "workflow.yaml").write_text("studies: [py_softmax]\nresults: results\n")
+    w, ran = _synced_watch(work, monkeypatch, ["py_softmax"])
+    source = Path("configs/kernels/softmax.py")
+    source.write_text(source.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    w.rebuild()
+    assert ran == ["py_softmax/import", "py_softmax/own_tiles", "py_softmax/whole_rows",
+                   "py_softmax/report", "touch"]
