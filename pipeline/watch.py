@@ -89,18 +89,20 @@ def code_digest() -> str:
 
 
 def build_plan(configs: Path, memo: Path | None = None):
-    """The Snakefile's plan: the workflow file's studies, then the nightly-only ones."""
+    """The Snakefile's plan (the workflow file's studies, then the nightly-only ones) and
+    the workflow file's study names, what a bare ``snakemake`` builds."""
     from simcore.spec.loader import read_mapping
 
     from .workflow import load_plan
     configs = Path(configs)
     plan = load_plan(configs, read_mapping(configs / "workflow.yaml"), memo=memo)
+    default = list(plan.studies)
     nightly_file = configs / "nightly.yaml"
     if nightly_file.exists():
         from .nightly.config import load_nightly
         from .nightly.plan import nightly_plan, with_studies
         plan = with_studies(plan, nightly_plan(configs, plan.results, load_nightly(nightly_file)))
-    return plan
+    return plan, default
 
 
 def jobs(plan, studies: list[str]) -> list[Job]:
@@ -192,13 +194,14 @@ class Watch:
         self.code = code_digest()
         self.touching: subprocess.Popen | None = None
         self.touched: list[Job] = []     # the jobs the running touch may record
+        self.default: list[str] = []     # the workflow file's studies
         self.in_sync = False         # whether ``built`` holds a snakemake-complete state
         self.sources: list[Path] = []   # the PyPTO Python kernels studies import
         self.stamps = self.snapshot()
 
     # -- what to watch -------------------------------------------------------------------
     def studies(self, plan) -> list[str]:
-        names = self.requested or list(plan.studies)
+        names = self.requested or self.default
         unknown = [n for n in names if n not in plan.studies]
         if unknown:
             known = ", ".join(plan.studies)
@@ -252,7 +255,7 @@ class Watch:
             self.say("ptolab watch: recorded for snakemake")
         self.touching = None
         try:
-            plan = build_plan(self.configs, self.memo)
+            plan, self.default = build_plan(self.configs, self.memo)
             stale = [job for job in jobs(plan, self.studies(plan))
                      if self.built.get(job.key) != job.signature]
         except ConfigError:
@@ -291,7 +294,7 @@ class Watch:
         return True
 
     def start(self) -> None:
-        plan = build_plan(self.configs, self.memo)
+        plan, self.default = build_plan(self.configs, self.memo)
         studies = self.studies(plan)
         self.sources = [Path(sp.kernel_source) for sp in plan.studies.values()
                         if sp.kernel_source is not None]
@@ -301,7 +304,7 @@ class Watch:
     def rebuild(self) -> list[str]:
         """One round after an edit: plan, run the changed jobs; return the jobs run."""
         try:
-            plan = build_plan(self.configs, self.memo)
+            plan, self.default = build_plan(self.configs, self.memo)
             studies = self.studies(plan)
         except ConfigError as exc:
             self.say(f"ptolab watch: error: {exc}\n(nothing rebuilt; fix the file and save)")

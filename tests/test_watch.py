@@ -23,7 +23,7 @@ from tests.conftest import REPO, one_study_copy
 
 
 def _signatures(work: Path, studies: list[str]) -> dict:
-    plan = build_plan(work / "configs")
+    plan = build_plan(work / "configs")[0]
     return {job.key: job.signature for job in jobs(plan, studies)}
 
 
@@ -72,8 +72,8 @@ def test_the_watch_runs_the_commands_the_rules_run(tmp_path, monkeypatch):
     shell = [shlex.split(line.split("Shell command: ptolab ", 1)[1].split(" > ")[0])
              for line in proc.stdout.splitlines() if "Shell command: ptolab " in line]
     monkeypatch.chdir(work)                      # the watch runs in the workflow's folder
-    planned = {tuple(job.argv) for job in jobs(build_plan(Path("configs")), ["multi_stitch"])
-               if job.name != "index"}
+    plan, _ = build_plan(Path("configs"))
+    planned = {tuple(job.argv) for job in jobs(plan, ["multi_stitch"]) if job.name != "index"}
     assert len(shell) == 3                       # two stages and the report
     assert {tuple(words) for words in shell} <= planned
 
@@ -269,3 +269,12 @@ def test_a_study_kernel_imported_from_python_reimports_when_its_source_changes(
     w.rebuild()
     assert ran == ["py_softmax/import", "py_softmax/own_tiles", "py_softmax/whole_rows",
                    "py_softmax/report", "touch"]
+
+
+def test_without_study_names_the_watch_builds_what_a_bare_snakemake_builds(repo_copy,
+                                                                          monkeypatch):
+    import yaml as _yaml
+    w, _ = _synced_watch(repo_copy, monkeypatch, [])
+    plan, default = build_plan(Path("configs"))
+    listed = _yaml.safe_load(Path("configs/workflow.yaml").read_text())["studies"]
+    assert w.studies(plan) == default == listed

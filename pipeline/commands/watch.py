@@ -11,8 +11,8 @@ HELP = "build the studies, then rebuild what each config edit changes (Ctrl-C st
 
 def add_arguments(p) -> None:
     p.add_argument("studies", nargs="*", metavar="STUDY",
-                   help="studies to build and watch (default: every study in "
-                        "configs/workflow.yaml and configs/nightly.yaml)")
+                   help="studies to build and watch (default: those of configs/workflow.yaml, "
+                        "what a bare snakemake builds; a nightly study may be named)")
     p.add_argument("--dir", type=Path, default=Path("."), dest="workdir",
                    help="the folder holding configs/ and results/ (default: here)")
     p.add_argument("--cores", type=int, default=2,
