@@ -175,6 +175,8 @@ def run_job(job: Job) -> tuple[int, str]:
             except Exception:                   # a ptolab bug: keep watching, show it
                 traceback.print_exc()
                 code = 1
+    if code == 130:       # Ctrl-C inside the command, which main() turned into its exit code
+        raise KeyboardInterrupt
     text = buffer.getvalue() if job.log is None else job.log.read_text(encoding="utf-8")
     return code, "\n".join(text.splitlines()[-20:])
 
