@@ -18,6 +18,7 @@ handed to ``snakemake`` whole (restart the watch to get the fast loop back).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -181,6 +182,44 @@ def run_job(job: Job) -> tuple[int, str]:
     return code, "\n".join(text.splitlines()[-20:])
 
 
+# What a worker needs imported before it forks.  A plain fork of the watch itself is not
+# safe: polars' thread pool, running once a report has been rendered, leaves locks held in
+# the child (polars' documentation warns against fork), so workers fork from a server
+# process that imported these and ran nothing.
+_PRELOAD = ["pipeline.cli", "pipeline.runner", "pipeline.report.render", "simcore.compiler",
+            "simcore.machine.engine", "numpy", "polars"]
+
+
+@functools.lru_cache(maxsize=1)
+def workers():
+    """The multiprocessing context the parallel jobs run in (its server starts on first use)."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
+
+
+def _timed(job: Job, cwd: str) -> tuple[Job, int, str, float]:
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
+    start = time.perf_counter()
+    try:
+        code, tail = run_job(job)
+    except KeyboardInterrupt:
+        code, tail = 130, "interrupted"
+    return job, code, tail, time.perf_counter() - start
+
+
+def _phases(todo: list[Job]) -> list[list[Job]]:
+    """The jobs in the order their files flow: imports, stages, reports, the index (the
+    reports refresh an index that exists; the index job writes a missing or changed one)."""
+    rank = {"import": 0, "report": 2, "index": 3}
+    phases: list[list[Job]] = [[], [], [], []]
+    for job in todo:
+        phases[rank.get(job.name, 1)].append(job)
+    return [phase for phase in phases if phase]
+
+
 class Watch:
     """The loop's state: the signature each job was last built with, and the files seen."""
 
@@ -296,6 +335,12 @@ class Watch:
         return True
 
     def start(self) -> None:
+        if self.cores > 1:
+            # the worker server imports ptolab while snakemake builds, not on the first edit
+            # that rebuilds several stages
+            import multiprocessing.forkserver
+            workers()
+            multiprocessing.forkserver.ensure_running()
         plan, self.default = build_plan(self.configs, self.memo)
         studies = self.studies(plan)
         self.sources = [Path(sp.kernel_source) for sp in plan.studies.values()
@@ -328,20 +373,18 @@ class Watch:
         start = time.perf_counter()
         failed: set[str] = set()
         ran = []
-        for job in todo:
-            if job.study in failed:
-                continue
-            t0 = time.perf_counter()
-            code, tail = run_job(job)
-            if code != 0:
-                failed.add(job.study)
-                where = f" (log: {job.log})" if job.log else ""
-                self.say(f"ptolab watch: {job.label} failed{where}; its report is not "
-                         f"updated:\n{tail}")
-                continue
-            self.built[job.key] = job.signature
-            ran.append(job.label)
-            self.say(f"  {job.label}: {time.perf_counter() - t0:.2f} s")
+        for phase in _phases(todo):
+            for job, code, tail, seconds in self.run_phase(
+                    [job for job in phase if job.study not in failed]):
+                if code != 0:
+                    failed.add(job.study)
+                    where = f" (log: {job.log})" if job.log else ""
+                    self.say(f"ptolab watch: {job.label} failed{where}; its report is not "
+                             f"updated:\n{tail}")
+                    continue
+                self.built[job.key] = job.signature
+                ran.append(job.label)
+                self.say(f"  {job.label}: {seconds:.2f} s")
         done = [s for s in studies if s not in failed and any(j.study == s for j in todo)]
         if done:
             self.say(f"ptolab watch: rebuilt {', '.join(ran)} in "
@@ -349,6 +392,26 @@ class Watch:
             self.touching = self.snakemake(plan, done, touch=True)
             self.touched = [job for job in jobs(plan, done) if job.name != "index"]
         return ran
+
+    def run_phase(self, phase: list[Job]):
+        """Run jobs that do not read each other's files; yield (job, code, tail, seconds).
+
+        Several run side by side (``--cores`` at a time) in processes forked from a server
+        that has imported ptolab once (``workers``); one runs here."""
+        if len(phase) <= 1 or self.cores <= 1:
+            for job in phase:
+                yield _timed(job, os.getcwd())
+            return
+        import concurrent.futures
+        with concurrent.futures.ProcessPoolExecutor(
+                max_workers=min(self.cores, len(phase)), mp_context=workers()) as pool:
+            results = [pool.submit(_timed, job, os.getcwd()) for job in phase]
+            for future in concurrent.futures.as_completed(results):
+                job, code, tail, seconds = future.result()
+                if code == 130:
+                    pool.shutdown(cancel_futures=True)
+                    raise KeyboardInterrupt
+                yield job, code, tail, seconds
 
     def changed(self) -> bool:
         """Whether any watched file changed since the last look (waits until the files

@@ -11,7 +11,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -93,7 +92,7 @@ def _wait_for(predicate, timeout: float, what: str, proc=None) -> None:
 def _start_watch(tmp_path: Path, edits: int):
     work = one_study_copy(tmp_path / "watched", "multi_stitch")
     out_file = (tmp_path / "watch.out").open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "watch", "multi_stitch",
+    proc = subprocess.Popen([shutil.which("ptolab"), "watch", "multi_stitch",
                              "--dir", str(work), "--edits", str(edits), "--interval", "0.1"],
                             stdout=out_file, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     log = lambda: (tmp_path / "watch.out").read_text()   # noqa: E731
@@ -171,7 +170,7 @@ def test_an_edit_under_watch_builds_what_snakemake_builds(tmp_path):
 @needs_commands
 def test_an_edit_saved_while_snakemake_records_the_last_one_is_not_lost(tmp_path):
     """The recording snakemake plans from the configs as it finds them; a second edit saved
-    right after the first rebuild may reach it.  Whatever the timing, once the watch has
+    right after the first rebuild (here the kernel, so both stages rebuild) may reach it.  Whatever the timing, once the watch has
     stopped its results are what snakemake builds from the final configs and snakemake
     agrees that nothing is left to do."""
     work, proc, out_file, log = _start_watch(tmp_path, edits=2)
@@ -180,7 +179,9 @@ def test_an_edit_saved_while_snakemake_records_the_last_one_is_not_lost(tmp_path
         _wait_for(lambda: "watching" in log(), 300, "the first build", proc)
         _set_stage_knob(study, 1, "runtime_options.stitch_function_max_num", 32)
         _wait_for(lambda: "rebuilt" in log(), 120, "the rebuild", proc)
-        _set_stage_knob(study, 0, "runtime_options.stitch_function_max_num", 2)
+        # the kernel: both stages rebuild, side by side in forked copies of the watch
+        kernel = work / "configs" / "kernels" / "multi_stitch_add.yaml"
+        kernel.write_text(kernel.read_text(encoding="utf-8") + "\n# edited\n")
         proc.wait(timeout=120)
         assert proc.returncode == 0, log()
         assert re.search(r"multi_stitch/stitch_1: [\d.]+ s", log())
@@ -210,7 +211,7 @@ def _synced_watch(work: Path, monkeypatch, studies: list[str]):
     monkeypatch.setattr(watch.Watch, "snakemake",
                         lambda self, plan, names, touch=False: (ran.append(
                             "touch" if touch else "snakemake"), _Done())[1])
-    w = watch.Watch(Path("."), studies, say=lambda text: None)
+    w = watch.Watch(Path("."), studies, cores=1, say=lambda text: None)
     w.start()
     ran.clear()
     return w, ran
