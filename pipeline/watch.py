@@ -210,6 +210,37 @@ def _timed(job: Job, cwd: str) -> tuple[Job, int, str, float]:
     return job, code, tail, time.perf_counter() - start
 
 
+# what a rebuilt stage's line shows, before -> after: the figures a tuning step moves
+_SHOWN = ("kernel_us", "e2e_us", "dev_tasks", "leaf_tasks")
+
+
+def _metrics(job: Job) -> dict:
+    """A stage's parsed metrics as its folder holds them now ({} for other jobs)."""
+    if job.log is None or job.name == "import":
+        return {}
+    path = Path(job.argv[job.argv.index("--out") + 1]) / "parsed" / "metrics.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _moved(job: Job, old: dict | None) -> str:
+    """', kernel_us 12.3 -> 10.1, ...' for the figures of a rebuilt stage."""
+    new = _metrics(job)
+    parts = []
+    for key in _SHOWN:
+        if key not in new:
+            continue
+        value = new[key]
+        text = f"{value:.1f}" if isinstance(value, float) else str(value)
+        if old and key in old and old[key] != value:
+            was = old[key]
+            text = (f"{was:.1f}" if isinstance(was, float) else str(was)) + " -> " + text
+        parts.append(f"{key} {text}")
+    return (", " + ", ".join(parts)) if parts else ""
+
+
 def _phases(todo: list[Job]) -> list[list[Job]]:
     """The jobs in the order their files flow: imports, stages, reports, the index (the
     reports refresh an index that exists; the index job writes a missing or changed one)."""
@@ -373,6 +404,7 @@ class Watch:
         start = time.perf_counter()
         failed: set[str] = set()
         ran = []
+        before = {job.key: _metrics(job) for job in todo}
         for phase in _phases(todo):
             for job, code, tail, seconds in self.run_phase(
                     [job for job in phase if job.study not in failed]):
@@ -384,7 +416,7 @@ class Watch:
                     continue
                 self.built[job.key] = job.signature
                 ran.append(job.label)
-                self.say(f"  {job.label}: {seconds:.2f} s")
+                self.say(f"  {job.label}: {seconds:.2f} s{_moved(job, before.get(job.key))}")
         done = [s for s in studies if s not in failed and any(j.study == s for j in todo)]
         if done:
             self.say(f"ptolab watch: rebuilt {', '.join(ran)} in "

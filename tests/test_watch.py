@@ -144,7 +144,9 @@ def test_an_edit_under_watch_builds_what_snakemake_builds(tmp_path):
         _set_stage_knob(study, 1, "runtime_options.stitch_function_max_num", 32)
         _wait_for(lambda: "recorded for snakemake" in log(), 120, "the rebuild", proc)
         assert report.stat().st_mtime_ns > first
-        assert re.search(r"multi_stitch/stitch_64: [\d.]+ s", log())
+        # the line shows what the edit moved: 2 dev tasks of 64 calls became 4 of 32
+        assert re.search(r"multi_stitch/stitch_64: [\d.]+ s, kernel_us [\d.]+ -> [\d.]+, "
+                         r"e2e_us [\d.]+ -> [\d.]+, dev_tasks 2 -> 4, leaf_tasks 128", log())
         assert "multi_stitch/stitch_1:" not in log()      # its knobs did not change
         assert (work / "results" / "multi_stitch" / "stitch_1" / "run" /
                 "merged_swimlane.json").stat().st_mtime_ns == untouched
