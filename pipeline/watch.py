@@ -381,12 +381,20 @@ class Watch:
 
     def rebuild(self) -> list[str]:
         """One round after an edit: plan, run the changed jobs; return the jobs run."""
-        try:
-            plan, self.default = build_plan(self.configs, self.memo)
-            studies = self.studies(plan)
-        except ConfigError as exc:
-            self.say(f"ptolab watch: error: {exc}\n(nothing rebuilt; fix the file and save)")
-            return []
+        for attempt in range(4):
+            try:
+                plan, self.default = build_plan(self.configs, self.memo)
+                studies = self.studies(plan)
+                break
+            except ConfigError as exc:
+                # a file read while its writer was still at it (an editor that truncates,
+                # then writes) reads as broken: look again before calling it an error
+                time.sleep(0.25)
+                if attempt < 3 and self.changed():
+                    continue
+                self.say(f"ptolab watch: error: {exc}\n(nothing rebuilt; fix the file and "
+                         "save)")
+                return []
         self.sources = [Path(sp.kernel_source) for sp in plan.studies.values()
                         if sp.kernel_source is not None]
         code = code_digest()

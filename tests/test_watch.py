@@ -281,3 +281,22 @@ def test_without_study_names_the_watch_builds_what_a_bare_snakemake_builds(repo_
     plan, default = build_plan(Path("configs"))
     listed = _yaml.safe_load(Path("configs/workflow.yaml").read_text())["studies"]
     assert w.studies(plan) == default == listed
+
+
+def test_a_file_caught_half_written_is_read_again_not_reported(repo_copy, monkeypatch):
+    """An editor that truncates the file and then writes it can be caught in between: the
+    empty file must not end the round as a config error while the write is coming."""
+    import threading
+    w, ran = _synced_watch(repo_copy, monkeypatch, ["multi_stitch"])
+    said: list[str] = []
+    w.say = said.append
+    study = Path("configs/studies/multi_stitch.yaml")
+    data = yaml.safe_load(study.read_text(encoding="utf-8"))
+    data["stages"][1]["set"]["runtime_options.stitch_function_max_num"] = 16
+    study.write_text("", encoding="utf-8")
+    w.changed()
+    threading.Timer(0.1, lambda: study.write_text(yaml.safe_dump(data, sort_keys=False),
+                                                  encoding="utf-8")).start()
+    w.rebuild()
+    assert not [text for text in said if "error" in text]
+    assert ran == ["multi_stitch/stitch_64", "multi_stitch/report", "touch"]
