@@ -320,3 +320,21 @@ def test_reshape_inplace_is_free_and_transpose_maps_regions():
             {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}]
     p = compile_kernel(kernel(body, t), HW)
     assert p.leaf_tasks == 1 and p.leaf_functions[0].ops == ("transpose", "add")
+
+
+def test_a_copying_reshape_costs_a_copy_the_inplace_one_does_not():
+    """reshape_inplace: the same exp over x viewed as (4R, C/4) rows; without inplace the
+    reshape copies x's 16 MiB in Vector copies before the exp reads them, so the kernel
+    takes longer, with the same HBM traffic (the copy stays in the exp's leaf task)."""
+    from simcore.machine.engine import Machine
+    copied, inplace = build("reshape_inplace", **{"params.INPLACE": 0}), \
+        build("reshape_inplace", **{"params.INPLACE": 1})
+    size = 1024 * 4096 * 4
+    assert copied.work.vector.bytes.sum() - inplace.work.vector.bytes.sum() == size
+    assert all("reshape" in ops for ops in leaf_ops(copied))
+    assert all("reshape" not in ops for ops in leaf_ops(inplace))
+    k = resolve_kernel(KERNELS / "reshape_inplace.yaml", {})
+    slow = Machine(HW, copied, k.options.runtime_options).run()
+    fast = Machine(HW, inplace, k.options.runtime_options).run()
+    assert slow.kernel_us > fast.kernel_us
+    assert slow.task_hbm_bytes.sum() == fast.task_hbm_bytes.sum()

@@ -180,8 +180,8 @@ UNSUPPORTED = {
                               "on-chip"),
     "reinterpreting view": ("y[:] = pypto.view(x + 1.0, [64, 64], [0, 0], dtype=pypto.DT_FP16)",
                             "dtype="),
-    "reshape of a GM view": ("y[:] = pypto.reshape(x[0:32, :], [64, 32], inplace=True) * 1.0",
-                             "whole GM tensor"),
+    "inplace reshape of a GM view": ("y[:] = pypto.reshape(x[0:32, :], [64, 32], "
+                                     "inplace=True) * 1.0", "inplace reshape of a view"),
     "partial on-chip reshape": ("r = pypto.reshape(x + 1.0, [64, 64], valid_shape=[32, 64])",
                                 "valid_shape smaller"),
     "scalar minus tensor": ("y[:] = 1.0 - x", "scalar sub tensor"),
@@ -541,3 +541,36 @@ def test_erfc_traces_as_upstream_casts_it_and_set_matrix_size_is_noted(tmp_path,
     assert "# note: set_matrix_size([64, 64, 64]) at k.py:6" in text
     program = compile_kernel(kernel, hw)
     assert program.leaf_tasks == 2 and program.workspace_bytes == 0
+
+
+def test_a_reshape_without_inplace_copies_the_tensor(tmp_path, hw):
+    """PyPTO's reshape defaults to inplace=False: the output gets an address of its own, so
+    the data is copied (a Vector copy the next op reads); inplace=True copies nothing."""
+    def program(inplace: str):
+        path = write(tmp_path, f"""
+            @pypto.frontend.jit
+            def kern(x: pypto.Tensor([64, 64], pypto.DT_FP32),
+                     y: pypto.Tensor([128, 32], pypto.DT_FP32)):
+                pypto.set_vec_tile_shapes(32, 64)
+                xr = pypto.reshape(x, [128, 32]{inplace})
+                pypto.set_vec_tile_shapes(64, 32)
+                y[:] = pypto.exp(xr)
+            """)
+        kernel, _ = imported(path)
+        return kernel, compile_kernel(kernel, hw)
+    copied_kernel, copied = program("")
+    (reshape,) = [s for s in copied_kernel.body if getattr(s, "op", None) == "reshape"]
+    assert reshape.inplace is False
+    _, inplace = program(", inplace=True")
+    assert "copy" in copied.work.vector.kinds and "copy" not in inplace.work.vector.kinds
+    assert copied.work.vector.bytes.sum() - inplace.work.vector.bytes.sum() == 64 * 64 * 4
+    # the copy's tile (32 rows of 64) is the exp's (64 rows of 32): one leaf task holds both
+    assert copied.leaf_tasks == inplace.leaf_tasks == 2
+    # and a view may be reshaped by copying it
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([64, 64], pypto.DT_FP32), y: pypto.Tensor([64, 32], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            y[:] = pypto.reshape(x[0:32, :], [64, 32]) * 2.0
+        """)
+    assert compile_kernel(imported(path)[0], hw).leaf_tasks >= 1

@@ -266,6 +266,18 @@ def test_sqrt_cast_aligned_tiles_fuse(built):
     assert aligned["kernel_us"] < mis["kernel_us"]
 
 
+def test_reshape_inplace_drops_the_copy_and_its_time(built):
+    m = metrics(built, "reshape_inplace")
+    copying, inplace = m["copying"], m["inplace"]
+    assert inplace["kernel_us"] < copying["kernel_us"]
+    assert inplace["e2e_us"] < copying["e2e_us"]
+    # the same bytes from and to HBM: the copy moved data inside UB only
+    assert inplace["hbm_read_bytes"] == copying["hbm_read_bytes"]
+    tasks = {stage: pl.read_parquet(built / "results" / "reshape_inplace" / stage / "parsed"
+                                    / "tasks.parquet") for stage in m}
+    assert tasks["inplace"]["dur_us"].mean() < tasks["copying"]["dur_us"].mean()
+
+
 def test_vec_nbuffer_cuts_overhead_of_many_short_subgraphs(built):
     m = metrics(built, "vec_nbuffer")
     assert m["nbuffer_1"]["leaf_tasks"] == 2 * m["nbuffer_2"]["leaf_tasks"] \

@@ -19,7 +19,8 @@ SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt"
                  "sum(dim, keepdim)",
                  "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
                  "matmul (2-D, batched 3-D/4-D)", "@", "view (GM and on-chip)", "slicing x[a:b, :]",
-                 "assemble", "reshape(GM tensor inplace, or on-chip value)",
+                 "assemble",
+                 "reshape(GM tensor inplace, a copy of a GM tensor or view, or an on-chip value)",
                  "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
 
 
@@ -248,11 +249,16 @@ def reshape(input, shape, *, valid_shape=None, inplace=False):
     t = _tensor(input, "reshape")
     if t.kind == "local":
         return _local_reshape(t, shape, valid_shape)
-    if t.kind == "view" or not inplace or valid_shape is not None:
-        raise R.fail("only an inplace reshape of a whole GM tensor is supported yet (reshape of "
-                     "views and on-chip values, and copying reshape, are not)",
+    if valid_shape is not None or (inplace and t.kind == "view"):
+        raise R.fail("a reshape with valid_shape, or an inplace reshape of a view, is not "
+                     "supported (PyPTO allows a view only inplace=False)",
                      supported=["pypto.reshape(kernel_tensor, shape, inplace=True)",
+                                "pypto.reshape(tensor_or_view, shape) (a copy)",
                                 "pypto.reshape(on_chip_value, shape)"])
+    if not inplace:
+        # upstream gives the output an address of its own: the data is copied
+        return _local("reshape", list(shape), t.dtype,
+                      {"shape": R.check_dims(shape, "reshape shape"), "inplace": False}, [t])
     where = R.where()
     out = make("view", list(shape), t.dtype, "reshaped", t.decl)
     out.defined_by = R.window({"op": "reshape", "shape": R.check_dims(shape, "reshape shape"),

@@ -398,7 +398,16 @@ def transpose(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> 
 
 def concat(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     """concat copies its inputs into a new tensor (assemble writes in place instead)."""
-    axis = op.get("axis") % len(inputs[0].shape)
+    return _copy(index, op, inputs, op.get("axis") % len(inputs[0].shape))
+
+
+def copy(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """A copy of one GM value into a new tensor: what a reshape with ``inplace=False`` does
+    (upstream gives its output an address of its own; the readers then read the copy)."""
+    return _copy(index, op, inputs, 0)
+
+
+def _copy(index: int, op: TracedOp, inputs: list[Value], axis: int) -> Node:
     shape = list(inputs[0].shape)
     for v in inputs[1:]:
         if len(v.shape) != len(shape) or any(a != b for d, (a, b) in

@@ -203,8 +203,14 @@ class RootCallTiler:
                                              src.path + (("reshape", src.shape, op.where),))
             return
         if not op.get("inplace"):
-            raise ConfigError(f"field '{op.where}': only inplace reshape of GM tensors (or a "
-                              f"reshape of an on-chip value) is modeled; use inplace=True.")
+            # a copying reshape gives its result an address of its own: a Vector copy of the
+            # source's elements, read by its consumers as an on-chip reshape of that copy
+            node = ops.copy(len(self.nodes), op, [src], self.limits)
+            self._place(node)
+            self._track_valid(node, [src])
+            self.values[op.out] = LocalValue(node.index, tuple(shape), src.dtype,
+                                             (("reshape", tuple(src.shape), op.where),))
+            return
         if len(src.pieces) != 1 or src.pieces[0].shape != src.buffer_shape:
             raise ConfigError(f"field '{op.where}': reshape of a partial view or a gather is "
                               f"not modeled; reshape the whole tensor, then view it.")
