@@ -310,16 +310,34 @@ def test_concat_copies_where_assemble_writes_in_place():
     assert "concat" in {op for leaf in c.leaf_functions for op in leaf.ops}
 
 
-def test_reshape_inplace_is_free_and_transpose_maps_regions():
+def test_reshape_inplace_is_free():
     bd = build("blockdiag_matmul")
     assert all("reshape" not in leaf.ops for leaf in bd.leaf_functions)
-    t = {"x": {"shape": [64, 128], "role": "input"}, "y": {"shape": [128, 64], "role": "output"}}
-    body = [{"set_vec_tile_shapes": [128, 64]},
+
+
+def _transpose_add(transpose_tile, add_tile):
+    t = {"x": {"shape": [128, 256], "role": "input"}, "y": {"shape": [256, 128], "role": "output"}}
+    body = [{"set_vec_tile_shapes": transpose_tile},
             {"op": "transpose", "inputs": ["x"], "perm": [1, 0], "out": "xt"},
+            {"set_vec_tile_shapes": add_tile},
             {"op": "add", "inputs": ["xt"], "scalar": 1.0, "out": "s"},
             {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}]
-    p = compile_kernel(kernel(body, t), HW)
-    assert p.leaf_tasks == 1 and p.leaf_functions[0].ops == ("transpose", "add")
+    return compile_kernel(kernel(body, t), HW)
+
+
+def test_a_transpose_is_tiled_over_its_input_so_its_consumer_takes_the_swapped_tile():
+    """The performance guide (Vector TileShape调优): a Transpose tiled (64, 128) feeds an Add
+    best tiled (128, 64); upstream tiles the transpose's input and swaps each tile.  The
+    aligned pair is one-to-one and fuses, 4 leaf tasks of (transpose, add) with no
+    workspace; the same (64, 128) for both is a many-to-many dependency through GM."""
+    guide = _transpose_add([64, 128], [128, 64])
+    assert guide.leaf_tasks == 4 and guide.workspace_bytes == 0
+    assert all(ops == ("transpose", "add") for ops in leaf_ops(guide))
+    same = _transpose_add([64, 128], [64, 128])
+    assert same.workspace_bytes > 0 and same.leaf_tasks > guide.leaf_tasks
+    # each transpose tile reads a (64, 128) box of x and writes the swapped (128, 64) box
+    first = guide.leaf_functions[guide.task_leaf[0]]
+    assert first.ops[0] == "transpose"
 
 
 def test_a_copying_reshape_costs_a_copy_the_inplace_one_does_not():

@@ -382,16 +382,23 @@ def transpose(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> 
         raise ConfigError(f"field '{op.where}': perm {perm} is not a permutation of the "
                           f"{len(src.shape)} dims of {list(src.shape)}.")
     out_shape = tuple(src.shape[p] for p in perm)
-    tile = _vec_tile(op, out_shape)
-    lo, hi = grid(out_shape, tile)
-    inv = np.argsort(perm)
+    # upstream tiles a transpose over its input and swaps each tile (TiledInnerTranspose in
+    # framework/src/interface/operation/vector/tensor_transformation.cpp): the TileShape is
+    # the input's, so a consumer of a (64, 128)-tiled transpose aligns with (128, 64)
+    tile = _vec_tile(op, tuple(src.shape))
+    in_lo, in_hi = grid(tuple(src.shape), tile)
+    # tiles in the output's row-major order, as every other op's: a consumer's tile j then
+    # reads the transpose's tile j when their TileShapes align
+    order = np.lexsort(in_lo[:, perm].T[::-1])
+    in_lo, in_hi = in_lo[order], in_hi[order]
+    lo, hi = in_lo[:, perm], in_hi[:, perm]
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[src.dtype]
     ub = 2 * n * elem
     _check_ub(limits, op, tile, ub)
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
-                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[lo[:, inv]],
-                in_hi=[hi[:, inv]], flops=np.zeros(len(n)), ub_bytes=ub,
+                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo],
+                in_hi=[in_hi], flops=np.zeros(len(n)), ub_bytes=ub,
                 in_flight=np.ones(len(n)), vector_kind="transpose", vector_bytes=n * elem,
                 **_rows(lo, hi, elem))
 
