@@ -149,6 +149,33 @@ def test_sg_set_scope_forces_and_limits_merging():
     assert auto.leaf_tasks == 3 and auto.workspace_bytes == 0
 
 
+def test_allow_cross_scope_merge_lets_a_scope_merge_with_other_nodes():
+    """sg_set_scope's third field: whether the scope's subgraph (a supernode) may merge with
+    other nodes.  A Sqrt in scope 1 feeding an aligned, unscoped Cast stays apart without it
+    (3 + 3 tasks through GM) and fuses with it (3 tasks, no workspace); two scopes meet only
+    when both allow it."""
+    t = {"x": {"shape": [96, 256], "role": "input"}, "y": {"shape": [96, 256], "dtype": "fp16"}}
+    def build_body(scope_a, scope_b):
+        return compile_kernel(kernel(
+            [{"sg_set_scope": scope_a}, {"set_vec_tile_shapes": [32, 256]},
+             {"op": "sqrt", "inputs": ["x"], "out": "s"},
+             {"sg_set_scope": scope_b},
+             {"op": "cast", "inputs": ["s"], "dtype": "fp16", "out": "c"},
+             {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}], t), HW)
+    kept = build_body([1, False, False], -1)
+    assert kept.leaf_tasks == 6 and kept.workspace_bytes > 0
+    crossed = build_body([1, False, True], -1)
+    assert crossed.leaf_tasks == 3 and crossed.workspace_bytes == 0
+    assert all(ops == ("sqrt", "cast") for ops in leaf_ops(crossed))
+    # with allow_parallel_merge as well, the Cast joins the scope's single task
+    one = build_body([1, True, True], -1)
+    assert one.leaf_tasks == 1 and one.workspace_bytes == 0
+    # another scope: fused when both allow it, apart when either does not
+    assert build_body([1, False, True], [2, False, True]).leaf_tasks == 3
+    assert build_body([1, False, True], [2, False, False]).leaf_tasks == 6
+    assert build_body([1, False, False], [2, False, True]).leaf_tasks == 6
+
+
 def test_a_scope_without_parallel_merge_keeps_a_split_reduce_in_pieces():
     """The seeds' RMSNorm case inside one scope: cutting the reduce axis leaves partial
     subgraphs and a combine meeting through GM unless the scope merges parallel tiles."""

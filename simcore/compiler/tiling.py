@@ -32,6 +32,12 @@ from .values import GmValue, LocalValue, Piece, contiguous_bytes, pad
 from .work import CubeWork, VectorWork, Work
 
 
+def _crosses(scope) -> bool:
+    """Whether ops of this scope may share a subgraph with ops of another: unscoped ops
+    may, a scope only with allow_cross_scope_merge."""
+    return scope.id < 0 or scope.allow_cross_scope_merge
+
+
 @dataclass
 class Group:
     kind: str
@@ -318,8 +324,16 @@ class RootCallTiler:
     # -- depth merge -------------------------------------------------------------------
     def _place(self, node: Node) -> None:
         self.nodes.append(node)
-        if node.op.scope.id >= 0:
+        scope = node.op.scope
+        if scope.id >= 0:
             gi = self._scope_group(node)
+            if gi is None and scope.allow_cross_scope_merge and not scope.allow_parallel_merge:
+                # the scope's first op may join a producer's subgraph that takes other
+                # nodes; the scope's later ops then join that subgraph as their own
+                gi = next((g for i, v in enumerate(node.inputs)
+                           if (g := self._mergeable(node, i, v)) is not None), None)
+                if gi is not None:
+                    self._forced.setdefault((scope.id, scope.loop_body, node.kind), {})[gi] = None
             return self._join(gi, node) if gi is not None else self._new_group(node, True)
         for i, value in enumerate(node.inputs):
             gi = self._mergeable(node, i, value)
@@ -410,10 +424,15 @@ class RootCallTiler:
             return None
         gi = self.group_of[value.node]
         group, producer = self.groups[gi], self.nodes[value.node]
-        if group.forced or group.kind != "vector" or producer.tiles != node.tiles:
+        if group.kind != "vector" or producer.tiles != node.tiles:
+            return None
+        # a scope's subgraph (upstream's supernode) merges with other nodes only when its
+        # sg_set_scope allows it (the triple's allow_cross_scope_merge); two scopes meet only
+        # when both do
+        if group.forced and not group.scope.allow_cross_scope_merge:
             return None
         if group.scope.id != node.op.scope.id and not (
-                group.scope.allow_cross_scope_merge and node.op.scope.allow_cross_scope_merge):
+                _crosses(group.scope) and _crosses(node.op.scope)):
             return None
         if not self._one_to_one(node, i, value):
             return None   # misaligned tiles meet through GM

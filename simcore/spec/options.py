@@ -14,6 +14,9 @@ from .base import Strict
 
 
 class RuntimeOptions(Strict):
+    # max_workspace_kb, device_sched_parallelism, run_mode, valid_shape_optimize and
+    # launch_early_mode are accepted so upstream kernels load; the model has no mechanism for
+    # them (README "What the model does (and does not)")
     stitch_function_max_num: int = Field(128, ge=1, le=1024)
     device_sched_mode: int = Field(0, ge=0, le=3)
     max_workspace_kb: int = Field(0, ge=0, le=2**31 - 1)
@@ -26,7 +29,11 @@ class RuntimeOptions(Strict):
 
 
 class PassOptions(Strict):
-    # Merge knobs: accepted and validated here; the compiler issue gives them effect.
+    # The merge knobs (cube_l1_reuse_setting, cube_nbuffer_setting, vec_nbuffer_setting,
+    # sg_set_scope) are validated here and given effect by the compiler (simcore/compiler/
+    # build.py, tiling.py).  sg_set_ooo_scope, ooo_sched_mode, auto_mix_partition,
+    # sg_set_tunevf_mode and enable_slice are accepted so upstream kernels load; the model
+    # has no mechanism for them (README "What the model does (and does not)").
     cube_l1_reuse_setting: dict[str, Any] = Field(default_factory=dict)
     cube_nbuffer_setting: dict[str, Any] = Field(default_factory=lambda: {"-1": 1})
     vec_nbuffer_setting: dict[str, Any] = Field(default_factory=dict)
