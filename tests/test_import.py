@@ -575,3 +575,26 @@ def test_a_reshape_without_inplace_copies_the_tensor(tmp_path, hw):
             y[:] = pypto.reshape(x[0:32, :], [64, 32]) * 2.0
         """)
     assert compile_kernel(imported(path)[0], hw).leaf_tasks >= 1
+
+
+def test_a_loop_unroll_iteration_counts_its_factor_toward_the_stitch(tmp_path, hw):
+    """Upstream's backend reads the unroll factor p back from a loop_unroll loop's name
+    (``<name>_LoopUnroll<p>``), so an iteration doing p steps' work counts p loop bodies,
+    as an unroll_list chunk of p does: the same 64 steps give the same dev tasks either way."""
+    def program(loop: str, stitch: int):
+        path = write(tmp_path, f"""
+            @pypto.frontend.jit(runtime_options={{"stitch_function_max_num": {stitch}}})
+            def kern(a: pypto.Tensor([4096, 64], pypto.DT_FP32),
+                     b: pypto.Tensor([4096, 64], pypto.DT_FP32)):
+                pypto.set_vec_tile_shapes(64, 64)
+                {loop}
+            """, name=f"k{abs(hash(loop)) % 1000}_{stitch}.py")
+        return compile_kernel(imported(path)[0], hw)
+    unrolled = ("for i, k in pypto.loop_unroll(64, unroll_list=[16], name='A', idx_name='i'):\n"
+                "                    b[i * 64:(i + k) * 64, :] = a[i * 64:(i + k) * 64, :] * 2.0")
+    listed = ("for i in pypto.loop(64, name='A', idx_name='i', unroll_list=[16]):\n"
+              "                    b[i * 64:(i + 1) * 64, :] = a[i * 64:(i + 1) * 64, :] * 2.0")
+    for stitch in (16, 64):
+        u, l = program(unrolled, stitch), program(listed, stitch)
+        assert u.loop_bodies == l.loop_bodies == 64
+        assert u.dev_tasks == l.dev_tasks == 64 // stitch

@@ -8,6 +8,8 @@ one root call holding several loop bodies.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -66,6 +68,20 @@ class Trace:
     @property
     def loop_bodies(self) -> int:
         return sum(c.bodies for c in self.calls)
+
+
+_LOOP_UNROLL = re.compile(r"_LoopUnroll(\d+)$")
+
+
+def unroll_times(loop_name: str) -> int:
+    """The loop bodies one iteration of a ``pypto.loop_unroll`` loop stands for.
+
+    Upstream's ``loop_unroll`` makes one loop per factor p, named ``<name>_LoopUnroll<p>``,
+    each iteration doing p steps' work, and its backend reads p back from that name
+    (python/pypto/_controller.py): a stitch counts such an iteration as p loop bodies, as
+    it counts an ``unroll_list`` chunk of p."""
+    m = _LOOP_UNROLL.search(loop_name or "")
+    return int(m.group(1)) if m else 1
 
 
 def unroll_chunks(trip: int, unroll_list: list[int] | None) -> list[int]:
@@ -179,9 +195,10 @@ class _Tracer:
         resume_key = self.current.root_key
         self.flush()   # ops before the loop form their own root call
         i = 0
+        times = unroll_times(head.name)
         for u in unroll_chunks(trip, head.unroll_list):
             key = head.name if not head.unroll_list else f"{head.name}_unroll{u}"
-            self.current = RootCall(root_key=key, bodies=u, parallel=head.parallel)
+            self.current = RootCall(root_key=key, bodies=u * times, parallel=head.parallel)
             for _ in range(u):
                 self.loop_env[head.idx] = i
                 self.run(stmt.body, {**env, head.idx: i, f"{head.idx}_unroll": u},
