@@ -598,3 +598,27 @@ def test_a_loop_unroll_iteration_counts_its_factor_toward_the_stitch(tmp_path, h
         u, l = program(unrolled, stitch), program(listed, stitch)
         assert u.loop_bodies == l.loop_bodies == 64
         assert u.dev_tasks == l.dev_tasks == 64 // stitch
+
+
+def test_the_graph_partitioners_bounds_load_and_change_nothing(tmp_path, hw):
+    """pg_upper_bound and its kin (upstream's partitioner bounds, in estimated cycles) load
+    from a jit or a body, with a note; ptolab has no mechanism for them, so the program is
+    the same with or without."""
+    def program(options: str, body: str = ""):
+        path = write(tmp_path, f"""
+            @pypto.frontend.jit(pass_options={{{options}}})
+            def kern(x: pypto.Tensor([64, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+                pypto.set_vec_tile_shapes(32, 64)
+                {body or "pass"}
+                y[:] = pypto.exp(x) * 2.0
+            """)
+        kernel, text = imported(path)
+        return kernel, text, compile_kernel(kernel, hw)
+    _, _, plain = program("")
+    kernel, text, bounded = program('"pg_upper_bound": 1536, "pg_skip_partition": True',
+                                    "pypto.set_pass_options(pg_lower_bound=64)")
+    assert kernel.options.pass_options.pg_upper_bound == 1536
+    assert kernel.options.pass_options.pg_lower_bound == 64
+    assert "no mechanism" in text
+    assert bounded.leaf_tasks == plain.leaf_tasks
+    assert [f.ops for f in bounded.leaf_functions] == [f.ops for f in plain.leaf_functions]

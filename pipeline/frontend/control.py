@@ -14,8 +14,11 @@ from .symbols import SymBool, SymInt, ceil_div, is_int
 
 PASS_OPTIONS_IN_BODY = ("sg_set_scope",)
 # merge settings a kernel body may set; the kernel config holds them kernel-wide
+# the graph partitioner's bounds: loaded kernel-wide, no mechanism (simcore/spec/options.py)
+PASS_OPTIONS_SCALAR = ("pg_upper_bound", "pg_lower_bound", "pg_skip_partition",
+                       "mg_vec_parallel_lb")
 PASS_OPTIONS_KERNEL_WIDE = ("vec_nbuffer_setting", "cube_l1_reuse_setting",
-                            "cube_nbuffer_setting")
+                            "cube_nbuffer_setting") + PASS_OPTIONS_SCALAR
 
 
 class LoopRange:
@@ -209,12 +212,18 @@ def _kernel_wide_pass_option(R, key: str, value) -> None:
     where = _short(R.where())
     def count(v):
         return is_int(v) or (isinstance(v, (list, tuple)) and len(v) == 2 and is_int(v[0]))
-    if not isinstance(value, dict) or not all(
+    if key in PASS_OPTIONS_SCALAR:
+        if not (is_int(value) or isinstance(value, bool)):
+            raise R.fail(f"set_pass_options({key}={value!r}) takes a "
+                         f"{'bool' if key == 'pg_skip_partition' else 'non-negative int'}")
+        plain = value if isinstance(value, bool) else int(value)
+    elif not isinstance(value, dict) or not all(
             isinstance(k, (int, str)) and not isinstance(k, bool) and count(v)
             for k, v in value.items()):
         raise R.fail(f"set_pass_options({key}={value!r}) takes a dict of hashOrder keys "
                      f"(int, 'func<magic>_<order>', 'DEFAULT' or a label) to merge counts")
-    plain = {str(k): (int(v) if is_int(v) else list(v)) for k, v in value.items()}
+    else:
+        plain = {str(k): (int(v) if is_int(v) else list(v)) for k, v in value.items()}
     seen = getattr(R, "body_pass_options", None)
     if seen is None:
         seen = R.body_pass_options = {}
@@ -226,7 +235,8 @@ def _kernel_wide_pass_option(R, key: str, value) -> None:
     if key not in seen:
         seen[key] = (plain, where)
         R.notes.append(f"set_pass_options({key}={plain}) at {where} applies to the whole "
-                       f"kernel (pass_options.{key})")
+                       f"kernel (pass_options.{key})" +
+                       ("; ptolab has no mechanism for it" if key in PASS_OPTIONS_SCALAR else ""))
 
 
 def set_semantic_label(label):

@@ -32,8 +32,18 @@ class PassOptions(Strict):
     # The merge knobs (cube_l1_reuse_setting, cube_nbuffer_setting, vec_nbuffer_setting,
     # sg_set_scope) are validated here and given effect by the compiler (simcore/compiler/
     # build.py, tiling.py).  sg_set_ooo_scope, ooo_sched_mode, auto_mix_partition,
-    # sg_set_tunevf_mode and enable_slice are accepted so upstream kernels load; the model
-    # has no mechanism for them (README "What the model does (and does not)").
+    # sg_set_tunevf_mode and enable_slice, and the graph partitioner's bounds below, are
+    # accepted so upstream kernels load; the model has no mechanism for them (README "What
+    # the model does (and does not)").  The partitioner's bounds are estimated cycles of a
+    # subgraph (upstream's iso_partitioner.cpp), which the compiler does not price: rates
+    # are the machine's (simcore/compiler/limits.py).  Defaults are upstream's
+    # (framework/src/interface/configs/tile_fwk_config.json).
+    pg_upper_bound: int = Field(10000, ge=0, le=2**31 - 1)
+    pg_lower_bound: int = Field(512, ge=0, le=2**31 - 1)
+    pg_parallel_lower_bound: int = Field(20, ge=0, le=2**31 - 1)
+    pg_skip_partition: bool = False
+    mg_copyin_upper_bound: int = Field(2097152, ge=0, le=2**31 - 1)
+    mg_vec_parallel_lb: int = Field(48, ge=0, le=2**31 - 1)
     cube_l1_reuse_setting: dict[str, Any] = Field(default_factory=dict)
     cube_nbuffer_setting: dict[str, Any] = Field(default_factory=lambda: {"-1": 1})
     vec_nbuffer_setting: dict[str, Any] = Field(default_factory=dict)

@@ -19,7 +19,7 @@ SCALE = 0.0883883
 
 
 @pypto.frontend.jit(runtime_options={"stitch_function_max_num": 128},
-                    pass_options={"cube_l1_reuse_setting": {0: 4}})
+                    pass_options={"pg_upper_bound": 1536, "cube_l1_reuse_setting": {0: 4}})
 def glm_attention(query: pypto.Tensor([B * NQ, D], pypto.DT_BF16),
                   key_cache: pypto.Tensor([NBLK * BLK, D], pypto.DT_BF16),
                   value_cache: pypto.Tensor([NBLK * BLK, D], pypto.DT_BF16),
