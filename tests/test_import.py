@@ -622,3 +622,32 @@ def test_the_graph_partitioners_bounds_load_and_change_nothing(tmp_path, hw):
     assert "no mechanism" in text
     assert bounded.leaf_tasks == plain.leaf_tasks
     assert [f.ops for f in bounded.leaf_functions] == [f.ops for f in plain.leaf_functions]
+
+
+def test_option_setters_in_a_body_hold_kernel_wide(tmp_path):
+    """pypto.set_codegen_options / set_debug_options / set_runtime_options in a body become
+    the kernel's options (over the jit's), with a note; a second, different value stops."""
+    path = write(tmp_path, """
+        @pypto.frontend.jit(runtime_options={"stitch_function_max_num": 4})
+        def kern(x: pypto.Tensor([64, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            pypto.set_codegen_options(enable_pmu_trace=True)
+            pypto.set_debug_options(runtime_debug_mode=1)
+            pypto.set_runtime_options(stitch_function_max_num=8)
+            y[:] = x * 2.0
+        """)
+    kernel, text = imported(path)
+    assert kernel.options.codegen_options.enable_pmu_trace is True
+    assert kernel.options.debug_options.runtime_debug_mode == 1
+    assert kernel.options.runtime_options.stitch_function_max_num == 8
+    assert "set_debug_options(runtime_debug_mode=1)" in text
+    clash = write(tmp_path, """
+        @pypto.frontend.jit
+        def kern(x: pypto.Tensor([64, 64], pypto.DT_FP32), y: pypto.Tensor([64, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(32, 64)
+            pypto.set_runtime_options(stitch_function_max_num=8)
+            pypto.set_runtime_options(stitch_function_max_num=16)
+            y[:] = x * 2.0
+        """, name="clash.py")
+    with pytest.raises(ConfigError, match="one kernel-wide value"):
+        trace_file(clash)

@@ -239,6 +239,33 @@ def _kernel_wide_pass_option(R, key: str, value) -> None:
                        ("; ptolab has no mechanism for it" if key in PASS_OPTIONS_SCALAR else ""))
 
 
+def _body_options(group: str):
+    """``pypto.set_<group>(**options)`` in a kernel body: held kernel-wide, as the body's
+    merge settings are (one value per key), overriding the jit's."""
+    def setter(**options):
+        R = context.rec()
+        where = _short(R.where())
+        seen = R.__dict__.setdefault("body_options", {}).setdefault(group, {})
+        for key, value in options.items():
+            if key in seen and seen[key][0] != value:
+                raise R.fail(f"set_{group}({key}=...) is set to {seen[key][0]!r} at "
+                             f"{seen[key][1]} and to {value!r} here: the kernel config holds "
+                             f"one kernel-wide value", supported=["one value per key"])
+            if key not in seen:
+                seen[key] = (value, where)
+                R.notes.append(f"set_{group}({key}={value!r}) at {where} applies to the whole "
+                               f"kernel ({group}.{key})")
+    setter.__name__ = f"set_{group}"
+    return setter
+
+
+set_runtime_options = _body_options("runtime_options")
+set_debug_options = _body_options("debug_options")
+set_codegen_options = _body_options("codegen_options")
+set_host_options = _body_options("host_options")
+set_verify_options = _body_options("verify_options")
+
+
 def set_semantic_label(label):
     R = context.rec()
     R.label = None if label in (None, "") else str(label)

@@ -417,7 +417,11 @@ HOST_ONLY_GROUPS = ("host_options", "verify_options")
 
 def _options(kernel: JitKernel, R: Recorder) -> dict:
     out = {}
-    for group, values in kernel.options.items():
+    groups = {g: dict(v or {}) for g, v in kernel.options.items()}
+    # options the body set (control.set_<group>) override the jit's
+    for group, values in getattr(R, "body_options", {}).items():
+        groups.setdefault(group, {}).update({k: v for k, (v, _) in values.items()})
+    for group, values in groups.items():
         if group in HOST_ONLY_GROUPS:
             # they steer compiling and checking on the host, not the device run the model prices
             R.notes.append(f"jit {group}={values!r} act on the host only and are not modeled")
