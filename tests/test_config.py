@@ -144,3 +144,24 @@ def test_bad_override_names_the_option(msa_path, tmp_path):
     with pytest.raises(ConfigError, match="not known"):
         run_simulate(msa_path, {"runtime.stitch": 1}, "dav_2201", tmp_path)
     assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_study_may_store_a_declared_tensor_in_nz_or_bypass_l2(msa_path):
+    """tensors.<name>.format / .cache_policy: the performance guide's NZ weights and
+    set_cache_policy as --set keys and study settings; other fields and unknown tensors stop
+    with the key, the tensor and what may be changed."""
+    from pipeline.runner import resolve_kernel
+    from simcore.compiler import compile_kernel
+    mm = REPO / "configs" / "kernels" / "skinny_matmul.yaml"
+    nd = resolve_kernel(mm, {})
+    nz = resolve_kernel(mm, {"tensors.b.format": "NZ", "tensors.a.cache_policy": "bypass"})
+    assert (nd.tensors["b"].format, nz.tensors["b"].format) == ("ND", "NZ")
+    assert nz.tensors["a"].cache_policy == "bypass"
+    # NZ stores B's fractals contiguously: the copies into L1 take fewer, longer bursts
+    hw = load_hardware("dav_2201")
+    assert compile_kernel(nz, hw).work.mte2_bursts.sum() < compile_kernel(nd, hw).work.mte2_bursts.sum()
+    for key, words in (("tensors.w.format", "does not declare"),
+                       ("tensors.b.shape", "format or cache_policy"),
+                       ("tensors.b.format", "NZ")):
+        with pytest.raises(ConfigError, match=words):
+            resolve_kernel(mm, {key: "XY" if key.endswith("format") else [1]})

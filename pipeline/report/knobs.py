@@ -41,6 +41,12 @@ def lookup(kernel: Kernel, key: str) -> tuple[bool, Any]:
         if rest in type(options).model_fields:
             return True, getattr(options, rest)
         return False, None
+    if group == "tensors":
+        name, _, attr = rest.rpartition(".")
+        spec = kernel.tensors.get(name)
+        if spec is None or attr not in ov.TENSOR_FIELDS:
+            return False, None
+        return True, getattr(spec, attr)
     table = {"params": kernel.params, "tiles": kernel.tiles}.get(group)
     if table is None or rest not in table:
         return False, None

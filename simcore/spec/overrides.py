@@ -2,9 +2,11 @@
 
 Keys: ``runtime_options.*``, ``pass_options.*``, ``debug_options.*``,
 ``codegen_options.*`` (jit options), ``params.<name>`` (shape parameters),
-``tiles.<name>`` (tile shapes) and ``values.<name>`` (the data of a tensor the kernel reads
-as scalars).  Values are JSON; a bare word that is not JSON is
-taken as a string, so ``--set pass_options.ooo_sched_mode=HLF`` works.
+``tiles.<name>`` (tile shapes), ``values.<name>`` (the data of a tensor the kernel reads
+as scalars) and ``tensors.<name>.format`` / ``tensors.<name>.cache_policy`` (how a declared
+tensor is stored: the performance guide's NZ weights and ``set_cache_policy``).  Values are
+JSON; a bare word that is not JSON is taken as a string, so
+``--set pass_options.ooo_sched_mode=HLF`` and ``--set tensors.w.format=NZ`` work.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from .options import JitOptions
 
 OPTION_GROUPS = ("runtime_options", "pass_options", "debug_options", "codegen_options")
 TOP_GROUPS = ("params", "tiles", "values")
+# what of a declared tensor a study may change: its storage, not its shape or role
+TENSOR_FIELDS = ("format", "cache_policy")
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
@@ -45,10 +49,14 @@ def apply(kernel_data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
     data = copy.deepcopy(kernel_data)
     for key, value in overrides.items():
         group, _, rest = key.partition(".")
+        if group == "tensors":
+            _set_tensor_field(data, key, rest, value)
+            continue
         if not rest or group not in OPTION_GROUPS + TOP_GROUPS:
             raise ConfigError(
                 f"override key '{key}' is not known; expected <group>.<name> with group one "
-                f"of {', '.join(OPTION_GROUPS + TOP_GROUPS)} (for example "
+                f"of {', '.join(OPTION_GROUPS + TOP_GROUPS)}, or tensors.<name>.format / "
+                f".cache_policy (for example "
                 f"runtime_options.stitch_function_max_num).")
         target = data.setdefault("options", {}) if group in OPTION_GROUPS else data
         node = target.setdefault(group, {})
@@ -63,6 +71,21 @@ def apply(kernel_data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
                 f"are case-sensitive).")
         node[rest] = value
     return data
+
+
+def _set_tensor_field(data: dict, key: str, rest: str, value: Any) -> None:
+    name, _, field = rest.rpartition(".")
+    tensors = data.get("tensors")
+    if not isinstance(tensors, dict) or name not in tensors:
+        known = ", ".join(sorted(tensors)) if isinstance(tensors, dict) else "none"
+        raise ConfigError(f"override '{key}' names tensor '{name}', which the kernel does not "
+                          f"declare; known: {known}. Use tensors.<name>.<field>.")
+    if field not in TENSOR_FIELDS:
+        raise ConfigError(f"override '{key}': a study may change a tensor's "
+                          f"{' or '.join(TENSOR_FIELDS)}, not '{field}'.")
+    if not isinstance(tensors[name], dict):
+        raise ConfigError(f"override '{key}': tensor '{name}' in the kernel file is not a table.")
+    tensors[name][field] = value
 
 
 _WHAT = {"params": "param", "tiles": "tile shape", "values": "tensor values", **{g: f"{g} option" for g in OPTION_GROUPS}}
