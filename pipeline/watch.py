@@ -266,6 +266,7 @@ class Watch:
         self.code = code_digest()
         self.touching: subprocess.Popen | None = None
         self.touched: list[Job] = []     # the jobs the running touch may record
+        self.touch_stamps: dict = {}      # the files as they were when it was started
         self.default: list[str] = []     # the workflow file's studies
         self.in_sync = False         # whether ``built`` holds a snakemake-complete state
         self.sources: list[Path] = []   # the PyPTO Python kernels studies import
@@ -319,24 +320,26 @@ class Watch:
         if self.touching is None:
             return
         out, _ = self.touching.communicate()
-        if self.touching.returncode != 0:
+        failed = self.touching.returncode != 0
+        self.touching = None
+        if self.snapshot() != self.touch_stamps:
+            # a file changed while it ran: what it planned from cannot be told apart
+            try:
+                plan, self.default = build_plan(self.configs, self.memo)
+                stale = [job for job in jobs(plan, self.studies(plan))
+                         if self.built.get(job.key) != job.signature]
+            except ConfigError:
+                stale = self.touched       # broken now: trust none of what it recorded
+            for job in stale:
+                for path in self.outputs(job):
+                    with contextlib.suppress(OSError):
+                        os.utime(path, (0, 0))
+        if failed:
             tail = "\n".join(out.splitlines()[-8:])
             self.say("ptolab watch: snakemake could not record the rebuilt files (its next "
                      f"run builds them again):\n{tail}")
         else:
             self.say("ptolab watch: recorded for snakemake")
-        self.touching = None
-        try:
-            plan, self.default = build_plan(self.configs, self.memo)
-            stale = [job for job in jobs(plan, self.studies(plan))
-                     if self.built.get(job.key) != job.signature]
-        except ConfigError:
-            # broken since: which settings it planned from cannot be told, so none is trusted
-            stale = self.touched
-        for job in stale:
-            for path in self.outputs(job):
-                with contextlib.suppress(OSError):
-                    os.utime(path, (0, 0))
 
     @staticmethod
     def outputs(job: Job) -> list[Path]:
@@ -429,6 +432,7 @@ class Watch:
         if done:
             self.say(f"ptolab watch: rebuilt {', '.join(ran)} in "
                      f"{time.perf_counter() - start:.2f} s")
+            self.touch_stamps = self.stamps    # the files this round planned from
             self.touching = self.snakemake(plan, done, touch=True)
             self.touched = [job for job in jobs(plan, done) if job.name != "index"]
         return ran
@@ -452,6 +456,13 @@ class Watch:
                     pool.shutdown(cancel_futures=True)
                     raise KeyboardInterrupt
                 yield job, code, tail, seconds
+
+    def watch_new_files(self) -> None:
+        """After a round: a kernel source a study has started to import is watched from now
+        on, while a file saved during the round keeps its old stamp, so the next look sees
+        that edit."""
+        for path, stamp in self.snapshot().items():
+            self.stamps.setdefault(path, stamp)
 
     def changed(self) -> bool:
         """Whether any watched file changed since the last look (waits until the files
@@ -480,6 +491,6 @@ class Watch:
                 continue
             seen += 1
             self.rebuild()
-            self.stamps = self.snapshot()     # with any kernel source a study now imports
+            self.watch_new_files()
             sys.stdout.flush()
         self.finish_touch()

@@ -300,3 +300,24 @@ def test_a_file_caught_half_written_is_read_again_not_reported(repo_copy, monkey
     w.rebuild()
     assert not [text for text in said if "error" in text]
     assert ran == ["multi_stitch/stitch_64", "multi_stitch/report", "touch"]
+
+
+def test_an_edit_saved_during_a_round_starts_the_next_one(repo_copy, monkeypatch):
+    import pipeline.watch as watch
+    w, ran = _synced_watch(repo_copy, monkeypatch, ["multi_stitch"])
+    study = Path("configs/studies/multi_stitch.yaml")
+
+    def slow_job(job):
+        ran.append(job.label)
+        if job.name == "stitch_64":       # the user saves again while this stage builds
+            _set_stage_knob(study, 0, "runtime_options.stitch_function_max_num", 2)
+        return 0, ""
+    monkeypatch.setattr(watch, "run_job", slow_job)
+    _set_stage_knob(study, 1, "runtime_options.stitch_function_max_num", 8)
+    assert w.changed()
+    w.rebuild()
+    w.watch_new_files()
+    assert w.changed()                   # the second save is seen ...
+    ran.clear()
+    w.rebuild()
+    assert ran[0] == "multi_stitch/stitch_1"     # ... and built
