@@ -400,12 +400,13 @@ class Watch:
                 return []
         self.sources = [Path(sp.kernel_source) for sp in plan.studies.values()
                         if sp.kernel_source is not None]
-        code = code_digest()
-        if code != self.code or not self.in_sync:
+        # once ptolab's code differs from what this process loaded, every round is
+        # snakemake's: the loaded modules stay stale until the watch restarts
+        stale_code = code_digest() != self.code
+        if stale_code or not self.in_sync:
             why = ("ptolab's code or report templates changed since the watch started "
-                   "(restart it for the fast loop)" if code != self.code else
+                   "(restart it for the fast loop)" if stale_code else
                    "the last full build failed")
-            self.code = code
             self.full_build(plan, studies, why)
             return ["snakemake"]
         todo = [job for job in jobs(plan, studies) if self.built.get(job.key) != job.signature]

@@ -251,6 +251,11 @@ def test_a_change_to_ptolabs_code_is_handed_to_snakemake(repo_copy, monkeypatch)
                     "runtime_options.stitch_function_max_num", 8)
     w.rebuild()
     assert ran == ["snakemake"]
+    # and so is every later round: this process still runs the code it loaded
+    _set_stage_knob(Path("configs/studies/multi_stitch.yaml"), 1,
+                    "runtime_options.stitch_function_max_num", 4)
+    w.rebuild()
+    assert ran == ["snakemake", "snakemake"]
 
 
 def test_a_study_kernel_imported_from_python_reimports_when_its_source_changes(
