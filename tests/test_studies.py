@@ -266,6 +266,14 @@ def test_sqrt_cast_aligned_tiles_fuse(built):
     assert aligned["kernel_us"] < mis["kernel_us"]
 
 
+def test_transpose_tile_the_swapped_consumer_tile_fuses(built):
+    m = metrics(built, "transpose_tile")
+    same, swapped = m["same_tile"], m["swapped_tile"]
+    assert swapped["workspace_bytes"] == 0 < same["workspace_bytes"]
+    assert 2 * swapped["leaf_tasks"] == same["leaf_tasks"]      # each Add tile joins one
+    assert swapped["kernel_us"] < same["kernel_us"]
+
+
 def test_reshape_inplace_drops_the_copy_and_its_time(built):
     m = metrics(built, "reshape_inplace")
     copying, inplace = m["copying"], m["inplace"]
