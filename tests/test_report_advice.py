@@ -248,3 +248,21 @@ stages:
     assert "Knob sweeps" not in html
     render_index(tmp_path / "results", [study], tmp_path / "results" / "index.html")
     assert 'href="ms/report.html"' in (tmp_path / "results" / "index.html").read_text()
+
+
+def test_after_a_transpose_the_advisor_suggests_the_swapped_tile(tmp_path):
+    """The guide's example: a (64, 128) Transpose writes (128, 64) tiles, so the Add it
+    feeds should take (128, 64), not the Transpose's own setting; the advisor reads the
+    many-to-many dependency from a real stage and gives that --set line."""
+    from pipeline.cli import main
+    stage = tmp_path / "same_tile"
+    assert main(["stage", str(KERNELS / "transpose_add.yaml"), "--set", "tiles.add=[64,128]",
+                 "--out", str(stage)]) == 0
+    k = knobs.resolve(KERNELS / "transpose_add.yaml", {"tiles.add": [64, 128]})
+    assert suggest.output_tile(k, "transpose") == [128, 64]
+    (m2m,) = [f for f in advisor.advise(stage, k) if f["rule"] == "many_to_many"]
+    assert m2m["tries"] == ["--set 'tiles.add=[128,64]'"]
+    assert "(128, 64)" in m2m["action"]
+    # an elementwise producer's tiles are its setting: Sqrt -> Cast keeps the plain rule
+    sc = knobs.resolve(KERNELS / "sqrt_cast.yaml", {})
+    assert suggest.tile_like(sc, "cast", "sqrt") == ["--set 'tiles.cast=[32,256]'"]

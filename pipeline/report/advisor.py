@@ -413,8 +413,11 @@ def _m2m_finding(st: Stage, f: dict) -> dict:
     part = _running_us(st, down_label)
     return _finding("many_to_many", "Many-to-many dependencies between up- and downstream "
                     "tiles: align their TileShapes", evidence, "align", "medium",
-                    f"give the {_tile_name(st, down_label)} the shape of the "
-                    f"{_tile_name(st, up_label)}",
+                    f"give the {_tile_name(st, down_label)} the shape of the tiles the "
+                    f"'{up_label}' ops write"
+                    + (f", ({', '.join(map(str, written))})"
+                       if (written := suggest.output_tile(st.knobs, up_label)) else
+                       f" ({_tile_name(st, up_label)})"),
                     part, f"at most the time '{down_label}' subgraphs run, {_share(part, st)}",
                     suggest.tile_like(st.knobs, down_label, up_label))
 

@@ -64,6 +64,8 @@ class KernelKnobs:
     vec_tiles: dict[str, list[str]] = field(default_factory=dict)   # op label -> tile names
     cube_tiles: dict[str, list[str]] = field(default_factory=dict)
     reduce_axes: dict[str, dict[str, set[int]]] = field(default_factory=dict)
+    # op label -> perm of its transpose: a transpose writes its tile's dims in that order
+    transposes: dict[str, list[int]] = field(default_factory=dict)
 
     def value(self, key: str) -> Any:
         return lookup(self.kernel, key)[1]
@@ -106,6 +108,8 @@ def _index_tiles(knobs: KernelKnobs) -> None:
             table = knobs.cube_tiles if stmt.op == "matmul" else knobs.vec_tiles
             if tile is not None and tile not in table.setdefault(stmt.label, []):
                 table[stmt.label].append(tile)
+            if stmt.op == "transpose" and stmt.perm is not None:
+                knobs.transposes[stmt.label] = list(stmt.perm)
             if tile is not None and stmt.axis is not None and stmt.op in REDUCE_OPS:
                 knobs.reduce_axes.setdefault(tile, {}).setdefault(stmt.label, set()).add(stmt.axis)
 

@@ -91,12 +91,24 @@ def tile_whole_axis(knobs: KernelKnobs | None, label: str, axis: int, full: int)
     return checked(knobs, [(f"tiles.{name}", new)])
 
 
+def output_tile(knobs: KernelKnobs | None, label: str) -> list[int] | None:
+    """The shape of the tiles the label's ops write: their vector tile, with a transpose's
+    dims in its perm's order (it is tiled over its input and writes swapped tiles)."""
+    a = _tile(knobs, label) if knobs else None
+    if a is None:
+        return None
+    perm = knobs.transposes.get(label)
+    if perm is not None and sorted(perm) == list(range(len(a[1]))):
+        return [a[1][p] for p in perm]
+    return a[1]
+
+
 def tile_like(knobs: KernelKnobs | None, down: str, up: str) -> list[str]:
-    """Give the downstream label's vector tile the upstream label's tile."""
-    a, b = (_tile(knobs, up), _tile(knobs, down)) if knobs else (None, None)
-    if a is None or b is None or a[0] == b[0] or a[1] == b[1] or len(a[1]) != len(b[1]):
+    """Give the downstream label's vector tile the shape of the tiles upstream writes."""
+    a, b = (output_tile(knobs, up), _tile(knobs, down)) if knobs else (None, None)
+    if a is None or b is None or a == b[1] or len(a) != len(b[1]):
         return []
-    return checked(knobs, [(f"tiles.{b[0]}", a[1])])
+    return checked(knobs, [(f"tiles.{b[0]}", a)])
 
 
 def merge(knobs: KernelKnobs | None, option: str, key: str, factor: int) -> list[str]:
