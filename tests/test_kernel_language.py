@@ -467,11 +467,30 @@ def test_an_on_chip_reshape_read_elsewhere_reads_the_rows_of_its_tile():
     assert wide.work.mte2_bytes.sum() == 2 * 64 * 128 * 4
 
 
-def test_an_on_chip_reshape_read_by_tiles_that_are_no_contiguous_run_is_refused():
-    # [64, 128] -> [128, 64] read 48 columns at a time: a tile's rows are not one run
-    with pytest.raises(ConfigError, match=r"on-chip reshape \[64, 128\] -> \[128, 64\].*"
-                                          r"supported: tiles that"):
-        compile_kernel(_reshaped([16, 128], [128, 64], [16, 48]), HW)
+def test_an_on_chip_reshape_read_by_tiles_that_are_no_contiguous_run_goes_through_gm():
+    # [64, 128] -> [128, 64] read 48 columns at a time: a tile's rows are not one run of
+    # exp's rows, so exp's result goes out to its workspace and each mul tile reads its
+    # (16, 48) box back in the reshaped geometry, waiting for the exp tiles that wrote it
+    program = compile_kernel(_reshaped([16, 128], [128, 64], [16, 48], back=False), HW)
+    exp_bytes = 64 * 128 * 4
+    assert program.workspace_bytes == exp_bytes
+    leaves = leaf_ops(program)
+    assert leaves.count(("exp",)) == 4 and leaves.count(("mul",)) == 8 * 2
+    # x once, and each mul tile's box of the workspace (16 x 48 and 16 x 16 at the edge)
+    assert program.work.mte2_bytes.sum() == exp_bytes + exp_bytes
+    # a box of 16 rows of 64 in [128, 64] lies in 8 rows of exp's [64, 128]: 2 exp tiles
+    # hold them only when it crosses a 16-row boundary, so each mul waits on one or two
+    assert program.edge_src.size >= 16
+    # a read that a view stands between cannot be reinterpreted: still refused
+    with pytest.raises(ConfigError, match="supported: tiles that"):
+        compile_kernel(kernel(
+            [{"set_vec_tile_shapes": [16, 128]}, {"op": "exp", "inputs": ["x"], "out": "e"},
+             {"op": "view", "inputs": ["e"], "out": "v", "shape": [32, 128], "offsets": [0, 0]},
+             {"set_vec_tile_shapes": [16, 48]},
+             {"op": "reshape", "inputs": ["v"], "out": "r", "shape": [64, 64]},
+             {"op": "mul", "inputs": ["r"], "scalar": 2.0, "out": "m"},
+             {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}],
+            {"x": t([64, 128]), "y": t([64, 64], role="output")}), HW)
 
 
 def test_an_on_chip_transpose_costs_what_a_gm_transpose_costs():

@@ -268,7 +268,8 @@ def reshape(input, shape, *, valid_shape=None, inplace=False):
 
 def _local_reshape(t: Tensor, shape, valid_shape) -> Tensor:
     """Reshape of an on-chip value: its elements read in row-major order under the new
-    shape; the compiler checks that every reader's tiles are contiguous runs of it."""
+    shape; a reader whose tiles are no contiguous runs of it reads it through the
+    producer's workspace (the compiler, simcore/compiler/tiling.py)."""
     R = context.rec()
     shape = list(shape)
     if valid_shape is not None and not (len(valid_shape) == len(shape) and all(

@@ -292,6 +292,13 @@ class RootCallTiler:
                 continue
             lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i])
             if not ok.all():
+                # tiles that are no contiguous run of the reshaped rows: the producer's
+                # result goes out to its workspace and comes back in that geometry (the
+                # copy-out / copy-in a reshape costs when its layout cannot stay in UB)
+                box = value.workspace_box(node.in_lo[i], node.in_hi[i])
+                if box is not None:
+                    node.extra.setdefault("via_workspace", {})[i] = box
+                    continue
                 bad = int(np.flatnonzero(~ok)[0])
                 step = next(s for s in reversed(value.path) if s[0] == "reshape")
                 box = [f"{a}:{b}" for a, b in zip(node.in_lo[i][bad], node.in_hi[i][bad])]
@@ -372,6 +379,8 @@ class RootCallTiler:
         return None
 
     def _one_to_one(self, node: Node, i: int, value: LocalValue) -> bool:
+        if i in node.extra.get("via_workspace", {}):
+            return False
         producer = self.nodes[value.node]
         if not value.path:
             return producer.tiles == node.tiles \
@@ -480,9 +489,10 @@ class RootCallTiler:
             self.assembled.setdefault(node, []).append((target, offsets, box))
         self.spilled = set()
         for node in self.nodes:
-            for value in node.inputs:
-                if isinstance(value, LocalValue) and \
-                        self.group_of[value.node] != self.group_of[node.index]:
+            for i, value in enumerate(node.inputs):
+                if isinstance(value, LocalValue) and (
+                        self.group_of[value.node] != self.group_of[node.index]
+                        or i in node.extra.get("via_workspace", {})):
                     self.spilled.add(value.node)
 
     # -- tile expansion --------------------------------------------------------------------
@@ -540,6 +550,16 @@ class RootCallTiler:
                 t, names, index, blo, bhi = value.region(lo, hi)
                 acc.add(tasks[t], names, index, blo, bhi, False, 0, elem, value, i,
                         to_l1=node.kind == "cube")
+            elif i in node.extra.get("via_workspace", {}):
+                # the producer's workspace in the reshaped geometry, read back even by a
+                # tile of the producer's own leaf task
+                lo, hi, shape = node.extra["via_workspace"][i]
+                buf = f"{self.workspace}.n{value.node}"
+                geometry = f"{buf}@{'x'.join(map(str, shape))}"
+                view = GmValue((Piece(geometry, (0,) * len(shape), shape, buf),), shape,
+                               value.dtype, "ND", False, shape)
+                acc.add(tasks, [geometry], np.zeros(len(tasks), np.int64), lo, hi, False, 0,
+                        elem, view, i)
             elif value.node not in members:
                 # a view or reshape reads only its boxes of the producer's workspace
                 lo, hi = self._in_box(node, i)

@@ -105,6 +105,29 @@ class LocalValue:
         return lo, hi, ok
 
 
+    def workspace_box(self, lo: np.ndarray, hi: np.ndarray):
+        """(lo, hi, shape) for a read that ``source`` cannot carry onto the producer's boxes:
+        the boxes in the coordinates of the reshaped value that breaks them, a shape the
+        producer's result can be reinterpreted as (every step between it and the producer is
+        a reshape), so the read can go through the producer's workspace in that geometry;
+        None when a view lies between (its elements are not the result's row-major bytes)."""
+        shape = self.shape
+        steps = list(reversed(self.path))
+        for k, step in enumerate(steps):
+            if step[0] == "view":
+                off = np.asarray(step[1], np.int64)
+                lo, hi, shape = lo + off, hi + off, step[2]
+                continue
+            new_lo, new_hi, good = reshape_boxes(lo, hi, shape, step[1])
+            if good.all():
+                lo, hi, shape = new_lo, new_hi, step[1]
+                continue
+            if any(rest[0] != "reshape" for rest in steps[k + 1:]):
+                return None
+            return lo, hi, tuple(shape)
+        return None
+
+
 def dim_groups(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
     """The dims of two shapes of one element count in runs of equal products: a reshape
     [B*S, D] -> [B, S, D] is ([0], [0, 1]) and ([1], [2]); dims of 1 join the run before."""
