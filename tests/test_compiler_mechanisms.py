@@ -335,6 +335,17 @@ def test_concat_copies_where_assemble_writes_in_place():
     assert "copy" in c.work.vector.kinds and "copy" not in a.work.vector.kinds
     assert c.work.vector.bytes.sum() > a.work.vector.bytes.sum()
     assert "concat" in {op for leaf in c.leaf_functions for op in leaf.ops}
+    assert c.workspace_bytes == 0          # assembled straight into y: no read-back
+    # an op that reads the concat loads it back from GM, as upstream's Cat assembles its
+    # copies into the result tensor; tile for tile it still shares the concat's leaf task
+    read_back = via_concat[:-1] + [
+        {"op": "mul", "inputs": ["cat"], "scalar": 2.0, "out": "m"},
+        {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}]
+    r = compile_kernel(kernel(read_back, t), HW)
+    assert r.workspace_bytes == 64 * 128 * 4
+    assert r.work.mte2_bytes.sum() == 64 * 64 * 4 + 64 * 128 * 4        # x, then cat
+    assert r.work.mte3_bytes.sum() == 2 * 64 * 128 * 4                  # cat out, then y
+    assert r.leaf_tasks == c.leaf_tasks
 
 
 def test_reshape_inplace_is_free():

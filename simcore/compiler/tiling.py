@@ -288,7 +288,24 @@ class RootCallTiler:
         """The producer boxes each tile reads of a view or reshape of an on-chip value."""
         source = {}
         for i, value in enumerate(node.inputs):
-            if not isinstance(value, LocalValue) or not value.path:
+            if not isinstance(value, LocalValue):
+                continue
+            if self.nodes[value.node].op.op == "concat":
+                # upstream's concat copies its inputs into a tensor and assembles that into
+                # its result (Cat in framework/src/interface/operation/vector/
+                # tensor_transformation.cpp): a reader loads the result back from GM
+                lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i]) if value.path else \
+                    (node.in_lo[i], node.in_hi[i], np.ones(node.tiles, bool))
+                box = (lo, hi, self.nodes[value.node].out_shape) if ok.all() else \
+                    value.workspace_box(node.in_lo[i], node.in_hi[i])
+                if box is not None:
+                    node.extra.setdefault("via_workspace", {})[i] = box
+                    if ok.all() and value.path:
+                        source[i] = (lo, hi)     # boxes a merge with the concat can check
+                    elif not ok.all():
+                        node.extra.setdefault("scattered", set()).add(i)
+                    continue
+            if not value.path:
                 continue
             lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i])
             if not ok.all():
@@ -298,6 +315,7 @@ class RootCallTiler:
                 box = value.workspace_box(node.in_lo[i], node.in_hi[i])
                 if box is not None:
                     node.extra.setdefault("via_workspace", {})[i] = box
+                    node.extra.setdefault("scattered", set()).add(i)
                     continue
                 bad = int(np.flatnonzero(~ok)[0])
                 step = next(s for s in reversed(value.path) if s[0] == "reshape")
@@ -379,7 +397,10 @@ class RootCallTiler:
         return None
 
     def _one_to_one(self, node: Node, i: int, value: LocalValue) -> bool:
-        if i in node.extra.get("via_workspace", {}):
+        # a read through the workspace may still share the producer's leaf task (copy out,
+        # copy in) when tile j reads inside producer tile j; boxes a reshape scatters over
+        # the producer's rows cannot be told apart that way
+        if i in node.extra.get("scattered", ()):
             return False
         producer = self.nodes[value.node]
         if not value.path:
