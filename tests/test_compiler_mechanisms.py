@@ -346,6 +346,13 @@ def test_concat_copies_where_assemble_writes_in_place():
     assert r.work.mte2_bytes.sum() == 64 * 64 * 4 + 64 * 128 * 4        # x, then cat
     assert r.work.mte3_bytes.sum() == 2 * 64 * 128 * 4                  # cat out, then y
     assert r.leaf_tasks == c.leaf_tasks
+    # that read waits for the write: a copy-out and a copy-in latency on top of the task's
+    assert r.work.round_trips.tolist() == [1.0] and c.work.round_trips.sum() == 0
+    from simcore.machine.costs import pipe_cycles
+    p = HW.pipes
+    extra = pipe_cycles(HW, r.work)["mte3"] - pipe_cycles(HW, c.work)["mte3"]
+    assert extra[0] == pytest.approx(p.mte3.fixed_cycles + p.mte2.fixed_cycles
+                                     + 64 * 128 * 4 / p.mte3.bytes_per_cycle)
 
 
 def test_reshape_inplace_is_free():

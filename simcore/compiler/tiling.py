@@ -535,7 +535,7 @@ class RootCallTiler:
             # an op reading a result of this leaf task waits for it; loaded data it does not
             waits = any(isinstance(v, LocalValue) and v.node in members for v in node.inputs)
             sums.add(node, tasks, self._valid_fraction(node), waits)
-            self._reads(acc, node, tasks, members)
+            self._reads(acc, node, tasks, members, sums)
             self._writes(acc, node, tasks, sums)
         if one_task:   # an op's tiles are parallel branches; a chain of ops is not
             sums.in_flight[:] = max(max(n.tiles for n in nodes), 1)
@@ -561,7 +561,7 @@ class RootCallTiler:
         full = np.maximum((node.out_hi - node.out_lo).prod(axis=1), 1)
         return inside.prod(axis=1) / full   # 0 for an empty task past the valid region
 
-    def _reads(self, acc: _AccessRows, node: Node, tasks, members) -> None:
+    def _reads(self, acc: _AccessRows, node: Node, tasks, members, sums) -> None:
         for i, value in enumerate(node.inputs):
             lo, hi = node.in_lo[i], node.in_hi[i]
             elem = DTYPE_BYTES[value.dtype]
@@ -581,6 +581,8 @@ class RootCallTiler:
                                value.dtype, "ND", False, shape)
                 acc.add(tasks, [geometry], np.zeros(len(tasks), np.int64), lo, hi, False, 0,
                         elem, view, i)
+                if value.node in members:
+                    sums.put(sums.round_trips, tasks, np.ones(len(tasks)))
             elif value.node not in members:
                 # a view or reshape reads only its boxes of the producer's workspace
                 lo, hi = self._in_box(node, i)
@@ -650,6 +652,7 @@ class _TaskSums:
         self.mte1_bytes, self.mte1_steps = np.zeros(n), np.zeros(n)
         self.fixp_bytes, self.fixp_tiles = np.zeros(n), np.zeros(n)
         self.mte3_bytes, self.flops, self.in_flight = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.round_trips = np.zeros(n)
 
     def put(self, column: np.ndarray, tasks: np.ndarray, values) -> None:
         if self.tile_per_task:   # tile i is task i: a plain sum, faster than add.at
@@ -717,7 +720,7 @@ class _TaskSums:
             CubeWork.per_task(self.cube), self.n,
             mte1_bytes=self.mte1_bytes, mte1_steps=self.mte1_steps, fixp_bytes=self.fixp_bytes,
             fixp_tiles=self.fixp_tiles, mte3_bytes=self.mte3_bytes, flops=self.flops,
-            in_flight=self.in_flight)
+            in_flight=self.in_flight, round_trips=self.round_trips)
 
 
 def _op_details(nodes: list[Node], task: int) -> tuple:

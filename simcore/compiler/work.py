@@ -162,6 +162,9 @@ class Work:
     mte2_bytes: np.ndarray      # GM -> UB/L1: the task's reads, each GM box once
     mte2_bursts: np.ndarray     # contiguous runs of those reads
     mte2_loads: np.ndarray      # GM boxes read
+    # results the task writes to GM and reads back itself (a concat's reader in its leaf
+    # task): each waits for its copy-out and then its copy-in, latencies no overlap hides
+    round_trips: np.ndarray
     flops: np.ndarray
     in_flight: np.ndarray       # tiles that pipeline inside the task
 

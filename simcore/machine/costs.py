@@ -85,6 +85,10 @@ def pipe_cycles(hw: Hardware, work: Work) -> dict[str, np.ndarray]:
     n, p = work.tasks, hw.pipes
     mte3 = np.where(work.mte3_bytes > 0,
                     p.mte3.fixed_cycles + work.mte3_bytes / p.mte3.bytes_per_cycle, 0.0)
+    # a result written out and read back inside the task: the read waits for the write, so
+    # each such round trip adds a copy-out and a copy-in latency the task's one-per-task
+    # MTE2 and MTE3 latencies do not cover (charged to MTE3, where the wait starts)
+    mte3 = mte3 + work.round_trips * (p.mte3.fixed_cycles + p.mte2.fixed_cycles)
     return {"mte1": _linear(p.mte1, work.mte1_steps, work.mte1_bytes),
             "cube": cube_cycles(hw, work.cube, n),
             "vector": vector_cycles(hw, work.vector, n),
