@@ -76,16 +76,9 @@ def _content(path: Path | None) -> str:
         return ""
 
 
-def report_assets_hash() -> str:
-    """The report rules' assets param (workflow/rules/report.smk): templates, viewer, code."""
-    files = sorted(p for p in (REPO / "reports").rglob("*") if p.is_file())
-    files += sorted((REPO / "pipeline" / "report").glob("*.py"))
-    return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()
-
-
 def code_digest() -> str:
     """ptolab's model code and report assets as they are on disk now."""
-    from .workflow import code_version
+    from .workflow import code_version, report_assets_hash
     return code_version.__wrapped__() + report_assets_hash()[:16]
 
 
@@ -109,6 +102,7 @@ def build_plan(configs: Path, memo: Path | None = None):
 def jobs(plan, studies: list[str]) -> list[Job]:
     """The jobs that build ``studies``' reports and the index, in an order that runs each
     after the jobs it reads from (as the rules in workflow/rules/ chain them)."""
+    from .workflow import report_assets_hash
     results = Path(plan.results)
     index_studies = [str(sp.path) for sp in plan.studies.values()]
     assets = report_assets_hash()

@@ -96,6 +96,25 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def report_templates() -> list[Path]:
+    """The report templates and the swimlane viewer (reports/): the report rules' inputs."""
+    return sorted(p for p in (_ROOT / "reports").rglob("*") if p.is_file())
+
+
+def report_asset_files() -> list[Path]:
+    """What every report is rendered with besides its stages: the templates and the
+    report code."""
+    return report_templates() + sorted((_ROOT / "pipeline" / "report").glob("*.py"))
+
+
+def report_assets_hash() -> str:
+    """The report rules' ``assets`` param: a changed template or report module reruns them."""
+    return hashlib.sha256(b"".join(p.read_bytes() for p in report_asset_files())).hexdigest()
+
+
 # The Snakefile plans twice as it starts (the default studies, then the nightly ones, mostly
 # the same files): a study whose files are as they were is not read and validated again.
 # With a memo file (the Snakefile's, in .snakemake/) this holds across runs too, so a knob

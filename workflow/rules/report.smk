@@ -3,13 +3,10 @@
 # swimlane viewer and the report code are inputs too, and their content hash is a param:
 # this Snakemake reruns on changed params, not on newer inputs, so editing a template or
 # the report code re-renders the reports (nothing upstream).
-import hashlib
+from pipeline.workflow import report_assets_hash, report_templates
 
-_ROOT = Path(workflow.main_snakefile).parent
-REPORT_ASSETS = sorted(str(p) for p in (_ROOT / "reports").rglob("*") if p.is_file())
-REPORT_CODE = sorted(str(p) for p in (_ROOT / "pipeline" / "report").glob("*.py"))
-REPORT_ASSETS_HASH = hashlib.sha256(
-    b"".join(Path(p).read_bytes() for p in REPORT_ASSETS + REPORT_CODE)).hexdigest()
+REPORT_ASSETS = [str(p) for p in report_templates()]
+REPORT_ASSETS_HASH = report_assets_hash()
 
 
 def index_studies(wildcards=None):
