@@ -338,12 +338,10 @@ class Watch:
     @staticmethod
     def outputs(job: Job) -> list[Path]:
         """The files the job's rule declares, as far as Snakemake dates them."""
-        if job.name == "import":
-            return [Path(job.argv[job.argv.index("--out") + 1])]
-        if job.name in ("report", "index"):
-            return [Path(job.argv[job.argv.index("--out") + 1])]
-        stage_dir = Path(job.argv[job.argv.index("--out") + 1])
-        return [p for p in stage_dir.rglob("*") if p.is_file()] if stage_dir.exists() else []
+        out = Path(job.argv[job.argv.index("--out") + 1])
+        if job.name in ("import", "report", "index"):
+            return [out]
+        return [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
 
     def full_build(self, plan, studies: list[str], why: str) -> bool:
         """Hand the round to ``snakemake``; on success every job counts as built."""
