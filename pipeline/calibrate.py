@@ -131,6 +131,9 @@ class Roofline(Strict):
 class Calibration(Strict):
     hardware: str
     studies: list[StudyRef] = Field(min_length=1)
+    # studies whose documented figures the fit never sees: validate predicts them with the
+    # shipped model and with a fresh fit, which is what a user's next kernel gets
+    held_out: list[StudyRef] = Field(default_factory=list)
     parameters: list[Parameter] = Field(min_length=1)
     max_evaluations: int = Field(300, ge=1, le=100000)
     loo_max_evaluations: int = Field(60, ge=1, le=100000)   # per leave-one-out refit
@@ -145,7 +148,7 @@ class Calibration(Strict):
     @model_validator(mode="after")
     def _unique(self):
         for what, names in (("parameter", [p.path for p in self.parameters]),
-                            ("study", [s.study for s in self.studies]),
+                            ("study", [s.study for s in self.studies + self.held_out]),
                             ("physics check", [c.name for c in self.physics])):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
@@ -229,26 +232,30 @@ class Problem:
         self.hw = validate(Hardware, read_mapping(self.hw_path), str(self.hw_path), "hardware")
         for p in cal.parameters:
             _check_free(self.hw, p)
-        self.weights: dict[str, float] = {}
-        self.cases: list[Case] = []
-        for ref in cal.studies:
-            study_path = find_config(self.configs / "studies", ref.study, "study")
-            study = load_study(study_path)
-            kernel_path = find_config(self.configs / "kernels", study.kernel, "kernel")
-            wanted = ref.metrics or list(METRICS)
-            found = [(s, [m for m in wanted if m in s.documented]) for s in study.stages]
-            found = [(s, ms) for s, ms in found if ms]
-            if not found:
-                raise ConfigError(f"no stage of study '{ref.study}' documents any of "
-                                  f"{', '.join(wanted)}; add 'documented' figures to its "
-                                  f"stages or drop the study from the calibration file.",
-                                  source=str(study_path))
-            self.weights[ref.study] = ref.weight
-            for stage, metrics in found:
-                kernel = resolve_kernel(kernel_path, stage.set)
-                self.cases.append(Case(ref.study, stage.name, metrics,
-                                       {m: float(stage.documented[m]) for m in metrics},
-                                       kernel, compile_kernel(kernel, self.hw)))
+        self.weights = {ref.study: ref.weight for ref in cal.studies}
+        self.cases: list[Case] = [c for ref in cal.studies for c in self._cases(ref)]
+        # never part of a fit or a score: only ever measured, to predict them
+        self.held: list[Case] = [c for ref in cal.held_out for c in self._cases(ref)]
+
+    def _cases(self, ref: StudyRef) -> list[Case]:
+        study_path = find_config(self.configs / "studies", ref.study, "study")
+        study = load_study(study_path)
+        kernel_path = find_config(self.configs / "kernels", study.kernel, "kernel")
+        wanted = ref.metrics or list(METRICS)
+        found = [(s, [m for m in wanted if m in s.documented]) for s in study.stages]
+        found = [(s, ms) for s, ms in found if ms]
+        if not found:
+            raise ConfigError(f"no stage of study '{ref.study}' documents any of "
+                              f"{', '.join(wanted)}; add 'documented' figures to its "
+                              f"stages or drop the study from the calibration file.",
+                              source=str(study_path))
+        cases = []
+        for stage, metrics in found:
+            kernel = resolve_kernel(kernel_path, stage.set)
+            cases.append(Case(ref.study, stage.name, metrics,
+                              {m: float(stage.documented[m]) for m in metrics},
+                              kernel, compile_kernel(kernel, self.hw)))
+        return cases
 
     @property
     def names(self) -> list[str]:
@@ -512,6 +519,8 @@ class Validation:
     overlay: str                    # the overlay's name, or '' when there is none
     budgets: tuple[int, int]        # evaluations of the fresh fit, of each refit
     unused: list[str]               # studies with documented figures the procedure omits
+    held_shipped: list[dict] = field(default_factory=list)   # held-out cases, shipped model
+    held_fit: list[dict] = field(default_factory=list)       # the same on the fresh fit
 
     @property
     def failures(self) -> list[str]:
@@ -526,6 +535,11 @@ class Validation:
                   f"more than the {100 * TARGET:.0f} % the model aims for"
                   for row in self.shipped_rows for m in row["metrics"]
                   if abs(row[m] / row[f"documented_{m}"] - 1) > TARGET]
+        lines += [f"held-out {row['case']} {m}: predicted {row[m]:.1f} vs documented "
+                  f"{row[f'documented_{m}']:g} ({_pct(row[m] / row[f'documented_{m}'] - 1)}), "
+                  f"more than the {100 * TARGET:.0f} % the model aims for"
+                  for row in self.held_shipped for m in row["metrics"]
+                  if abs(row[m] / row[f"documented_{m}"] - 1) > TARGET]
         lines += [f"physics check {c['name']}: roofline efficiency {c['efficiency']:.2f} "
                   f"outside [{c['within'][0]:g}, {c['within'][1]:g}]"
                   for c in self.physics if not c["ok"]]
@@ -539,7 +553,7 @@ def run_validation(cal: Calibration, cal_path: str, configs: Path, quick: bool =
     full_budget = min(cal.max_evaluations, 8) if quick else cal.max_evaluations
     loo_budget = min(cal.loo_max_evaluations, 4) if quick else cal.loo_max_evaluations
     overlay = fit_overlay(problem.hw_path)
-    listed = {s.study for s in cal.studies}
+    listed = {s.study for s in cal.studies + cal.held_out}
     unused = sorted(name for name in documented_studies(Path(configs)) if name not in listed)
     free = None
     if len(cal.free) < len(cal.parameters):
@@ -548,12 +562,13 @@ def run_validation(cal: Calibration, cal_path: str, configs: Path, quick: bool =
         unheld.cal = cal.model_copy(update={"parameters": [
             p.model_copy(update={"held": None}) for p in cal.parameters]})
         free = fit_problem(unheld, max_evaluations=full_budget)
+    full = fit_problem(problem, max_evaluations=full_budget)
     return Validation(cal, cal_path, quick, shipped, problem.measure({}, base=shipped_hw),
-                      fit_problem(problem, max_evaluations=full_budget), free,
-                      leave_one_out(problem, loo_budget),
+                      full, free, leave_one_out(problem, loo_budget),
                       physics_checks(cal, configs, shipped_hw),
                       overlay.name if overlay.exists() else "", (full_budget, loo_budget),
-                      unused)
+                      unused, problem.measure({}, problem.held, base=shipped_hw),
+                      problem.measure(full.values, problem.held))
 
 
 def documented_studies(configs: Path) -> list[str]:
@@ -573,6 +588,42 @@ def documented_studies(configs: Path) -> list[str]:
 
 def _pct(x: float) -> str:
     return f"{100 * x:+.1f} %"
+
+
+def _stage_order(rows: list[dict], key: str) -> str:
+    """Stages of one study from the largest figure to the smallest."""
+    return " > ".join(r["stage"] for r in sorted(rows, key=lambda r: -r[key]))
+
+
+def _held_out_section(v: Validation) -> list[str]:
+    """Predictions for documented cases no fit has seen, and whether their order holds."""
+    if not v.held_shipped:
+        return []
+    fit_rows = {r["case"]: r for r in v.held_fit}
+    lines = ["", "## Held-out cases", "",
+             "Documented figures the procedure keeps out of every fit (`held_out`): the "
+             "model predicts them as it would a user's next kernel, with the shipped values "
+             "and with the fresh fit's.", "",
+             "| case | metric | documented | shipped (predicted) | fresh fit (predicted) |",
+             "|---|---|---:|---:|---:|"]
+    for row in v.held_shipped:
+        for m in row["metrics"]:
+            doc = row[f"documented_{m}"]
+            cells = [f"{r[m]:.1f} ({_pct(r[m] / doc - 1)})" for r in (row, fit_rows[row["case"]])]
+            lines.append(f"| {row['case']} | {m} | {doc:g} | " + " | ".join(cells) + " |")
+    lines += ["", f"RMS log error of the held-out predictions: shipped "
+              f"{_rms_log(v.held_shipped):.3f}, fresh fit {_rms_log(v.held_fit):.3f}.", ""]
+    for study in dict.fromkeys(r["study"] for r in v.held_shipped):
+        for m in METRICS:
+            rows = [r for r in v.held_shipped if r["study"] == study and m in r["metrics"]]
+            if len(rows) < 2:
+                continue
+            documented, predicted = (_stage_order(rows, f"documented_{m}"),
+                                     _stage_order(rows, m))
+            verdict = "holds" if documented == predicted else "DIFFERS"
+            lines.append(f"- {study} {m}, stages from slowest: documented {documented}; "
+                         f"predicted {predicted} ({verdict})")
+    return lines
 
 
 def render_fidelity(v: Validation) -> str:
@@ -615,6 +666,7 @@ def render_fidelity(v: Validation) -> str:
             cells = [f"{r[m]:.1f} ({_pct(r[m] / doc - 1)})"
                      for r in (row, full_rows[name], loo_rows[name])]
             lines.append(f"| {name} | {m} | {doc:g} | " + " | ".join(cells) + " |")
+    lines += _held_out_section(v)
     lines += ["", "## Parameters", "",
               "Bounds are 0.5x-2x of the prior unless a physical bound is stated. 'x prior' is "
               "a value over its prior; 'on bound' (fresh fit) is within 1 % of a bound.", "",

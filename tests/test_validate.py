@@ -2,6 +2,7 @@
 import pytest
 
 from test_calibrate import HEAD, _param, documented_at, ptolab, tiny_configs, write_cal
+from simcore.spec.errors import ConfigError
 from pipeline.calibrate import (Problem, fit_problem, leave_one_out, load_calibration,
                                 physics_checks, with_values)
 
@@ -97,3 +98,50 @@ def test_validate_fails_on_a_physics_check_outside_its_range(tmp_path):
     assert proc.returncode == 1
     assert "physics check stream" in proc.stderr
     assert "FAIL: physics check stream" in out.read_text()
+
+
+def test_a_held_out_study_is_predicted_and_never_fitted(tmp_path):
+    # tiny_b documents the figure of head overhead 0.35, tiny_a that of 0.7: fitted with
+    # tiny_b the fit would move toward 0.35; held out, the fit sees only tiny_a
+    figures = documented_at(tmp_path / "t", {HEAD: 0.7})
+    figures["tiny_b/mid"] = documented_at(tmp_path / "u", {HEAD: 0.35})["tiny_b/mid"]
+    configs = tiny_configs(tmp_path, figures)
+    cal = load_calibration(write_cal(tmp_path / "cal.yaml", studies=[{"study": "tiny_a"}],
+                                     held_out=[{"study": "tiny_b"}]))
+    problem = Problem(cal, configs)
+    assert [c.name for c in problem.held] == ["tiny_b/mid"]
+    assert all(c.study == "tiny_a" for c in problem.cases)
+    seen = []
+    measure = problem.measure
+    problem.measure = lambda values, cases=None, base=None: (
+        seen.append([c.name for c in (problem.cases if cases is None else cases)])
+        or measure(values, cases, base))
+    fitted = fit_problem(problem, max_evaluations=20)
+    assert seen and all("tiny_b/mid" not in names for names in seen)
+    assert fitted.values[HEAD] == pytest.approx(0.7, rel=0.05)
+    # predicted with the fit that never saw it: the figure of 0.7, not its own
+    (row,) = measure(fitted.values, problem.held)
+    assert row["kernel_us"] > 1.05 * row["documented_kernel_us"]
+
+
+def test_validate_reports_held_out_predictions_and_their_order(tmp_path):
+    configs = tiny_configs(tmp_path, documented_at(tmp_path / "t", {HEAD: 0.7}))
+    cal = write_cal(tmp_path / "cal.yaml", [_param()], studies=[{"study": "tiny_b"}],
+                    held_out=[{"study": "tiny_a"}], max_evaluations=4, loo_max_evaluations=2)
+    out = tmp_path / "f.md"
+    proc = ptolab("validate", cal, "--configs", configs, "--out", out, "--quick")
+    text = out.read_text()
+    assert "## Held-out cases" in text
+    section = text.split("## Held-out cases")[1].split("## Parameters")[0]
+    assert "| tiny_a/small | kernel_us |" in section and "| tiny_a/big | e2e_us |" in section
+    # tiny_a's big stage is slower than its small one, in the figures and in the model
+    assert "documented big > small; predicted big > small (holds)" in section
+    # a held-out study is used by the procedure, so it is not listed as unused
+    assert "does not use" not in text
+    assert proc.returncode in (0, 1), proc.stderr
+
+
+def test_a_study_both_fitted_and_held_out_is_refused(tmp_path):
+    cal = write_cal(tmp_path / "cal.yaml", held_out=[{"study": "tiny_a"}])
+    with pytest.raises(ConfigError, match="tiny_a is listed twice"):
+        load_calibration(cal)
