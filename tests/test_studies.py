@@ -286,6 +286,19 @@ def test_reshape_inplace_drops_the_copy_and_its_time(built):
     assert tasks["inplace"]["dur_us"].mean() < tasks["copying"]["dur_us"].mean()
 
 
+def test_matmul_l2_split_blocks_share_l2_and_gain(built):
+    """The matmul guide's 6144^3 example: the same 1152 output tiles and flops, but the
+    view-split rounds keep their A rows and B columns in L2, so fewer bytes come from HBM."""
+    m = metrics(built, "matmul_l2_split")
+    native, split = m["native"], m["l2_split"]
+    assert native["leaf_tasks"] == split["leaf_tasks"] == (6144 // 128) * (6144 // 256)
+    assert native["flops"] == split["flops"]
+    assert split["root_calls"] == 8 * 6 and native["root_calls"] == 1
+    assert split["l2_hit_rate"] > native["l2_hit_rate"] + 0.1
+    assert split["hbm_read_bytes"] < 0.6 * native["hbm_read_bytes"]
+    assert split["kernel_us"] < 0.85 * native["kernel_us"]
+
+
 def test_quant_indexer_prolog_each_documented_step_is_faster(built):
     """A case the calibration never sees: each tuning step the case measured gains, in the
     order it documents; L1Reuse 4 turns the query projection's 64 tasks into 16."""
