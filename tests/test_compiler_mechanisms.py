@@ -200,6 +200,102 @@ def test_sg_set_scope_is_validated_like_upstream():
                    {"x": {"shape": [8]}})
 
 
+def _edges_in_program_order(p):
+    return bool(np.all(p.edge_src < p.edge_dst))
+
+
+def test_a_constant_joins_the_subgraph_of_the_op_that_uses_it():
+    """Per-row int8 quantisation: amax, then 127 / amax with the 127 from pypto.full.  The
+    full has nothing to load, so it goes with its consumer: one subgraph, no GM round trip
+    between the amax and the divide (it used to start a subgraph of its own, which the
+    divide joined, reading the amax through GM)."""
+    t = {"x": {"shape": [8, 128], "role": "input"},
+         "y": {"shape": [8, 128], "dtype": "int8", "role": "output"}}
+    body = [{"set_vec_tile_shapes": [8, 128]},
+            {"op": "abs", "inputs": ["x"], "out": "a"},
+            {"op": "amax", "inputs": ["a"], "axis": -1, "out": "m"},
+            {"op": "full", "out": "c", "shape": [8, 1], "value": 127.0, "dtype": "fp32"},
+            {"op": "div", "inputs": ["c", "m"], "out": "sq"},
+            {"op": "mul", "inputs": ["x", "sq"], "out": "xs"},
+            {"op": "cast", "inputs": ["xs"], "dtype": "int8", "out": "q"},
+            {"op": "assemble", "inputs": ["q"], "out": "y", "offsets": [0, 0]}]
+    p = compile_kernel(kernel(body, t), HW)
+    assert leaf_ops(p) == [("abs", "amax", "full", "div", "mul", "cast")]
+    assert p.workspace_bytes == 0
+    # a constant two consumers in different subgraphs read stays where the first put it
+    body2 = body[:3] + [{"op": "full", "out": "c", "shape": [8, 128], "value": 2.0,
+                         "dtype": "fp32"},
+                        {"op": "mul", "inputs": ["a", "c"], "out": "a2"},
+                        {"set_vec_tile_shapes": [4, 128]},
+                        {"op": "add", "inputs": ["c"], "scalar": 1.0, "out": "c1"},
+                        {"op": "assemble", "inputs": ["c1"], "out": "y", "offsets": [0, 0]},
+                        {"op": "assemble", "inputs": ["a2"], "out": "y", "offsets": [0, 0]}]
+    p2 = compile_kernel(kernel(body2, t), HW)
+    assert any("full" in ops and "mul" in ops for ops in leaf_ops(p2))
+    assert _edges_in_program_order(p2)
+
+
+def _split_heads(dequant_tile, rope_tile):
+    """[8, 8192] dequantised by rows of dequant_tile, reshaped to 64 heads of 128 and the
+    first 64 dims of each head cast by rope_tile (QuantIndexerProlog's query path)."""
+    t = {"q": {"shape": [8, 8192], "role": "input"},
+         "y": {"shape": [8, 64, 64], "role": "output"}}
+    body = [{"set_vec_tile_shapes": dequant_tile},
+            {"op": "mul", "inputs": ["q"], "scalar": 0.5, "out": "d"},
+            {"op": "reshape", "inputs": ["d"], "shape": [8, 64, 128], "inplace": False,
+             "out": "d3"},
+            {"op": "view", "inputs": ["d3"], "out": "rope", "shape": [8, 64, 64],
+             "offsets": [0, 0, 0]},
+            {"set_vec_tile_shapes": rope_tile},
+            {"op": "add", "inputs": ["rope"], "scalar": 1.0, "out": "r"},
+            {"op": "assemble", "inputs": ["r"], "out": "y", "offsets": [0, 0, 0]}]
+    return compile_kernel(kernel(body, t), HW)
+
+
+def test_a_strided_read_inside_the_producers_tile_stays_in_its_subgraph():
+    """A (1, 32, 64) tile of the head view is 32 runs of 64 of one dequantised row, all
+    inside the (1, 4096) tile that row's producer holds in UB: the consumer reads it there,
+    one subgraph per tile and no workspace.  A (1, 64, 64) tile spans two producer tiles,
+    so it goes through the producer's workspace as before."""
+    inside = _split_heads([1, 4096], [1, 32, 64])
+    assert inside.leaf_tasks == 16 and inside.workspace_bytes == 0
+    assert all(ops == ("mul", "add") for ops in leaf_ops(inside))
+    across = _split_heads([1, 4096], [1, 64, 64])
+    assert across.workspace_bytes > 0
+    assert ("mul",) in leaf_ops(across) and ("add",) in leaf_ops(across)
+    assert _edges_in_program_order(across)
+
+
+def test_a_subgraph_that_only_loads_inputs_runs_before_the_op_that_reads_it():
+    """RoPE's cos is cast in its own (1, 64) tiles and read, broadcast over the heads, by
+    two (1, 32, 64) tiles each: it cannot join them.  Traced after the dequantisation, it
+    still must not keep the rope ops out of the dequantisation's subgraph: it reads only a
+    kernel input, so its tasks go first and every dependency runs forward in task order."""
+    t = {"q": {"shape": [8, 8192], "role": "input"}, "cos": {"shape": [8, 64], "role": "input"},
+         "y": {"shape": [8, 64, 64], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [1, 4096]},
+            {"op": "mul", "inputs": ["q"], "scalar": 0.5, "out": "d"},
+            {"op": "reshape", "inputs": ["d"], "shape": [8, 64, 128], "inplace": False,
+             "out": "d3"},
+            {"op": "view", "inputs": ["d3"], "out": "rope", "shape": [8, 64, 64],
+             "offsets": [0, 0, 0]},
+            {"set_vec_tile_shapes": [1, 64]},
+            {"op": "cast", "inputs": ["cos"], "dtype": "fp32", "out": "c"},
+            {"op": "reshape", "inputs": ["c"], "shape": [8, 1, 64], "inplace": False,
+             "out": "c3"},
+            {"set_vec_tile_shapes": [1, 32, 64]},
+            {"op": "mul", "inputs": ["rope", "c3"], "out": "r"},
+            {"op": "assemble", "inputs": ["r"], "out": "y", "offsets": [0, 0, 0]}]
+    p = compile_kernel(kernel(body, t), HW)
+    ops = leaf_ops(p)
+    assert ops.count(("mul", "mul")) == 16 and ops.count(("cast",)) == 8
+    # the casts come first in task order, and each rope tile waits for its token's cast
+    first_mul = ops.index(("mul", "mul"))
+    assert all(o == ("cast",) for o in ops[:first_mul]) and first_mul == 8
+    assert _edges_in_program_order(p)
+    assert np.unique(p.edge_src[p.edge_dst >= first_mul]).size == 8
+
+
 # 5. breadth merge --------------------------------------------------------------------------
 def _gemm(options=None, labels=None):
     t = {"a": {"shape": [512, 256], "dtype": "fp32", "role": "input"},

@@ -46,6 +46,7 @@ class Group:
     nodes: list[int] = field(default_factory=list)
     ub: int = 0
     resident: set = field(default_factory=set)   # GM values already loaded into UB
+    rank: float = 0.0     # where its tasks go in the call's task order (RootCallTiler.run)
 
 
 @dataclass
@@ -119,6 +120,8 @@ class RootCallTiler:
         # indexes over self.groups, so placing a node does not scan every group before it:
         # forced groups by (scope id, loop body, kind), and groups by the GM values in UB
         self._forced: dict[tuple, dict[int, None]] = {}    # an ordered set of groups
+        self._pinned: set[int] = set()     # constants a consumer has read: they stay put
+        self._moves = 0                    # source groups moved ahead of a consumer's group
         self._resident_in: dict[GmValue, list[int]] = {}
 
     # -- names -------------------------------------------------------------------
@@ -145,7 +148,8 @@ class RootCallTiler:
             else:
                 self._compute(op)
         self._place_assembles()
-        return [self._expand(g) for g in self.groups if g.nodes]
+        order = sorted(range(len(self.groups)), key=lambda g: self.groups[g].rank)
+        return [self._expand(self.groups[g]) for g in order if self.groups[g].nodes]
 
     def _gm(self, op: TracedOp, name: str) -> GmValue:
         value = self.lookup(name, op)
@@ -316,6 +320,10 @@ class RootCallTiler:
                 if box is not None:
                     node.extra.setdefault("via_workspace", {})[i] = box
                     node.extra.setdefault("scattered", set()).add(i)
+                    # what it reads lies in these producer boxes: inside the producer's own
+                    # tile, the read can stay in UB as a strided view (_keep_on_chip)
+                    node.extra.setdefault("bounds", {})[i] = value.bounds(node.in_lo[i],
+                                                                        node.in_hi[i])
                     continue
                 bad = int(np.flatnonzero(~ok)[0])
                 step = next(s for s in reversed(value.path) if s[0] == "reshape")
@@ -359,15 +367,70 @@ class RootCallTiler:
                            if (g := self._mergeable(node, i, v)) is not None), None)
                 if gi is not None:
                     self._forced.setdefault((scope.id, scope.loop_body, node.kind), {})[gi] = None
-            return self._join(gi, node) if gi is not None else self._new_group(node, True)
+            self._join(gi, node) if gi is not None else self._new_group(node, True)
+            self._adopt_constants(node)
+            self._run_sources_first(node)
+            return self._keep_on_chip(node)
+        # a constant's own subgraph is the last choice: the op's other producers come first
+        order = sorted(range(len(node.inputs)),
+                       key=lambda i: self._floating(node.inputs[i]) is not None)
+        gi = next((g for i in order if (g := self._mergeable(node, i, node.inputs[i]))
+                   is not None), None)
+        if gi is None:
+            gi = self._sibling(node)
+        self._join(gi, node) if gi is not None else self._new_group(node, forced=False)
+        self._adopt_constants(node)
+        self._run_sources_first(node)
+        self._keep_on_chip(node)
+
+    def _keep_on_chip(self, node: Node) -> None:
+        """A reshaped read that is no run of the producer's rows but lies inside the
+        producer's tile, in the producer's own leaf task: the tile is in UB, so the read is a
+        strided view of it and goes neither out nor back through the workspace."""
+        bounds = node.extra.get("bounds", {})
+        for i in list(bounds):
+            value = node.inputs[i]
+            if self.group_of[value.node] != self.group_of[node.index] \
+                    or not self._one_to_one(node, i, value):
+                continue
+            node.extra["scattered"].discard(i)
+            del node.extra["via_workspace"][i]
+            node.extra.setdefault("source", {})[i] = bounds.pop(i)
+
+    def _floating(self, value) -> int | None:
+        """The subgraph of an input-less op (``full``) that no consumer has read yet.
+
+        Such an op has nothing to load and nothing before it, so upstream's partitioner puts
+        it with the op that uses it; placing it when it is traced would leave it a subgraph
+        of its own, and its consumer would read it through GM."""
+        if not isinstance(value, LocalValue) or value.node in self._pinned:
+            return None
+        producer = self.nodes[value.node]
+        gi = self.group_of[value.node]
+        group = self.groups[gi]
+        if producer.inputs or group.forced or group.nodes != [value.node]:
+            return None
+        return gi
+
+    def _adopt_constants(self, node: Node) -> None:
+        """Move the unread constants this op reads tile for tile into its subgraph; any
+        other constant it reads stays where it is."""
+        gi = self.group_of[node.index]
         for i, value in enumerate(node.inputs):
-            gi = self._mergeable(node, i, value)
-            if gi is not None:
-                return self._join(gi, node)
-        gi = self._sibling(node)
-        if gi is not None:
-            return self._join(gi, node)
-        self._new_group(node, forced=False)
+            old = self._floating(value)
+            if old is None or old == gi:
+                if isinstance(value, LocalValue):
+                    self._pinned.add(value.node)
+                continue
+            if self.groups[gi].kind != "vector" or not self._adoptable(node, i, value):
+                self._pinned.add(value.node)
+                continue
+            self._pinned.add(value.node)
+            self.groups[old].nodes.clear()
+            members = self.groups[gi].nodes
+            members.insert(next((k for k, n in enumerate(members) if n > value.node),
+                                len(members)), value.node)
+            self.group_of[value.node] = gi
 
     def _scope_group(self, node: Node) -> int | None:
         """The subgraph of this op's scope it is forced into, if any.
@@ -400,9 +463,14 @@ class RootCallTiler:
         # a read through the workspace may still share the producer's leaf task (copy out,
         # copy in) when tile j reads inside producer tile j; boxes a reshape scatters over
         # the producer's rows cannot be told apart that way
-        if i in node.extra.get("scattered", ()):
-            return False
         producer = self.nodes[value.node]
+        if i in node.extra.get("scattered", ()):
+            bounds = node.extra.get("bounds", {}).get(i)
+            if bounds is None:
+                return False
+            lo, hi = bounds
+            return producer.tiles == node.tiles and bool(np.all(lo >= producer.out_lo)) \
+                and bool(np.all(hi <= producer.out_hi))
         if not value.path:
             return producer.tiles == node.tiles \
                 and np.array_equal(node.in_lo[i], producer.out_lo) \
@@ -413,9 +481,48 @@ class RootCallTiler:
             and bool(np.all(hi <= producer.out_hi))
 
     def _reads_later(self, node: Node, gi: int) -> bool:
-        """Joining group ``gi`` would make it read a later group: a cycle."""
-        return any(self.group_of[v.node] > gi for v in node.inputs
-                   if isinstance(v, LocalValue) and self.group_of[v.node] != gi)
+        """Joining group ``gi`` would make it read a group that runs after it: a cycle in
+        the call's task order.  A constant the node will take into its group
+        (``_adopt_constants``) does not count, nor a group that only loads the kernel's
+        inputs, which can run anywhere before (``_run_sources_first``)."""
+        rank = self.groups[gi].rank
+        for j, v in enumerate(node.inputs):
+            if not isinstance(v, LocalValue):
+                continue
+            g = self.group_of[v.node]
+            if g != gi and self.groups[g].rank > rank and not self._adoptable(node, j, v) \
+                    and not self._source_only(g):
+                return True
+        return False
+
+    def _source_only(self, gi: int) -> bool:
+        """A group whose ops read nothing of this call's: only GM tensors no op of the call
+        has written so far."""
+        group = self.groups[gi]
+        if group.forced:
+            return False
+        written = {t.pieces[0].base for _, t, *_ in self.assembles}
+        for n in group.nodes:
+            for v in self.nodes[n].inputs:
+                if not isinstance(v, GmValue) or any(pc.base in written for pc in v.pieces):
+                    return False
+        return True
+
+    def _run_sources_first(self, node: Node) -> None:
+        """Move the source-only groups this op reads and that run after its group to just
+        before it, so the task order stays a topological order of the dependencies."""
+        gi = self.group_of[node.index]
+        rank = self.groups[gi].rank
+        for v in node.inputs:
+            if isinstance(v, LocalValue):
+                g = self.group_of[v.node]
+                if g != gi and self.groups[g].rank > rank:
+                    self._moves += 1
+                    self.groups[g].rank = rank - 1e-9 * self._moves
+
+    def _adoptable(self, node: Node, i: int, value) -> bool:
+        return node.kind == "vector" and self._floating(value) is not None \
+            and self._one_to_one(node, i, value)
 
     def _sibling(self, node: Node) -> int | None:
         """A group whose ops read the same GM tiles as this one: merging loads them once."""
@@ -433,8 +540,7 @@ class RootCallTiler:
                     continue
                 if group.ub + self._added_ub(node, gi) > self.limits.buffers.ub:
                     continue
-                if any(self.group_of[v.node] > gi for v in node.inputs
-                       if isinstance(v, LocalValue)):
+                if self._reads_later(node, gi):
                     continue
                 return gi
         return None
@@ -497,7 +603,7 @@ class RootCallTiler:
 
     def _new_group(self, node: Node, forced: bool) -> None:
         gi = len(self.groups)
-        self.groups.append(Group(node.kind, node.op.scope, forced))
+        self.groups.append(Group(node.kind, node.op.scope, forced, rank=float(gi)))
         if forced:
             scope = node.op.scope
             self._forced.setdefault((scope.id, scope.loop_body, node.kind), {})[gi] = None

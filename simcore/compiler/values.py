@@ -105,6 +105,25 @@ class LocalValue:
         return lo, hi, ok
 
 
+    def bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per box, a box of the producer's result holding every element it reads: the box
+        itself where ``source`` carries it, else the bounding box of the run of row-major
+        elements from its first to its last element (a reshape keeps that order)."""
+        shape = self.shape
+        for step in reversed(self.path):
+            if step[0] == "view":
+                off = np.asarray(step[1], np.int64)
+                lo, hi, shape = lo + off, hi + off, step[2]
+                continue
+            new_lo, new_hi, good = reshape_boxes(lo, hi, shape, step[1])
+            if not good.all():
+                b_lo, b_hi = _run_bounds(_ravel(lo, list(shape)),
+                                         _ravel(np.maximum(hi - 1, lo), list(shape)), step[1])
+                new_lo = np.where(good[:, None], new_lo, b_lo)
+                new_hi = np.where(good[:, None], new_hi, b_hi)
+            lo, hi, shape = new_lo, new_hi, step[1]
+        return lo, hi
+
     def workspace_box(self, lo: np.ndarray, hi: np.ndarray):
         """(lo, hi, shape) for a read that ``source`` cannot carry onto the producer's boxes:
         the boxes in the coordinates of the reshaped value that breaks them, a shape the
@@ -156,6 +175,21 @@ def _ravel(idx: np.ndarray, dims: list[int]) -> np.ndarray:
     for c, d in enumerate(dims):
         flat = flat * d + idx[:, c]
     return flat
+
+
+def _run_bounds(first: np.ndarray, last: np.ndarray, shape) -> tuple[np.ndarray, np.ndarray]:
+    """The smallest box of ``shape`` holding the row-major elements first..last: the dims
+    before the first that differs are fixed, that one spans its range, later ones are whole."""
+    dims = list(shape)
+    a = np.stack(np.unravel_index(first, dims), axis=1).astype(np.int64)
+    b = np.stack(np.unravel_index(last, dims), axis=1).astype(np.int64)
+    differs = a != b
+    lead = np.where(differs.any(axis=1), differs.argmax(axis=1), len(dims))
+    col = np.arange(len(dims))[None, :]
+    whole = col > lead[:, None]
+    lo = np.where(whole, 0, a)
+    hi = np.where(whole, np.asarray(dims)[None, :], b + 1)
+    return lo, hi
 
 
 def reshape_boxes(lo: np.ndarray, hi: np.ndarray, new: tuple[int, ...], old: tuple[int, ...]):
