@@ -296,6 +296,76 @@ def test_a_subgraph_that_only_loads_inputs_runs_before_the_op_that_reads_it():
     assert np.unique(p.edge_src[p.edge_dst >= first_mul]).size == 8
 
 
+def _group_order_is_topological(body, tensors):
+    """Compile one call and check that no op reads a result of a group that runs after its
+    own, and that every GM write traced before a read of that tensor runs before it."""
+    from simcore.compiler.limits import Limits
+    from simcore.compiler.tiling import RootCallTiler
+    from simcore.compiler.trace import trace
+    from simcore.compiler.values import GmValue, LocalValue
+    k = kernel(body, tensors)
+    tiler = RootCallTiler(k, Limits.of(HW), trace(k).calls[0], 0)
+    tiler.run()
+    # each group's place in the order run() expands them in, ties broken as it breaks them
+    order = sorted(range(len(tiler.groups)), key=lambda g: tiler.groups[g].rank)
+    place = {g: k for k, g in enumerate(order)}
+    rank = {n.index: place[tiler.group_of[n.index]] for n in tiler.nodes}
+    reads_forward = all(rank[v.node] <= rank[n.index] for n in tiler.nodes for v in n.inputs
+                        if isinstance(v, LocalValue))
+    writes = [(node, t.pieces[0].base) for node, t, *_ in tiler.assembles]
+    gm_forward = all(rank[w] <= rank[n.index] for w, base in writes for n in tiler.nodes
+                     if n.index > w for v in n.inputs if isinstance(v, GmValue)
+                     and any(pc.base == base for pc in v.pieces))
+    return reads_forward and gm_forward, compile_kernel(k, HW)
+
+
+@pytest.mark.parametrize("earlier_groups", [0, 1, 2, 3])
+def test_moved_groups_keep_the_task_order_a_topological_order(earlier_groups):
+    """Four input-only subgraphs read pairwise by four adds: the adds join earlier subgraphs
+    and the ones they read move ahead of them, as often as it takes, and however many
+    groups came before, no task reads what a later task computes."""
+    t = {f"in{k}": {"shape": [8, 128], "role": "input"} for k in range(4 + earlier_groups)}
+    t.update({f"o{k}": {"shape": [8, 128], "role": "output"} for k in range(5)})
+    body = [{"set_vec_tile_shapes": [8, 128]}]
+    for k in range(earlier_groups):
+        body += [{"op": "exp", "inputs": [f"in{4 + k}"], "out": f"d{k}"},
+                 {"op": "assemble", "inputs": [f"d{k}"], "out": "o4", "offsets": [0, 0]}]
+    body += [{"op": "exp", "inputs": [f"in{k}"], "out": v} for k, v in enumerate("aycs")]
+    body += [{"op": "add", "inputs": list(xy), "out": f"n{k}"}
+             for k, xy in enumerate(["ay", "ys", "ac", "cs"])]
+    body += [{"op": "assemble", "inputs": [f"n{k}"], "out": f"o{k}", "offsets": [0, 0]}
+             for k in range(4)]
+    ordered, p = _group_order_is_topological(body, t)
+    assert ordered and _edges_in_program_order(p)
+
+
+def test_an_assembled_constant_or_source_keeps_its_place():
+    """A constant assembled into GM before an op reads that tensor, and an input-only result
+    assembled into a tensor an earlier op reads, stay where the trace put their writes."""
+    t = {"in0": {"shape": [8, 128], "role": "input"}, "in1": {"shape": [8, 128], "role": "input"},
+         "T": {"shape": [8, 128]}, "U": {"shape": [8, 128]},
+         "o1": {"shape": [8, 128], "role": "output"}, "o2": {"shape": [8, 128], "role": "output"}}
+    vec = {"set_vec_tile_shapes": [8, 128]}
+    constant = [vec, {"op": "full", "out": "c", "shape": [8, 128], "value": 2.0, "dtype": "fp32"},
+                {"op": "assemble", "inputs": ["c"], "out": "T", "offsets": [0, 0]},
+                {"op": "exp", "inputs": ["T"], "out": "e"},
+                {"op": "assemble", "inputs": ["e"], "out": "o1", "offsets": [0, 0]},
+                {"op": "exp", "inputs": ["in0"], "out": "x"},
+                {"op": "add", "inputs": ["x", "c"], "out": "r"},
+                {"op": "assemble", "inputs": ["r"], "out": "o2", "offsets": [0, 0]}]
+    ordered, p = _group_order_is_topological(constant, t)
+    assert ordered and p.edge_src.size >= 1     # the exp of T waits for the constant's write
+    source = [vec, {"op": "exp", "inputs": ["in0"], "out": "x"},
+              {"op": "exp", "inputs": ["U"], "out": "u"},
+              {"op": "assemble", "inputs": ["u"], "out": "o1", "offsets": [0, 0]},
+              {"op": "exp", "inputs": ["in1"], "out": "g"},
+              {"op": "assemble", "inputs": ["g"], "out": "U", "offsets": [0, 0]},
+              {"op": "add", "inputs": ["x", "g"], "out": "r"},
+              {"op": "assemble", "inputs": ["r"], "out": "o2", "offsets": [0, 0]}]
+    ordered, p = _group_order_is_topological(source, t)
+    assert ordered
+
+
 # 5. breadth merge --------------------------------------------------------------------------
 def _gemm(options=None, labels=None):
     t = {"a": {"shape": [512, 256], "dtype": "fp32", "role": "input"},

@@ -38,6 +38,10 @@ def _crosses(scope) -> bool:
     return scope.id < 0 or scope.allow_cross_scope_merge
 
 
+# gap between the ranks of consecutive new groups: room to move groups in between
+_RANK_STEP = 1 << 20
+
+
 @dataclass
 class Group:
     kind: str
@@ -46,7 +50,7 @@ class Group:
     nodes: list[int] = field(default_factory=list)
     ub: int = 0
     resident: set = field(default_factory=set)   # GM values already loaded into UB
-    rank: float = 0.0     # where its tasks go in the call's task order (RootCallTiler.run)
+    rank: int = 0         # where its tasks go in the call's task order (RootCallTiler.run)
 
 
 @dataclass
@@ -121,7 +125,7 @@ class RootCallTiler:
         # forced groups by (scope id, loop body, kind), and groups by the GM values in UB
         self._forced: dict[tuple, dict[int, None]] = {}    # an ordered set of groups
         self._pinned: set[int] = set()     # constants a consumer has read: they stay put
-        self._moves = 0                    # source groups moved ahead of a consumer's group
+        self._next_rank = 0                # ranks leave room to move a group between two
         self._resident_in: dict[GmValue, list[int]] = {}
 
     # -- names -------------------------------------------------------------------
@@ -271,6 +275,7 @@ class RootCallTiler:
             lo = np.sum([np.asarray(step[1]) for step in src.path], axis=0)
             box = (lo, lo + np.asarray(src.shape))
         self.assembles.append((src.node, target, offsets, box))
+        self._pinned.add(src.node)      # its GM write stays where the trace put it
 
     _op_scatter_update = _op_assemble
 
@@ -496,13 +501,18 @@ class RootCallTiler:
         return False
 
     def _source_only(self, gi: int) -> bool:
-        """A group whose ops read nothing of this call's: only GM tensors no op of the call
-        has written so far."""
+        """A group free to run earlier: its ops read only GM tensors no op of the call has
+        written so far, and none of its results is assembled into GM yet.  (An assemble
+        traced after the move writes from the moved tasks, as any assemble writes from its
+        producer's tasks wherever they run.)"""
         group = self.groups[gi]
         if group.forced:
             return False
         written = {t.pieces[0].base for _, t, *_ in self.assembles}
+        assembled = {n for n, *_ in self.assembles}
         for n in group.nodes:
+            if n in assembled:
+                return False
             for v in self.nodes[n].inputs:
                 if not isinstance(v, GmValue) or any(pc.base in written for pc in v.pieces):
                     return False
@@ -512,13 +522,24 @@ class RootCallTiler:
         """Move the source-only groups this op reads and that run after its group to just
         before it, so the task order stays a topological order of the dependencies."""
         gi = self.group_of[node.index]
-        rank = self.groups[gi].rank
         for v in node.inputs:
             if isinstance(v, LocalValue):
                 g = self.group_of[v.node]
-                if g != gi and self.groups[g].rank > rank:
-                    self._moves += 1
-                    self.groups[g].rank = rank - 1e-9 * self._moves
+                if g != gi and self.groups[g].rank > self.groups[gi].rank \
+                        and self._source_only(g):
+                    self.groups[g].rank = self._rank_before(gi)
+
+    def _rank_before(self, gi: int) -> int:
+        """A rank between group ``gi`` and the group that runs just before it (exact
+        integers: ties would leave the order to the sort)."""
+        target = self.groups[gi].rank
+        below = max((g.rank for g in self.groups if g.rank < target), default=target - _RANK_STEP)
+        if target - below < 2:      # no room left: spread every rank out again, same order
+            for k, g in enumerate(sorted(self.groups, key=lambda g: g.rank)):
+                g.rank = k * _RANK_STEP
+            self._next_rank = len(self.groups) * _RANK_STEP
+            return self._rank_before(gi)
+        return (below + target) // 2
 
     def _adoptable(self, node: Node, i: int, value) -> bool:
         return node.kind == "vector" and self._floating(value) is not None \
@@ -603,7 +624,8 @@ class RootCallTiler:
 
     def _new_group(self, node: Node, forced: bool) -> None:
         gi = len(self.groups)
-        self.groups.append(Group(node.kind, node.op.scope, forced, rank=float(gi)))
+        self.groups.append(Group(node.kind, node.op.scope, forced, rank=self._next_rank))
+        self._next_rank += _RANK_STEP
         if forced:
             scope = node.op.scope
             self._forced.setdefault((scope.id, scope.loop_body, node.kind), {})[gi] = None
@@ -654,7 +676,9 @@ class RootCallTiler:
             (np.zeros(len(sizes), np.int64), np.zeros(len(sizes), np.int64))
         sig_table = [(structure, one_task, tuple(map(int, sizes[i])), _op_details(nodes, i))
                      for i in first]
-        label = next((n.op.label for n in nodes if n.op.label), "")
+        # a constant the group adopted is not what it computes: label by the ops with inputs
+        label = next((n.op.label for n in nodes if n.op.label and n.inputs),
+                     next((n.op.label for n in nodes if n.op.label), ""))
         return TaskBatch(nodes[0].core, sig_table, inverse, label, sums.work(), acc.build(),
                          tuple(n.op.get("src") for n in nodes))
 
