@@ -366,6 +366,28 @@ def test_an_assembled_constant_or_source_keeps_its_place():
     assert ordered
 
 
+def test_a_parallel_merge_scope_splits_rather_than_read_a_later_subgraph():
+    """sg_set_scope (1, True, False) puts every op of the scope in one subgraph, but an op
+    of the scope that reads a subgraph traced after the scope's (a sqrt at another tile)
+    cannot join it without reading a later task: it starts another subgraph of the scope."""
+    t = {"in0": {"shape": [8, 128], "role": "input"}, "in1": {"shape": [8, 128], "role": "input"},
+         "o": {"shape": [8, 128], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [8, 128]},
+            {"op": "exp", "inputs": ["in0"], "out": "a"},
+            {"sg_set_scope": [1, True, False]},
+            {"op": "exp", "inputs": ["in1"], "out": "b"},
+            {"sg_set_scope": -1}, {"set_vec_tile_shapes": [4, 128]},
+            {"op": "sqrt", "inputs": ["a"], "out": "s"},
+            {"sg_set_scope": [1, True, False]},
+            {"op": "add", "inputs": ["b", "s"], "out": "r"},
+            {"op": "assemble", "inputs": ["r"], "out": "o", "offsets": [0, 0]}]
+    ordered, p = _group_order_is_topological(body, t)
+    assert ordered
+    add_task = leaf_ops(p).index(("add",))
+    assert {int(s) for s in p.edge_src[p.edge_dst == add_task]} >= \
+        {k for k, ops in enumerate(leaf_ops(p)) if ops == ("sqrt",)}
+
+
 # 5. breadth merge --------------------------------------------------------------------------
 def _gemm(options=None, labels=None):
     t = {"a": {"shape": [512, 256], "dtype": "fp32", "role": "input"},

@@ -453,7 +453,9 @@ class RootCallTiler:
         if not forced:
             return None
         if scope.allow_parallel_merge:
-            return next(iter(forced))
+            # every op of the scope in one subgraph, unless that subgraph runs before a
+            # producer of this op: then the op starts another subgraph of the scope
+            return next((gi for gi in forced if not self._reads_later(node, gi)), None)
         # only a group holding a producer of this node can take it: try those, first first
         producers = sorted({self.group_of[v.node] for v in node.inputs
                             if isinstance(v, LocalValue)} & forced.keys())
