@@ -361,6 +361,11 @@ def test_render_study_sections_and_escaping(study):
     assert html.count("machine_perf_trace.py analyze") == 1     # only s4 has analyze.json
     assert "pipe utilisation by core type" in html and "40.0%" in html
     assert "2.00×" in html and "4.00×" in html             # speed-ups vs first stage
+    # s1 documents its times: the stage table gives them and the model's error beside its own
+    table = html.split('id="stage-table"')[1].split("</table>")[0]
+    s1, s2 = table.split('data-stage="s1"')[1].split('data-stage="s2"')
+    assert "doc 30 (+33.3 %)" in s1 and "doc 45 (+11.1 %)" in s1
+    assert "doc " not in s2
     # the only URLs: the SVG namespace (an identifier, never fetched) and the Perfetto hint
     assert re.search(r"https?://(?!ui\.perfetto\.dev|www\.w3\.org/2000/svg)", html) is None
     assert "<script src" not in html and "<link" not in html
