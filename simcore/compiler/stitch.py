@@ -5,6 +5,9 @@ already holds ``stitch_function_max_num`` loop bodies (an unrolled call counts
 its unroll factor; 1024 inside a ``parallel`` loop), if the call's leaf tasks
 would push it past the leaf-task cap, or if it holds the hard maximum of root
 calls (upstream runtime limits, mirrored by the constants below).
+
+Counting loop bodies follows PyPTO's guide ("最大loop数量") and reproduces its glm stitch
+trend; upstream's runtime code counts root calls (docs/cases.md S1 says where and when).
 """
 from __future__ import annotations
 
