@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pipeline.calibrate import with_values
-from simcore.compiler import compile_kernel
+from simcore.compiler import CoreType, compile_kernel
 from simcore.compiler.program import L2_LINE_BYTES
 from simcore.machine import simulate
 from simcore.machine.l2 import L2Cache, TaskRegions
@@ -107,6 +107,50 @@ def test_a_second_core_reading_the_same_column_tile_hits_l2():
     assert tl.task_l2_bytes.tolist() == [0.0, tile]
     # the first loads whole lines: 64 rows x one 512 B line for 256 B asked of each
     assert tl.task_hbm_bytes.tolist() == [64.0 * LINE, 0.0]
+
+
+def _weight_columns(fmt):
+    """Four cube tasks, each multiplying the same rows by its own 32-column tile of one
+    [512, 128] int8 weight (a row is 128 B, a quarter of a line)."""
+    return Kernel.model_validate({
+        "name": "weight_columns",
+        "tensors": {"a": {"shape": [16, 512], "dtype": "int8", "role": "input"},
+                    "w": {"shape": [512, 128], "dtype": "int8", "role": "input",
+                          "format": fmt},
+                    "c": {"shape": [16, 128], "dtype": "int32", "role": "output"}},
+        "body": [{"set_cube_tile_shapes": {"m": [16, 16], "k": [512, 512], "n": [32, 32]}},
+                 {"op": "matmul", "inputs": ["a", "w"], "dtype": "int32", "out": "ci"},
+                 {"op": "assemble", "inputs": ["ci"], "out": "c", "offsets": [0, 0]}],
+        "options": {"pass_options": {"cube_l1_reuse_setting": {"DEFAULT": 1}}}})
+
+
+def test_a_column_tile_of_an_nz_weight_takes_only_its_own_lines():
+    """Row-major, a 32-column int8 tile takes 32 B of every 128 B row, so the first task
+    to load it fetches whole lines holding its three neighbours' columns too, and they hit.
+    NZ stores each 32-byte column block's 16-row fractals (one line each) down the rows:
+    every task fetches exactly its own tile and none shares a line."""
+    weight = 512 * 128
+    tile = weight // 4
+    for fmt in ("ND", "NZ"):
+        p, tl = run(_weight_columns(fmt))
+        cube = np.flatnonzero(p.task_core == int(CoreType.AIC))
+        assert cube.size == 4
+        r = p.regions
+        w_rows = ~r.write & np.isin(r.task, cube) & (r.bytes > 0)
+        lines = np.asarray([int(m).bit_count() for m in r.lines[w_rows]])
+        per_task = np.bincount(r.task[w_rows], weights=lines * LINE, minlength=p.leaf_tasks)
+        a_bytes = 16 * 512
+        if fmt == "ND":
+            # each task's box crosses every line of the weight
+            assert (per_task[cube] >= weight).all()
+        else:
+            # its own 32 lines of the weight, plus the rows of a
+            assert per_task[cube].tolist() == [tile + a_bytes] * 4
+        # HBM brings the weight once either way; only row-major makes a task fetch the
+        # others' columns
+        fetched = tl.task_hbm_bytes[cube]
+        assert fetched.sum() >= weight
+        assert (fetched.max() > tile + a_bytes) == (fmt == "ND")
 
 
 def _chain(n=1 << 16, tile=16384):

@@ -15,6 +15,7 @@ class GmBuffer:
     elem: int                   # bytes per element
     storage: str = ""           # the tensor whose bytes these are: an inplace reshape is
                                 # another geometry of its base's bytes ("": its own)
+    format: str = "ND"          # NZ: 16-row fractals of 32 bytes, column block by column block
 
     @property
     def base(self) -> str:

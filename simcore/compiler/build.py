@@ -9,7 +9,7 @@ import numpy as np
 
 from ..spec.hardware import Hardware
 from ..spec.kernel import Kernel
-from .accesses import Accesses
+from .accesses import Accesses, GmBuffer
 from .callcache import CallCache, call_key
 from .deps import region_edges
 from .limits import Limits
@@ -285,13 +285,13 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     """
     if not acc.size:
         return RegionAccesses.empty()
-    boxes = np.concatenate([acc.buffer[:, None], acc.lo, acc.hi], axis=1).astype(
-        np.int64, copy=False)
+    buffers, lo, hi = fractal_boxes(acc)
+    boxes = np.concatenate([acc.buffer[:, None], lo, hi], axis=1).astype(np.int64, copy=False)
     # distinct boxes by row hash (np.unique on rows sorts them as bytes, far slower); the
     # rows come out per access, so the order the distinct boxes are cut in does not show
     box_of, first = distinct_row_ids(boxes)
     unique = boxes if first.size == len(boxes) else boxes[first]
-    owner, index, nbytes, lines = _box_lines(acc.buffers, unique)
+    owner, index, nbytes, lines = _box_lines(buffers, unique)
     ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
     count = ptr[box_of + 1] - ptr[box_of]
     storage = np.unique([b.base for b in acc.buffers], return_inverse=True)[1].ravel()
@@ -311,6 +311,52 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
         region=(storage[acc.buffer[a]].astype(np.int64) << 40) + index[r],
         bytes=nbytes[r], lines=lines[r],
         write=acc.write[a].astype(bool), bypass=acc.bypass[a].astype(bool))
+
+
+# an NZ fractal: 16 rows of 32 bytes, one L2 line
+NZ_FRACTAL_ROWS, NZ_FRACTAL_ROW_BYTES = 16, 32
+
+
+def fractal_boxes(acc: Accesses) -> tuple[tuple[GmBuffer, ...], np.ndarray, np.ndarray]:
+    """The buffers and boxes whose bytes ``_box_lines`` cuts into lines.
+
+    An NZ matrix (rows x cols, optionally batched) stores 16 x 32-byte fractals, column
+    block after column block, each block's fractals down all the rows (docs/sources.md §3):
+    a box's bytes are then one contiguous run per column block, and a column tile touches
+    only its own lines, where the same box of a row-major matrix touches a part of every
+    line it crosses.  Such a buffer is cut as the row-major array [batch, column blocks,
+    row blocks, 512 bytes] it is in memory, each box widened to the fractals it touches.
+    A tensor that has another geometry too (an inplace reshape) keeps its row-major lines,
+    so every geometry of its bytes still meets in the same lines.
+    """
+    bases = [b.base for b in acc.buffers]
+    buffers, lo, hi = list(acc.buffers), acc.lo, acc.hi
+    for i, b in enumerate(acc.buffers):
+        if b.format != "NZ" or not 2 <= len(b.shape) <= 3 or bases.count(b.base) > 1 \
+                or lo.shape[1] < 4:
+            continue
+        if lo is acc.lo:
+            lo, hi = lo.copy(), hi.copy()
+        rows = acc.buffer == i
+        r = len(b.shape)
+        per_row = max(NZ_FRACTAL_ROW_BYTES // b.elem, 1)      # elements of a fractal row
+        n_rows, n_cols = b.shape[-2], b.shape[-1]
+        lead_lo = lo[rows, 0] if r == 3 else np.zeros(rows.sum(), np.int64)
+        lead_hi = hi[rows, 0] if r == 3 else np.ones(rows.sum(), np.int64)
+        r_lo, r_hi = lo[rows, r - 2], hi[rows, r - 2]
+        c_lo, c_hi = lo[rows, r - 1], hi[rows, r - 1]
+        fractal = NZ_FRACTAL_ROWS * NZ_FRACTAL_ROW_BYTES
+        new_lo = np.stack([lead_lo, c_lo // per_row, r_lo // NZ_FRACTAL_ROWS,
+                           np.zeros_like(r_lo)], axis=1)
+        new_hi = np.stack([lead_hi, -(-c_hi // per_row), -(-r_hi // NZ_FRACTAL_ROWS),
+                           np.full_like(r_lo, fractal)], axis=1)
+        pad = lo.shape[1] - 4
+        lo[rows] = np.pad(new_lo, ((0, 0), (0, pad)))
+        hi[rows] = np.pad(new_hi, ((0, 0), (0, pad)), constant_values=1)
+        shape = (b.shape[0] if r == 3 else 1, -(-n_cols // per_row),
+                 -(-n_rows // NZ_FRACTAL_ROWS), fractal)
+        buffers[i] = replace(b, shape=shape, elem=1)
+    return tuple(buffers), lo, hi
 
 
 # boxes cut at a time: the temporaries of a slice stay in cache and are reused, rather

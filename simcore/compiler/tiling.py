@@ -86,7 +86,8 @@ class _AccessRows:
                 whole = tuple(value.buffer_shape) if value is not None else tuple(shape)
                 storage = next((p.storage for p in reversed(value.pieces) if p.buffer == n),
                                "") if value is not None else ""
-                self.buffers[n] = GmBuffer(n, whole, elem, storage)
+                fmt = value.format if value is not None else "ND"
+                self.buffers[n] = GmBuffer(n, whole, elem, storage, fmt)
                 self.ids[n] = len(self.ids)
         ids = self.ids
         bufs = np.asarray([ids[n] for n in names])[index]
