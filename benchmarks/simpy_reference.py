@@ -26,7 +26,10 @@ def simulate_simpy(program, hw, durations: np.ndarray, n_threads: int) -> float:
     preds = [[] for _ in range(program.leaf_tasks)]
     for s, d in zip(src.tolist(), dst.tolist()):
         preds[d].append(s)
-    n_succ = np.bincount(src, minlength=program.leaf_tasks)
+    waiting = [len(p) for p in preds]          # predecessors each task still waits for
+    succs = [[] for _ in range(program.leaf_tasks)]
+    for s, d in zip(src.tolist(), dst.tolist()):
+        succs[s].append(d)
     done = [None] * program.leaf_tasks
     starts = np.zeros(program.leaf_tasks)
     ends = np.zeros(program.leaf_tasks)
@@ -44,7 +47,12 @@ def simulate_simpy(program, hw, durations: np.ndarray, n_threads: int) -> float:
             ends[t] = env.now
             with threads.request() as th:
                 yield th
-                yield env.timeout(a.completion_us + a.resolve_edge_us * int(n_succ[t]))
+                # an edge to a successor's last predecessor only reads its count
+                last = sum(waiting[d] == 1 for d in succs[t])
+                for d in succs[t]:
+                    waiting[d] -= 1
+                yield env.timeout(a.completion_us + a.ready_edge_us * last
+                                  + a.resolve_edge_us * (len(succs[t]) - last))
         done[t].succeed()
 
     def launch():

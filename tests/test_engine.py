@@ -39,7 +39,7 @@ HW = _BASE.model_copy(update={
     "aicpu": _BASE.aicpu.model_copy(update={
         "threads": 3, "init_us": 5.0, "handshake_us": 3.0,
         "build_dev_task_us": 1.0, "build_per_root_call_us": 0.5, "build_per_leaf_task_us": 0.25,
-        "dispatch_us": 0.5, "completion_us": 0.25, "resolve_edge_us": 0.125,
+        "dispatch_us": 0.5, "completion_us": 0.25, "resolve_edge_us": 0.125, "ready_edge_us": 0.0625,
         "ready_handoff_us": 1.0, "fairness_us": 0.25, "dev_task_sync_us": 16.0,
         "release_per_leaf_task_us": 0.125, "exit_us": 2.0})})
 A = HW.aicpu
@@ -112,7 +112,8 @@ def test_a_chain_of_two_tasks_runs_back_to_back_on_the_resolving_threads_core():
     assert tl.dev_start.tolist() == [THREADS_READY]
     p_start = THREADS_READY + A.dispatch_us            # first thing core 1's thread does
     p_end = p_start + HEAD + 2000 / CLOCK
-    noticed = p_end + A.completion_us + A.resolve_edge_us * 1      # one successor edge
+    # one successor edge, from the consumer's only predecessor: a read, no atomic
+    noticed = p_end + A.completion_us + A.ready_edge_us
     c_start = noticed + A.dispatch_us                              # no queue: a dispatch
     c_end = c_start + HEAD + 2000 / CLOCK
     assert tl.task_start.tolist() == [p_start, c_start]
@@ -180,10 +181,26 @@ def test_both_modes_give_a_lone_consumer_to_the_resolving_threads_freed_core():
     tl0 = run(_producer_consumer_and_bystander(), mode=0)
     tl1 = run(_producer_consumer_and_bystander(), mode=1)
     p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
-    noticed = p_end + A.completion_us + A.resolve_edge_us    # by thread 0, core 2's owner
+    noticed = p_end + A.completion_us + A.ready_edge_us      # by thread 0, core 2's owner
     for tl in (tl0, tl1):
         assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_2]
         assert tl.task_start[2] == noticed + A.dispatch_us
+
+
+def test_an_edge_pays_the_atomic_only_when_its_successor_still_waits_for_another():
+    """Task 1 (short) feeds tasks 2 and 3; task 3 also waits for task 0 (long).  When task
+    1 ends, its thread finds task 2's count at 1: task 2 is ready, with only a read of the
+    count; task 3's count is 2, so that edge decrements it atomically (upstream
+    ResolveDepDyn).  Task 2 is sent once both edges are paid."""
+    tl = run(make_program([4000, 1000, 1000, 1000], edges=[(1, 2), (1, 3), (0, 3)]))
+    assert tl.task_core[:2].tolist() == [CORE_1, CORE_2]
+    short_end = THREADS_READY + A.dispatch_us + HEAD + 1000 / CLOCK
+    assert tl.task_end[1] == short_end
+    noticed = short_end + A.completion_us + A.ready_edge_us + A.resolve_edge_us
+    assert A.ready_edge_us < A.resolve_edge_us
+    assert tl.task_start[2] == noticed + A.dispatch_us
+    assert tl.task_core[2] == CORE_2                   # the resolving thread's freed core
+    assert tl.task_start[3] > tl.task_end[0]
 
 
 def _producer_with_two_consumers():
@@ -196,7 +213,7 @@ def test_mode_0_keeps_one_consumer_and_queues_the_other_to_another_thread():
     core, 2 goes to the shared queue and, after the hand-off, to core 1 of thread 1."""
     tl = run(_producer_with_two_consumers(), mode=0)
     p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
-    noticed = p_end + A.completion_us + 2 * A.resolve_edge_us
+    noticed = p_end + A.completion_us + 2 * A.ready_edge_us
     assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_1, CORE_2]
     assert tl.task_start[3] == noticed + A.dispatch_us
     assert tl.task_start[2] == noticed + A.ready_handoff_us + A.dispatch_us
@@ -207,7 +224,7 @@ def test_mode_1_keeps_both_consumers_on_the_producers_core():
     (TrySendTaskDirectly's second choice), so both run where the producer's output is."""
     tl = run(_producer_with_two_consumers(), mode=1)
     p_end = THREADS_READY + A.dispatch_us + HEAD + 2000 / CLOCK
-    noticed = p_end + A.completion_us + 2 * A.resolve_edge_us
+    noticed = p_end + A.completion_us + 2 * A.ready_edge_us
     c_start = noticed + A.dispatch_us
     c_end = c_start + HEAD + 2000 / CLOCK
     assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_2, CORE_2]

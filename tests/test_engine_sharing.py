@@ -281,7 +281,7 @@ def test_a_core_that_ended_unnoticed_offers_no_pending_slot():
     # task 1 ends on core 1, which goes on with task 4; thread 1 pre-loads task 5, then
     # resolves task 6 and queues it
     readied = s + A.dispatch_us + HEAD + 500 / CLOCK + A.completion_us \
-        + A.dispatch_us + A.resolve_edge_us + A.ready_handoff_us                # s + 3.875
+        + A.dispatch_us + A.ready_edge_us + A.ready_handoff_us   # task 6's only predecessor
     assert tl.task_end[3] == pytest.approx(core_2_stops)
     assert core_2_stops < readied < thread_0_free
     assert tl.task_core[6] == CORE_2

@@ -99,7 +99,7 @@ cdef class Run:
     cdef long n_threads
     cdef bint direct_send, fair
     cdef const long[::1] core_type, succ_ptr, succ
-    cdef double dispatch_us, completion_us, resolve_edge_us, handoff_us
+    cdef double dispatch_us, completion_us, resolve_edge_us, handoff_us, ready_edge_us
     cdef Mte2Model mte2
     cdef double fixed_us, l2_fixed_us, l2_rate, core_rate, hbm_total, head_us
     cdef const double[::1] burst_us_of, loads, in_flight, static_sum, static_max
@@ -115,7 +115,7 @@ cdef class Run:
                    hi=long, noticed=double, s=long, c=long, at=double, ready=list,
                    rest=list, cores=Cores, free="double[::1]", indegree="long[::1]",
                    core_type="const long[::1]", succ_ptr="const long[::1]",
-                   succ="const long[::1]", i=long)
+                   succ="const long[::1]", i=long, last=long)
     cdef void on_notice(self, double now, long task, long core) except *
     @cython.locals(cores=Cores, ct=long, c=long)
     cdef bint send_directly(self, long task, long th, double now) except -1

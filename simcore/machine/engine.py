@@ -6,7 +6,8 @@ its leaf tasks start once it is built and the previous dev task has finished
 and been handed over.  Inside a dev task the schedule threads send ready leaf
 tasks to cores of the right type (each thread owns a slice of the cores and
 pays per send), notice completions and resolve successor edges (paying per
-edge).  As upstream's runtime (framework/src/machine/device/dynamic/
+edge: an atomic decrement of the successor's count, or only a read of it for the
+edge from its last predecessor).  As upstream's runtime (framework/src/machine/device/dynamic/
 aicore_manager.h), a core has a running slot and a pending slot: a thread may
 pre-load one task into a busy core, paying the send while the core works, and
 the core starts it the moment its running task ends.  Queued tasks go to idle
@@ -617,6 +618,7 @@ class Run:
         self.succ_ptr, self.succ = _column(plan.succ_ptr, np.int64), _column(plan.succ, np.int64)
         self.dispatch_us, self.completion_us = plan.dispatch_us, a.completion_us
         self.resolve_edge_us, self.handoff_us = a.resolve_edge_us, a.ready_handoff_us
+        self.ready_edge_us = a.ready_edge_us
         self.mte2, self.fair = plan.mte2, plan.fair
         m = plan.mte2
         self.fixed_us, self.l2_fixed_us = m.fixed_us, m.l2_fixed_us
@@ -803,15 +805,22 @@ class Run:
         direct = self.direct_send
         if not direct:
             self.dispatch(now)
-        succ_ptr = self.succ_ptr
+        succ_ptr, indegree, succ = self.succ_ptr, self.indegree, self.succ
         lo, hi = succ_ptr[task], succ_ptr[task + 1]
-        noticed = free[th] + self.resolve_edge_us * (hi - lo)
+        # an edge to a successor that waits for this task alone only reads its count; the
+        # others decrement it atomically (upstream ResolveDepDyn: ``predCounts[s] == 1 ||
+        # __atomic_sub_fetch(...) == 0``); edges are distinct pairs (compiler/deps.py)
+        last = 0
+        for i in range(lo, hi):
+            if indegree[succ[i]] == 1:
+                last += 1
+        noticed = free[th] + self.resolve_edge_us * (hi - lo - last) \
+            + self.ready_edge_us * last
         free[th] = noticed
         if noticed > self.end_of_dev:
             self.end_of_dev = noticed
         if lo == hi:
             return
-        indegree, succ = self.indegree, self.succ
         ready = []
         for i in range(lo, hi):
             s = succ[i]

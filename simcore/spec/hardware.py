@@ -130,7 +130,8 @@ class Aicpu(Strict):
     build_per_root_call_us: float = Field(ge=0)
     build_per_leaf_task_us: float = Field(ge=0)
     dispatch_us: float = Field(ge=0)           # per leaf task sent to a core
-    resolve_edge_us: float = Field(ge=0)       # per successor edge decremented
+    resolve_edge_us: float = Field(ge=0)       # per successor edge decremented (atomic)
+    ready_edge_us: float = Field(ge=0)         # the edge from a successor's last predecessor
     completion_us: float = Field(ge=0)         # noticing one finished leaf task
     ready_handoff_us: float = Field(ge=0)      # a readied task through the shared ready queue
     fairness_us: float = Field(ge=0)           # device_sched_mode 2/3: balancing across threads, per dispatch
