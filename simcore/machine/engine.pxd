@@ -115,7 +115,7 @@ cdef class Run:
                    hi=long, noticed=double, s=long, c=long, at=double, ready=list,
                    rest=list, cores=Cores, free="double[::1]", indegree="long[::1]",
                    core_type="const long[::1]", succ_ptr="const long[::1]",
-                   succ="const long[::1]", i=long, last=long)
+                   succ="const long[::1]", i=long, last=long, readied=list)
     cdef void on_notice(self, double now, long task, long core) except *
     @cython.locals(cores=Cores, ct=long, c=long)
     cdef bint send_directly(self, long task, long th, double now) except -1

@@ -807,25 +807,26 @@ class Run:
             self.dispatch(now)
         succ_ptr, indegree, succ = self.succ_ptr, self.indegree, self.succ
         lo, hi = succ_ptr[task], succ_ptr[task + 1]
-        # an edge to a successor that waits for this task alone only reads its count; the
-        # others decrement it atomically (upstream ResolveDepDyn: ``predCounts[s] == 1 ||
-        # __atomic_sub_fetch(...) == 0``); edges are distinct pairs (compiler/deps.py)
-        last = 0
+        # the edge to a successor this task was the last to wait for only reads its count;
+        # the others decrement it atomically (upstream ResolveDepDyn: ``predCounts[s] == 1
+        # || __atomic_sub_fetch(...) == 0``)
+        readied = []
         for i in range(lo, hi):
-            if indegree[succ[i]] == 1:
-                last += 1
+            s = succ[i]
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                readied.append(s)
+        last = len(readied)
         noticed = free[th] + self.resolve_edge_us * (hi - lo - last) \
             + self.ready_edge_us * last
         free[th] = noticed
         if noticed > self.end_of_dev:
             self.end_of_dev = noticed
-        if lo == hi:
+        if not last:
             return
         ready = []
-        for i in range(lo, hi):
-            s = succ[i]
-            indegree[s] -= 1
-            if indegree[s] == 0 and not (direct and self.send_directly(s, th, now)):
+        for s in readied:
+            if not (direct and self.send_directly(s, th, now)):
                 ready.append(s)
         if not ready:
             return
