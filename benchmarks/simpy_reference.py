@@ -24,12 +24,11 @@ def simulate_simpy(program, hw, durations: np.ndarray, n_threads: int) -> float:
     same = dev[program.edge_src] == dev[program.edge_dst]
     src, dst = program.edge_src[same], program.edge_dst[same]
     preds = [[] for _ in range(program.leaf_tasks)]
-    for s, d in zip(src.tolist(), dst.tolist()):
-        preds[d].append(s)
-    waiting = [len(p) for p in preds]          # predecessors each task still waits for
     succs = [[] for _ in range(program.leaf_tasks)]
     for s, d in zip(src.tolist(), dst.tolist()):
+        preds[d].append(s)
         succs[s].append(d)
+    waiting = [len(p) for p in preds]          # predecessors each task still waits for
     done = [None] * program.leaf_tasks
     starts = np.zeros(program.leaf_tasks)
     ends = np.zeros(program.leaf_tasks)

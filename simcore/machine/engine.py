@@ -810,6 +810,10 @@ class Run:
         # the edge to a successor this task was the last to wait for only reads its count;
         # the others decrement it atomically (upstream ResolveDepDyn: ``predCounts[s] == 1
         # || __atomic_sub_fetch(...) == 0``)
+        if lo == hi:                          # no successor: nothing to resolve
+            if free[th] > self.end_of_dev:
+                self.end_of_dev = free[th]
+            return
         readied = []
         for i in range(lo, hi):
             s = succ[i]
