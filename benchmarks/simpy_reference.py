@@ -5,7 +5,7 @@ waits for its predecessors, takes a core of its type and a schedule thread to be
 dispatched, runs for the duration the engine priced it at, and takes a schedule
 thread again to report completion and resolve its successors.  Dev tasks run one
 after another.  It leaves out what SimPy makes awkward (per-thread core
-ownership, FIFO/LIFO ready queues), so its timings agree only roughly; the point
+ownership, FIFO/LIFO ready queues, hubs), so its timings agree only roughly; the point
 is the cost per leaf task of a process-per-task simulation.
 """
 from __future__ import annotations

@@ -51,13 +51,14 @@ CORE_1, CORE_2 = 1, 2                          # the AIV cores, owned by threads
 
 
 def make_program(cycles, *, edges=(), call_of=None, dev_task_of_call=None, core=None,
-                 accesses=()) -> Program:
+                 accesses=(), hub_of=None) -> Program:
     """A Program of ``len(cycles)`` leaf tasks with that many vector cycles each.
 
     ``call_of[t]``: the root call of task t (default all in call 0);
     ``dev_task_of_call[c]``: the dev task of call c (default all in dev task 0);
     ``core[t]``: AIV or AIC (default AIV); ``edges``: (producer, consumer) pairs;
-    ``accesses``: (task, region, bytes, line bitmap, write, bypass) GM accesses.
+    ``accesses``: (task, region, bytes, line bitmap, write, bypass) GM accesses;
+    ``hub_of[(producer, consumer)]``: the hub an edge goes through (default none).
     """
     n = len(cycles)
     task_call = np.asarray(call_of if call_of is not None else [0] * n, np.int64)
@@ -92,7 +93,8 @@ def make_program(cycles, *, edges=(), call_of=None, dev_task_of_call=None, core=
             bytes=acc[:, 2], lines=acc[:, 3].astype(np.uint64), write=acc[:, 4].astype(bool),
             bypass=acc[:, 5].astype(bool)),
         edge_src=np.array([s for s, _ in edges], np.int64),
-        edge_dst=np.array([d for _, d in edges], np.int64), workspace_bytes=0)
+        edge_dst=np.array([d for _, d in edges], np.int64), workspace_bytes=0,
+        edge_hub=np.array([(hub_of or {}).get(e, -1) for e in edges], np.int64))
 
 
 def run(program, mode=0, hw=HW):
@@ -201,6 +203,27 @@ def test_an_edge_pays_the_atomic_only_when_its_successor_still_waits_for_another
     assert tl.task_start[2] == noticed + A.dispatch_us
     assert tl.task_core[2] == CORE_2                   # the resolving thread's freed core
     assert tl.task_start[3] > tl.task_end[0]
+
+
+def test_a_hub_is_resolved_by_the_thread_that_resolves_its_last_producer():
+    """Producers 0 (short) and 1 (long) both feed consumers 2 and 3 through a hub (the
+    device encoder's dummy call op, simcore/compiler/encode.py).  When 0 ends, its thread
+    decrements the hub's count atomically; when 1 ends, its thread finds the hub's count
+    at 1 and resolves the hub on the spot (ResolveDepDyn), reading both consumers' counts
+    at 1: three reads and no dispatch for the hub.  Without it the four direct edges
+    would leave two reads for that thread, after two atomics on the first."""
+    all_to_all = [(0, 2), (0, 3), (1, 2), (1, 3)]
+    tl = run(make_program([1000, 4000, 1000, 1000], edges=all_to_all,
+                          hub_of={e: 0 for e in all_to_all}))
+    long_end = THREADS_READY + A.dispatch_us + HEAD + 4000 / CLOCK
+    assert tl.task_end[1] == long_end
+    noticed = long_end + A.completion_us + 3 * A.ready_edge_us
+    assert sorted(tl.task_start[2:].tolist()) == [noticed + A.dispatch_us,
+                                                  noticed + A.ready_handoff_us + A.dispatch_us]
+    direct = run(make_program([1000, 4000, 1000, 1000], edges=all_to_all))
+    assert min(direct.task_start[2:]) == long_end + A.completion_us + 2 * A.ready_edge_us \
+        + A.dispatch_us
+    assert tl.task_core.size == 4                      # the hub is not a leaf task
 
 
 def _producer_with_two_consumers():

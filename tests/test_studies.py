@@ -312,8 +312,7 @@ def test_quant_indexer_prolog_l1_reuse_merges_the_query_projection(built):
 
 def test_quant_indexer_prolog_each_documented_step_is_faster(built):
     """Each tuning step the case measured gains, in the order it documents.  The cube-tile
-    step gains about 1 us where the chip gains 20: in the model both earlier stages wait on
-    the schedule threads resolving the query projection's edges (docs/fidelity.md)."""
+    step gains about a quarter of the chip's 20 us (docs/fidelity.md)."""
     m = metrics(built, "quant_indexer_prolog")
     doc = documented("quant_indexer_prolog")
     assert strictly_decreasing([d["kernel_us"] for d in doc.values()])

@@ -102,6 +102,9 @@ class Program:
     info: dict = field(default_factory=dict)
     # input tensors whose values the control flow reads (kernel's control_flow_input)
     control_inputs: tuple[str, ...] = ()
+    # per edge: the hub it reaches its successor through, or -1 (simcore/compiler/encode.py);
+    # empty: every edge direct
+    edge_hub: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def root_calls(self) -> int:
@@ -118,6 +121,10 @@ class Program:
     @property
     def dev_tasks(self) -> int:
         return int(self.call_dev_task.max()) + 1 if self.call_root.size else 0
+
+    @property
+    def hubs(self) -> int:
+        return int(self.edge_hub.max()) + 1 if self.edge_hub.size else 0
 
     @property
     def task_dev_task(self) -> np.ndarray:

@@ -96,7 +96,7 @@ cdef class Run:
     cdef long[::1] core_of
     cdef double[::1] start_of, end_of, mte2_of, hbm_of, l2_of, asked_of, drain_of, joined_of
     cdef double[::1] stream_floor
-    cdef long n_threads
+    cdef long n_threads, n_tasks
     cdef bint direct_send, fair
     cdef const long[::1] core_type, succ_ptr, succ
     cdef double dispatch_us, completion_us, resolve_edge_us, handoff_us, ready_edge_us
@@ -115,7 +115,8 @@ cdef class Run:
                    hi=long, noticed=double, s=long, c=long, at=double, ready=list,
                    rest=list, cores=Cores, free="double[::1]", indegree="long[::1]",
                    core_type="const long[::1]", succ_ptr="const long[::1]",
-                   succ="const long[::1]", i=long, last=long, readied=list)
+                   succ="const long[::1]", i=long, last=long, readied=list, edges=long,
+                   n_tasks=long, j=long, h=long)
     cdef void on_notice(self, double now, long task, long core) except *
     @cython.locals(cores=Cores, ct=long, c=long)
     cdef bint send_directly(self, long task, long th, double now) except -1

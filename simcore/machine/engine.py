@@ -287,6 +287,7 @@ class Plan:
     first_ready_ptr: list[int]
     # per leaf task
     core_type: np.ndarray
+    # per node, a leaf task or (from leaf_tasks on) a hub the threads resolve on the spot
     succ_ptr: np.ndarray         # successors of t: succ[succ_ptr[t]:succ_ptr[t + 1]]
     succ: np.ndarray
     indegree: np.ndarray         # predecessors inside the dev task; a run counts down a copy
@@ -326,9 +327,9 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
     build_cost = a.build_dev_task_us + a.build_per_root_call_us * calls \
         + a.build_per_leaf_task_us * tasks
     # successor edges inside a dev task; later dev tasks wait at the barrier anyway
-    same = dev[p.edge_src] == dev[p.edge_dst]
-    src, dst = p.edge_src[same], p.edge_dst[same]
-    indegree = np.bincount(dst, minlength=n)
+    src, dst = _resolved_edges(p, dev)
+    nodes = n + p.hubs
+    indegree = np.bincount(dst, minlength=nodes)
     # tasks come in dev task order from the compiler; sort only if they do not
     order = np.arange(n) if n and bool((dev[1:] >= dev[:n - 1]).all()) \
         else np.argsort(dev, kind="stable")
@@ -349,7 +350,7 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         first_ready=first_ready,
         first_ready_ptr=np.searchsorted(dev[first_ready], np.arange(p.dev_tasks + 1)).tolist(),
         core_type=p.task_core.astype(i64),
-        succ_ptr=np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(i64),
+        succ_ptr=np.concatenate([[0], np.cumsum(np.bincount(src, minlength=nodes))]).astype(i64),
         succ=dst.astype(i64), indegree=indegree.astype(i64),
         loads=w.mte2_loads.astype(f64), bursts=w.mte2_bursts.astype(f64),
         in_flight=w.in_flight.astype(f64),
@@ -366,6 +367,23 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
                    plan.read_bytes, plan.write_bytes, plan.write_pipe):
         column.flags.writeable = False       # the Plan is shared by every run
     return plan
+
+
+def _resolved_edges(p: Program, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The edges the schedule threads resolve inside each dev task, sorted by source: an
+    edge through a hub becomes producer -> hub and hub -> consumer, hub ``h`` being node
+    ``leaf_tasks + h`` (simcore/compiler/encode.py)."""
+    same = dev[p.edge_src] == dev[p.edge_dst]
+    src, dst = p.edge_src[same], p.edge_dst[same]
+    if not p.hubs:
+        return src, dst
+    hub = p.edge_hub[same]
+    via, node = hub >= 0, p.leaf_tasks + hub
+    width = p.leaf_tasks + p.hubs + 1
+    pairs = np.unique(np.concatenate([
+        src[~via] * width + dst[~via], src[via] * width + node[via],
+        node[via] * width + dst[via]]))
+    return pairs // width, pairs % width
 
 
 def _region_accesses(p: Program) -> TaskRegions:
@@ -614,6 +632,7 @@ class Run:
         # the hot handlers read these on every event: the Plan's columns and the
         # Mte2Model's methods bound once here rather than looked up through self.plan
         self.n_threads, self.direct_send = plan.n_threads, plan.direct_send
+        self.n_tasks = n
         self.core_type = _column(plan.core_type, np.int64)
         self.succ_ptr, self.succ = _column(plan.succ_ptr, np.int64), _column(plan.succ, np.int64)
         self.dispatch_us, self.completion_us = plan.dispatch_us, a.completion_us
@@ -815,18 +834,29 @@ class Run:
                 self.end_of_dev = free[th]
             return
         readied = []
+        edges, last, n_tasks = hi - lo, 0, self.n_tasks
         for i in range(lo, hi):
             s = succ[i]
             indegree[s] -= 1
             if indegree[s] == 0:
-                readied.append(s)
-        last = len(readied)
-        noticed = free[th] + self.resolve_edge_us * (hi - lo - last) \
+                last += 1
+                if s < n_tasks:
+                    readied.append(s)
+                else:
+                    # a hub: its edges are resolved now, by this thread (ResolveDepDyn)
+                    edges += succ_ptr[s + 1] - succ_ptr[s]
+                    for j in range(succ_ptr[s], succ_ptr[s + 1]):
+                        h = succ[j]
+                        indegree[h] -= 1
+                        if indegree[h] == 0:
+                            last += 1
+                            readied.append(h)
+        noticed = free[th] + self.resolve_edge_us * (edges - last) \
             + self.ready_edge_us * last
         free[th] = noticed
         if noticed > self.end_of_dev:
             self.end_of_dev = noticed
-        if not last:
+        if not readied:
             return
         ready = []
         for s in readied:
