@@ -47,8 +47,8 @@ ALL_STAGES = {"multi_stitch/stitch_1", "multi_stitch/stitch_64",
               "ms_tiles/kernel_tiles", "ms_tiles/pinned_tiles"}
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+def snakemake(workdir: Path, *args: str, command=("snakemake",)) -> subprocess.CompletedProcess:
+    return subprocess.run([*command, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
                           capture_output=True, text=True, timeout=600)
 
 
@@ -244,8 +244,11 @@ def test_local_cluster_profile_runs_the_nightly_through_the_executor(built, tmp_
     shutil.copytree(REPO / "configs", work / "configs")
     (work / "configs" / "nightly.yaml").write_text("studies: [multi_stitch]\n")
     shutil.copy(built / "baselines" / "multi_stitch.yaml", work / "baselines")
+    # Snakemake finds executor plugins among its own interpreter's packages: run it under
+    # the interpreter the plugin was found in (in a venv over system packages the
+    # ``snakemake`` on PATH may be the system's, which does not see the venv's plugin)
     proc = snakemake(work, "--profile", str(REPO / "workflow" / "profiles" / "local-cluster"),
-                     "nightly")
+                     "nightly", command=(sys.executable, "-m", "snakemake"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "external jobid" in proc.stdout + proc.stderr   # jobs went through the executor
     assert status(work)["exit_code"] == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 NAME = "nightly"
@@ -65,8 +66,12 @@ def _status(args) -> int:
 
 
 def _run(args) -> int:
-    cmd = ["snakemake", "-s", str(REPO_SNAKEFILE if not Path("Snakefile").exists()
-                                  else Path("Snakefile")), "nightly"]
+    # Snakemake under this interpreter: it finds executor plugins among its own
+    # interpreter's packages, so a profile's plugin installed beside ptolab is found even
+    # where the ``snakemake`` on the PATH is another Python's
+    cmd = [sys.executable, "-m", "snakemake", "-s",
+           str(REPO_SNAKEFILE if not Path("Snakefile").exists() else Path("Snakefile")),
+           "nightly"]
     cmd += ["--profile", args.profile] if args.profile else ["-c", str(args.cores)]
     if not args.keep_results:
         cmd.append("--forceall")
