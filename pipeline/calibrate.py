@@ -87,6 +87,8 @@ class StudyRef(Strict):
     study: str
     metrics: list[str] | None = None   # default: every documented metric of its stages
     weight: float = Field(1.0, gt=0)
+    # measured as the median over the calibration's race variants (``Race``)
+    race: bool = False
 
     @model_validator(mode="after")
     def _known(self):
@@ -128,6 +130,31 @@ class Roofline(Strict):
     cube_source: str = Field(min_length=3)
 
 
+class Race(Strict):
+    """Variants of the model that sample the schedule's races.
+
+    Which schedule AICPU ends up owning a chain of dependent tasks is decided by
+    sub-percent timing differences, so one run is one draw of a race: a stage whose
+    chains outnumber the threads can move by a quarter when any cost moves by half a
+    percent.  A study marked ``race`` is measured once per factor, with each of
+    ``paths`` scaled by it, and scored by the median; the fit then cannot settle on a
+    lucky draw, and the spread (smallest, largest) is reported with the median.
+    """
+    paths: list[str] = Field(min_length=1)
+    factors: list[float] = Field(min_length=3)
+    why: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _factors(self):
+        if len(self.factors) % 2 == 0 or 1.0 not in self.factors:
+            raise ValueError("race factors must be an odd number of factors that include "
+                             "1.0, so the median is one of the runs and the model as "
+                             "shipped is among them")
+        if any(not 0.5 <= f <= 2.0 for f in self.factors):
+            raise ValueError("race factors sample timing noise: keep them within 0.5-2")
+        return self
+
+
 class Calibration(Strict):
     hardware: str
     studies: list[StudyRef] = Field(min_length=1)
@@ -139,6 +166,7 @@ class Calibration(Strict):
     loo_max_evaluations: int = Field(60, ge=1, le=100000)   # per leave-one-out refit
     roofline: Roofline | None = None
     physics: list[PhysicsCheck] = Field(default_factory=list)
+    race: Race | None = None
 
     @property
     def free(self) -> list[Parameter]:
@@ -155,6 +183,10 @@ class Calibration(Strict):
                 raise ValueError(f"{what} {', '.join(dup)} is listed twice")
         if self.physics and self.roofline is None:
             raise ValueError("physics checks need a 'roofline' (HBM bandwidth and cube rate)")
+        racing = [s.study for s in self.studies + self.held_out if s.race]
+        if racing and self.race is None:
+            raise ValueError(f"studies {', '.join(racing)} are marked race but the file has "
+                             f"no 'race' block (paths and factors to vary)")
         return self
 
 
@@ -217,6 +249,7 @@ class Case:
     documented: dict[str, float]
     kernel: object
     program: object
+    race: bool = False      # measured as the median over the calibration's race variants
 
     @property
     def name(self) -> str:
@@ -232,6 +265,8 @@ class Problem:
         self.hw = validate(Hardware, read_mapping(self.hw_path), str(self.hw_path), "hardware")
         for p in cal.parameters:
             _check_free(self.hw, p)
+        for path in cal.race.paths if cal.race else ():
+            _get(self.hw, path)
         self.weights = {ref.study: ref.weight for ref in cal.studies}
         self.cases: list[Case] = [c for ref in cal.studies for c in self._cases(ref)]
         self._held: list[Case] | None = None
@@ -261,7 +296,7 @@ class Problem:
             kernel = resolve_kernel(kernel_path, stage.set)
             cases.append(Case(ref.study, stage.name, metrics,
                               {m: float(stage.documented[m]) for m in metrics},
-                              kernel, compile_kernel(kernel, self.hw)))
+                              kernel, compile_kernel(kernel, self.hw), ref.race))
         return cases
 
     @property
@@ -271,13 +306,23 @@ class Problem:
     def measure(self, values: dict[str, float], cases: list[Case] | None = None,
                 base: Hardware | None = None) -> list[dict]:
         hw = with_values(self.hw if base is None else base, values)
+        variants = None     # the race variants of hw, built when a racing case asks
         rows = []
         for case in self.cases if cases is None else cases:
-            tl = simulate(hw, case.program, case.kernel.options.runtime_options)
-            got = {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
-            rows.append({"case": case.name, "study": case.study, "stage": case.stage,
-                         "metrics": case.metrics, **{m: got[m] for m in case.metrics},
-                         **{f"documented_{m}": case.documented[m] for m in case.metrics}})
+            if case.race:
+                variants = variants or race_variants(hw, self.cal.race)
+                runs = [timed(v, case) for v in variants]
+            else:
+                runs = [timed(hw, case)]
+            row = {"case": case.name, "study": case.study, "stage": case.stage,
+                   "metrics": case.metrics}
+            for m in case.metrics:
+                got = sorted(r[m] for r in runs)
+                row[m] = got[len(got) // 2]
+                if case.race:
+                    row[f"spread_{m}"] = (got[0], got[-1])
+                row[f"documented_{m}"] = case.documented[m]
+            rows.append(row)
         return rows
 
     def score_rows(self, rows: list[dict]) -> float:
@@ -291,6 +336,17 @@ class Problem:
     def score(self, values: dict[str, float], exclude: frozenset[str] = frozenset()) -> float:
         return self.score_rows(self.measure(values, [c for c in self.cases
                                                      if c.name not in exclude]))
+
+
+def timed(hw: Hardware, case: Case) -> dict[str, float]:
+    tl = simulate(hw, case.program, case.kernel.options.runtime_options)
+    return {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
+
+
+def race_variants(hw: Hardware, race: Race) -> list[Hardware]:
+    """``hw`` once per race factor, every race path scaled by it (factor 1.0 is ``hw``)."""
+    return [hw if f == 1.0 else with_values(hw, {p: _get(hw, p) * f for p in race.paths})
+            for f in race.factors]
 
 
 def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_evals: int):
@@ -366,10 +422,13 @@ def bound_failures(fit: Fit) -> list[str]:
 
 def stage_lines(table: list[dict]) -> list[str]:
     """One line per case: simulated vs documented figure of every metric it documents."""
+    def race(row, m):
+        spread = row.get(f"spread_{m}")
+        return f", race {spread[0]:.0f}-{spread[1]:.0f}" if spread else ""
     return [f"{row['case']}: " + "  ".join(
         f"{m} {row[m]:.1f} (documented {row['documented_' + m]:g}, "
-        f"{100 * (row[m] / row['documented_' + m] - 1):+.1f}%)" for m in row["metrics"])
-        for row in table]
+        f"{100 * (row[m] / row['documented_' + m] - 1):+.1f}%{race(row, m)})"
+        for m in row["metrics"]) for row in table]
 
 
 def fit_date() -> str:
@@ -597,6 +656,23 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.1f} %"
 
 
+def _cell(row: dict, m: str) -> str:
+    """A simulated figure and its error; for a racing case the median and the race's range."""
+    text = f"{row[m]:.1f} ({_pct(row[m] / row[f'documented_{m}'] - 1)})"
+    spread = row.get(f"spread_{m}")
+    return f"{text}, race {spread[0]:.0f}-{spread[1]:.0f}" if spread else text
+
+
+def _race_lines(cal: Calibration) -> list[str]:
+    racing = [s.study for s in cal.studies + cal.held_out if s.race]
+    if not racing or cal.race is None:
+        return []
+    return ["", f"Racing studies ({', '.join(racing)}) are measured once per race factor "
+            f"({', '.join(f'{f:g}' for f in cal.race.factors)}, applied to "
+            f"{', '.join(f'`{p}`' for p in cal.race.paths)}) and scored by the median; "
+            f"'race a-b' is the smallest and largest run. {cal.race.why}"]
+
+
 def _stage_order(rows: list[dict], key: str) -> str:
     """Stages of one study from the largest figure to the smallest."""
     return " > ".join(r["stage"] for r in sorted(rows, key=lambda r: -r[key]))
@@ -623,7 +699,7 @@ def _held_out_section(v: Validation) -> list[str]:
     for row in v.held_shipped:
         for m in row["metrics"]:
             doc = row[f"documented_{m}"]
-            cells = [f"{r[m]:.1f} ({_pct(r[m] / doc - 1)})" for r in (row, fit_rows[row["case"]])]
+            cells = [_cell(r, m) for r in (row, fit_rows[row["case"]])]
             lines.append(f"| {row['case']} | {m} | {doc:g} | " + " | ".join(cells) + " |")
     lines += ["", f"RMS log error of the held-out predictions: shipped "
               f"{_rms_log(v.held_shipped):.3f}, fresh fit {_rms_log(v.held_fit):.3f}.", ""]
@@ -659,6 +735,7 @@ def render_fidelity(v: Validation) -> str:
         f"from the priors that never sees it (leave-one-case-out, at most {v.budgets[1]} "
         f"evaluations each). A case is one study stage with its documented metrics. Errors "
         f"are simulated / documented - 1.",
+        *_race_lines(cal),
         "",
         "## Verdict",
         "",
@@ -677,8 +754,7 @@ def render_fidelity(v: Validation) -> str:
         name = row["case"]
         for m in row["metrics"]:
             doc = row[f"documented_{m}"]
-            cells = [f"{r[m]:.1f} ({_pct(r[m] / doc - 1)})"
-                     for r in (row, full_rows[name], loo_rows[name])]
+            cells = [_cell(r, m) for r in (row, full_rows[name], loo_rows[name])]
             lines.append(f"| {name} | {m} | {doc:g} | " + " | ".join(cells) + " |")
     lines += _held_out_section(v)
     lines += ["", "## Parameters", "",
