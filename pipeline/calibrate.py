@@ -422,13 +422,16 @@ def bound_failures(fit: Fit) -> list[str]:
 
 def stage_lines(table: list[dict]) -> list[str]:
     """One line per case: simulated vs documented figure of every metric it documents."""
-    def race(row, m):
-        spread = row.get(f"spread_{m}")
-        return f", race {spread[0]:.0f}-{spread[1]:.0f}" if spread else ""
     return [f"{row['case']}: " + "  ".join(
         f"{m} {row[m]:.1f} (documented {row['documented_' + m]:g}, "
-        f"{100 * (row[m] / row['documented_' + m] - 1):+.1f}%{race(row, m)})"
+        f"{100 * (row[m] / row['documented_' + m] - 1):+.1f}%{_race_range(row, m)})"
         for m in row["metrics"]) for row in table]
+
+
+def _race_range(row: dict, m: str) -> str:
+    """', race a-b' for a racing case's metric (its smallest and largest run), else ''."""
+    spread = row.get(f"spread_{m}")
+    return f", race {spread[0]:.0f}-{spread[1]:.0f}" if spread else ""
 
 
 def fit_date() -> str:
@@ -658,9 +661,7 @@ def _pct(x: float) -> str:
 
 def _cell(row: dict, m: str) -> str:
     """A simulated figure and its error; for a racing case the median and the race's range."""
-    text = f"{row[m]:.1f} ({_pct(row[m] / row[f'documented_{m}'] - 1)})"
-    spread = row.get(f"spread_{m}")
-    return f"{text}, race {spread[0]:.0f}-{spread[1]:.0f}" if spread else text
+    return f"{row[m]:.1f} ({_pct(row[m] / row[f'documented_{m}'] - 1)}){_race_range(row, m)}"
 
 
 def _race_lines(cal: Calibration) -> list[str]:
