@@ -36,7 +36,8 @@ from simcore.compiler.limits import Limits
 from simcore.machine import simulate
 from simcore.spec.base import Strict
 from simcore.spec.errors import ConfigError
-from simcore.spec.hardware import Hardware, dotted_values, fit_overlay, load_hardware
+from simcore.spec.hardware import (Hardware, Race, dotted_values, fit_overlay, load_hardware,
+                                   race_variants, value_at, with_values)
 from simcore.spec.loader import read_mapping, validate
 from simcore.spec.study import find_config, load_study
 
@@ -87,7 +88,7 @@ class StudyRef(Strict):
     study: str
     metrics: list[str] | None = None   # default: every documented metric of its stages
     weight: float = Field(1.0, gt=0)
-    # measured as the median over the calibration's race variants (``Race``)
+    # measured as the median over the hardware's race variants (its [race] table)
     race: bool = False
 
     @model_validator(mode="after")
@@ -130,31 +131,6 @@ class Roofline(Strict):
     cube_source: str = Field(min_length=3)
 
 
-class Race(Strict):
-    """Variants of the model that sample the schedule's races.
-
-    Which schedule AICPU ends up owning a chain of dependent tasks is decided by
-    sub-percent timing differences, so one run is one draw of a race: a stage whose
-    chains outnumber the threads can move by a quarter when any cost moves by half a
-    percent.  A study marked ``race`` is measured once per factor, with each of
-    ``paths`` scaled by it, and scored by the median; the fit then cannot settle on a
-    lucky draw, and the spread (smallest, largest) is reported with the median.
-    """
-    paths: list[str] = Field(min_length=1)
-    factors: list[float] = Field(min_length=3)
-    why: str = Field(min_length=3)
-
-    @model_validator(mode="after")
-    def _factors(self):
-        if len(self.factors) % 2 == 0 or 1.0 not in self.factors:
-            raise ValueError("race factors must be an odd number of factors that include "
-                             "1.0, so the median is one of the runs and the model as "
-                             "shipped is among them")
-        if any(not 0.5 <= f <= 2.0 for f in self.factors):
-            raise ValueError("race factors sample timing noise: keep them within 0.5-2")
-        return self
-
-
 class Calibration(Strict):
     hardware: str
     studies: list[StudyRef] = Field(min_length=1)
@@ -166,7 +142,6 @@ class Calibration(Strict):
     loo_max_evaluations: int = Field(60, ge=1, le=100000)   # per leave-one-out refit
     roofline: Roofline | None = None
     physics: list[PhysicsCheck] = Field(default_factory=list)
-    race: Race | None = None
 
     @property
     def free(self) -> list[Parameter]:
@@ -183,10 +158,6 @@ class Calibration(Strict):
                 raise ValueError(f"{what} {', '.join(dup)} is listed twice")
         if self.physics and self.roofline is None:
             raise ValueError("physics checks need a 'roofline' (HBM bandwidth and cube rate)")
-        racing = [s.study for s in self.studies + self.held_out if s.race]
-        if racing and self.race is None:
-            raise ValueError(f"studies {', '.join(racing)} are marked race but the file has "
-                             f"no 'race' block (paths and factors to vary)")
         return self
 
 
@@ -199,34 +170,9 @@ class Fit:
     on_bound: list[tuple[str, str, float, float]] = field(default_factory=list)
 
 
-def _get(hw: Hardware, path: str) -> float:
-    node = hw.model_dump()
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise ConfigError(f"parameter '{path}' is not a field of the hardware file "
-                              f"(no '{part}' there); use a dotted path such as "
-                              f"aicpu.init_us.")
-        node = node[part]
-    if not isinstance(node, (int, float)):
-        raise ConfigError(f"parameter '{path}' is not a number in the hardware file.")
-    return float(node)
-
-
-def with_values(hw: Hardware, values: dict[str, float]) -> Hardware:
-    """A copy of ``hw`` with dotted-path fields replaced (validated again)."""
-    data = hw.model_dump()
-    for path, value in values.items():
-        node = data
-        *parents, leaf = path.split(".")
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
-    return Hardware.model_validate(data)
-
-
 def _check_free(hw: Hardware, p: Parameter) -> None:
     """A fittable parameter exists and prices the work; it never changes the mapping."""
-    _get(hw, p.path)
+    value_at(hw, p.path)
     for bound in p.bounds:
         try:
             trial = with_values(hw, {p.path: bound})
@@ -249,7 +195,7 @@ class Case:
     documented: dict[str, float]
     kernel: object
     program: object
-    race: bool = False      # measured as the median over the calibration's race variants
+    race: bool = False      # measured as the median over the hardware's race variants
 
     @property
     def name(self) -> str:
@@ -265,8 +211,12 @@ class Problem:
         self.hw = validate(Hardware, read_mapping(self.hw_path), str(self.hw_path), "hardware")
         for p in cal.parameters:
             _check_free(self.hw, p)
-        for path in cal.race.paths if cal.race else ():
-            _get(self.hw, path)
+        racing = [s.study for s in cal.studies + cal.held_out if s.race]
+        if racing and self.hw.race is None:
+            raise ConfigError(f"studies {', '.join(racing)} are marked race but the hardware "
+                              f"file has no [race] table (the cost paths to scale and the "
+                              f"factors); add one (see configs/hardware/dav_2201.toml) or "
+                              f"drop 'race' from those studies.", source=str(self.hw_path))
         self.weights = {ref.study: ref.weight for ref in cal.studies}
         self.cases: list[Case] = [c for ref in cal.studies for c in self._cases(ref)]
         self._held: list[Case] | None = None
@@ -310,7 +260,7 @@ class Problem:
         rows = []
         for case in self.cases if cases is None else cases:
             if case.race:
-                variants = variants or race_variants(hw, self.cal.race)
+                variants = variants or [v for _, v in race_variants(hw)]
                 runs = [timed(v, case) for v in variants]
             else:
                 runs = [timed(hw, case)]
@@ -341,12 +291,6 @@ class Problem:
 def timed(hw: Hardware, case: Case) -> dict[str, float]:
     tl = simulate(hw, case.program, case.kernel.options.runtime_options)
     return {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
-
-
-def race_variants(hw: Hardware, race: Race) -> list[Hardware]:
-    """``hw`` once per race factor, every race path scaled by it (factor 1.0 is ``hw``)."""
-    return [hw if f == 1.0 else with_values(hw, {p: _get(hw, p) * f for p in race.paths})
-            for f in race.factors]
 
 
 def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_evals: int):
@@ -590,6 +534,7 @@ class Validation:
     unused: list[str]               # studies with documented figures the procedure omits
     held_shipped: list[dict] = field(default_factory=list)   # held-out cases, shipped model
     held_fit: list[dict] = field(default_factory=list)       # the same on the fresh fit
+    race: Race | None = None        # the chip's race variants (hardware file, [race])
 
     @property
     def failures(self) -> list[str]:
@@ -618,7 +563,7 @@ class Validation:
 def run_validation(cal: Calibration, cal_path: str, configs: Path, quick: bool = False) -> Validation:
     problem = Problem(cal, configs)
     shipped_hw = load_hardware(problem.hw_path)
-    shipped = {p.path: _get(shipped_hw, p.path) for p in cal.parameters}
+    shipped = {p.path: value_at(shipped_hw, p.path) for p in cal.parameters}
     full_budget = min(cal.max_evaluations, 8) if quick else cal.max_evaluations
     loo_budget = min(cal.loo_max_evaluations, 4) if quick else cal.loo_max_evaluations
     overlay = fit_overlay(problem.hw_path)
@@ -637,7 +582,7 @@ def run_validation(cal: Calibration, cal_path: str, configs: Path, quick: bool =
                       physics_checks(cal, configs, shipped_hw),
                       overlay.name if overlay.exists() else "", (full_budget, loo_budget),
                       unused, problem.measure({}, problem.held, base=shipped_hw),
-                      problem.measure(full.values, problem.held))
+                      problem.measure(full.values, problem.held), race=problem.hw.race)
 
 
 def documented_studies(configs: Path) -> list[str]:
@@ -664,14 +609,14 @@ def _cell(row: dict, m: str) -> str:
     return f"{row[m]:.1f} ({_pct(row[m] / row[f'documented_{m}'] - 1)}){_race_range(row, m)}"
 
 
-def _race_lines(cal: Calibration) -> list[str]:
+def _race_lines(cal: Calibration, race: Race | None) -> list[str]:
     racing = [s.study for s in cal.studies + cal.held_out if s.race]
-    if not racing or cal.race is None:
+    if not racing or race is None:
         return []
-    return ["", f"Racing studies ({', '.join(racing)}) are measured once per race factor "
-            f"({', '.join(f'{f:g}' for f in cal.race.factors)}, applied to "
-            f"{', '.join(f'`{p}`' for p in cal.race.paths)}) and scored by the median; "
-            f"'race a-b' is the smallest and largest run. {cal.race.why}"]
+    return ["", f"Racing studies ({', '.join(racing)}) are measured once per race factor of "
+            f"the hardware file ({', '.join(f'{f:g}' for f in race.factors)}, applied to "
+            f"{', '.join(f'`{p}`' for p in race.paths)}) and scored by the median; "
+            f"'race a-b' is the smallest and largest run. {race.why}"]
 
 
 def _stage_order(rows: list[dict], key: str) -> str:
@@ -736,7 +681,7 @@ def render_fidelity(v: Validation) -> str:
         f"from the priors that never sees it (leave-one-case-out, at most {v.budgets[1]} "
         f"evaluations each). A case is one study stage with its documented metrics. Errors "
         f"are simulated / documented - 1.",
-        *_race_lines(cal),
+        *_race_lines(cal, v.race),
         "",
         "## Verdict",
         "",

@@ -22,7 +22,7 @@ from simcore.compiler.estimate import check_size
 from simcore.machine import Timeline, simulate
 from simcore.spec import overrides as ov
 from simcore.spec.errors import ConfigError
-from simcore.spec.hardware import Hardware, load_hardware
+from simcore.spec.hardware import Hardware, load_hardware, race_variants
 from simcore.spec.kernel import Kernel
 from simcore.spec.loader import read_mapping, validate
 
@@ -137,22 +137,35 @@ def run_compile(kernel_path: Path, overrides: Mapping[str, Any], hardware: str |
 
 
 def run_simulate(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
-                 out: Path, rounds: int = 1, env: Mapping[str, str] | None = None) -> RunResult:
+                 out: Path, rounds: int = 1, env: Mapping[str, str] | None = None,
+                 race: bool = False) -> RunResult:
     small_pages()
     kernel = resolve_kernel(kernel_path, overrides)
     hw = load_hardware(hardware)
+    if race:
+        require_race(hw, hardware)
     progress = size_check(kernel, kernel_path)
     program = compile_for(kernel, hw, kernel_path, progress)
-    return simulate_program(kernel, hw, program, Path(out), rounds, env, progress)
+    return simulate_program(kernel, hw, program, Path(out), rounds, env, progress, race=race)
+
+
+def require_race(hw: Hardware, hardware: str | Path) -> None:
+    """A race needs the chip's [race] table: say so before anything is built."""
+    if hw.race is None:
+        raise ConfigError(f"hardware '{hw.name}' has no [race] table (the costs to scale and "
+                          f"the factors), so there is nothing to race; add one (see "
+                          f"configs/hardware/dav_2201.toml) or run without race.",
+                          source=str(hardware))
 
 
 def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, rounds: int,
                      env: Mapping[str, str] | None, progress: Progress,
-                     compiled: Path | None = None) -> RunResult:
+                     compiled: Path | None = None, race: bool = False) -> RunResult:
     """Simulate a compiled program and write PyPTO's files into ``out``.
 
     ``compiled``: a folder already holding this program's compile files, copied
-    rather than written again.
+    rather than written again.  ``race``: also run the chip's race variants
+    (``race_runs``); the files are the run of the chip as it is.
     """
     env = os.environ if env is None else env
     dump_perf = env_flag(env, "DUMP_DEVICE_PERF")
@@ -179,9 +192,41 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
     if kernel.options.codegen_options.enable_pmu_trace:
         write_pmu_trace(program, timeline, hw, out)
     result = metrics(program, timeline, hw)
+    if race:
+        progress.say("racing")
+        runs = race_runs(kernel, hw, program, timeline)
+        write_json(out / RACE_FILE, runs)
+        result.update(race_summary(runs))
     write_json(out / "metrics.json", result)   # last: its presence marks a complete run
     progress.say("done")
     return RunResult(kernel, hw, program, timeline, result, summary)
+
+
+RACE_FILE = "race.json"
+RACE_METRICS = ("kernel_us", "e2e_us")
+
+
+def race_runs(kernel: Kernel, hw: Hardware, program: Program, timeline: Timeline) -> dict:
+    """The program once per factor of the chip's race (simcore/spec/hardware.py ``Race``):
+    which schedule AICPU owns which chain of dependent tasks turns on sub-percent timing,
+    so one run is one draw.  ``timeline`` is the run at factor 1.0; the variants scale only
+    costs, so the one compile serves them all."""
+    options = kernel.options.runtime_options
+    runs = []
+    for factor, variant in race_variants(hw):
+        tl = timeline if factor == 1.0 else simulate(variant, program, options)
+        runs.append({"factor": factor, **{m: round(getattr(tl, m), 4) for m in RACE_METRICS}})
+    return {"paths": list(hw.race.paths), "why": hw.race.why, "runs": runs}
+
+
+def race_summary(race: dict) -> dict:
+    """Flat metrics of a race: per metric its median run and its smallest and largest."""
+    out = {"race_runs": len(race["runs"])}
+    for m in RACE_METRICS:
+        got = sorted(r[m] for r in race["runs"])
+        out.update({f"{m}_race_median": got[len(got) // 2], f"{m}_race_min": got[0],
+                    f"{m}_race_max": got[-1]})
+    return out
 
 
 # What the workflow turns on for every stage: swimlanes and AICPU/AICore phase data.
@@ -190,11 +235,13 @@ STAGE_ENV = {"DUMP_DEVICE_PERF": "true"}
 
 
 def run_stage(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
-              stage_dir: Path, rounds: int, env: Mapping[str, str] | None = None) -> dict:
+              stage_dir: Path, rounds: int, env: Mapping[str, str] | None = None,
+              race: bool = False) -> dict:
     """One workflow stage into ``stage_dir``: compile/, run/ and parsed/ from one compile.
 
     The folder is built aside and swapped in whole, so no file of an earlier
     build of the stage (e.g. a perf file of a round count since lowered) survives.
+    ``race``: the run also holds the chip's race variants (``race_runs``).
     """
     from .outdir import owned_folder
     from .parse.run import parse_run
@@ -203,12 +250,14 @@ def run_stage(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | P
     env = {**(os.environ if env is None else env), **STAGE_ENV}
     kernel = resolve_kernel(kernel_path, {**overrides, **STAGE_SETS})
     hw = load_hardware(hardware)
+    if race:
+        require_race(hw, hardware)
     progress = size_check(kernel, kernel_path)
     program = compile_for(kernel, hw, kernel_path, progress)
     with owned_folder(stage_dir, "stage", adopt=True) as fresh:
         counts = write_compile_files(program, fresh / "compile")
         simulate_program(kernel, hw, program, fresh / "run", rounds, env, progress,
-                         compiled=fresh / "compile")
+                         compiled=fresh / "compile", race=race)
         progress.say("parsing")
         parsed = parse_run(fresh / "run", fresh / "parsed")
     return {"compile": counts, "parsed": parsed}

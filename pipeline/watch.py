@@ -126,6 +126,7 @@ def jobs(plan, studies: list[str]) -> list[Job]:
                       ("stage", str(sp.kernel_path), "--hardware", str(sp.hardware_path),
                        *shlex.split(plan.set_args(name, stage.name)),
                        "--rounds", str(sp.study.rounds),
+                       *(("--race",) if sp.study.race else ()),
                        "--out", str(results / name / stage.name)),
                       _digest(plan.stage_key(name, stage.name), kernel_sig, hardware_sig),
                       results / name / "logs" / f"{stage.name}.log")

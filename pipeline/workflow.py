@@ -66,6 +66,7 @@ class Plan:
         sp = self.studies[study]
         return json.dumps({"kernel": str(sp.kernel_path), "hardware": str(sp.hardware_path),
                            "set": sp.stage_sets(stage), "rounds": sp.study.rounds,
+                           "race": sp.study.race,
                            "code": code_version()}, sort_keys=True)
 
     def set_args(self, study: str, stage: str) -> str:
@@ -175,7 +176,7 @@ def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
     validated = False
     workflow = validate(Workflow, dict(config), str(configs / "workflow.yaml"), "workflow")
     studies = {}
-    hardware_checked: set[Path] = set()
+    hardware_checked: dict[Path, bool] = {}   # hardware file: it has a [race] table
     for name in workflow.studies:
         path = find_config(configs / "studies", name, "study")
         memo_key = (str(configs.resolve()), name, str(path))
@@ -191,8 +192,12 @@ def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
         hardware_path = find_config(configs / "hardware", study.hardware, "hardware")
         if hardware_path not in hardware_checked:     # most studies share one chip
             from simcore.spec.hardware import load_hardware
-            load_hardware(hardware_path)
-            hardware_checked.add(hardware_path)
+            hardware_checked[hardware_path] = load_hardware(hardware_path).race is not None
+        if study.race and not hardware_checked[hardware_path]:
+            raise ConfigError(f"field 'race': the study races its stages, but its hardware "
+                              f"file {hardware_path} has no [race] table (the costs to scale "
+                              f"and the factors); add one (see configs/hardware/dav_2201.toml) "
+                              f"or drop 'race'.", source=str(path))
         overlay = _overlay(hardware_path)
         fit_path = overlay if overlay.exists() else None
         if study.python_kernel is None:

@@ -1,5 +1,6 @@
 """The calibration procedure: sourced priors, bounds that cannot hide a missing mechanism,
 multi-study scoring, write-back with provenance, clear errors."""
+import json
 import math
 import os
 import shutil
@@ -11,11 +12,11 @@ import pytest
 import yaml
 
 from conftest import REPO
-from pipeline.calibrate import (Calibration, Fit, Parameter, Problem, _get, compass_search,
+from pipeline.calibrate import (Calibration, Fit, Parameter, Problem, compass_search,
                                 fit_problem, load_calibration, with_values, write_fit)
 from simcore.machine import simulate
 from simcore.spec.errors import ConfigError
-from simcore.spec.hardware import Hardware, dotted_values, load_hardware
+from simcore.spec.hardware import Hardware, Race, dotted_values, load_hardware, value_at
 from simcore.spec.loader import load, read_mapping
 
 HEAD = "core.head_overhead_us"
@@ -57,13 +58,19 @@ def _stage(name, a, b, documented):
             "set": {"params.A": a, "params.B": b, "tiles.vec": [1, 2, 4, 256]}}
 
 
-def tiny_configs(tmp, figures=None, overlay=None):
+def tiny_configs(tmp, figures=None, overlay=None, race="shipped"):
     """configs/ with the facts file, the tiling_add kernel and two tiny studies: tiny_a with
-    two stages (kernel_us and e2e_us) and tiny_b with one (kernel_us)."""
+    two stages (kernel_us and e2e_us) and tiny_b with one (kernel_us).  ``race``: the facts
+    file's [race] table as shipped, None for none, or a dict to put in its place."""
     configs = tmp / "configs"
     for sub in ("hardware", "kernels", "studies"):
         (configs / sub).mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "configs/hardware/dav_2201.toml", configs / "hardware")
+    facts = (REPO / "configs/hardware/dav_2201.toml").read_text()
+    if race != "shipped":
+        facts = facts[:facts.index("\n[race]")] + "\n"
+        if race is not None:
+            facts += "[race]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in race.items())
+    (configs / "hardware/dav_2201.toml").write_text(facts)
     if overlay is not None:
         (configs / "hardware/dav_2201.fit.toml").write_text(overlay)
     shutil.copy(REPO / "configs/kernels/tiling_add.yaml", configs / "kernels")
@@ -133,7 +140,7 @@ def test_bounds_must_lie_within_half_to_double_the_prior_unless_physical(tmp_pat
 
 def test_unknown_parameter_path_is_a_clear_error():
     with pytest.raises(ConfigError, match="aicpu.warp_speed"):
-        _get(load_hardware("dav_2201"), "aicpu.warp_speed")
+        value_at(load_hardware("dav_2201"), "aicpu.warp_speed")
     with pytest.raises(Exception):
         Calibration.model_validate({"hardware": "h", "studies": [{"study": "s"}],
                                     "parameters": [], "surprise": 1})
@@ -184,7 +191,7 @@ def test_the_fit_starts_at_the_prior_not_the_last_fit(tmp_path):
     # an earlier overlay put head overhead at 0.9: the fit neither starts nor prices there
     configs = tiny_configs(tmp_path, at_prior, overlay="[core]\nhead_overhead_us = 0.9\n")
     problem = Problem(_cal(studies=[{"study": "tiny_a"}], max_evaluations=10), configs)
-    assert _get(problem.hw, HEAD) == 0.5   # facts file
+    assert value_at(problem.hw, HEAD) == 0.5   # facts file
     assert fit_problem(problem).values[HEAD] == 0.5
 
 
@@ -288,28 +295,35 @@ RACE = {"paths": ["aicpu.dispatch_us", "aicpu.completion_us"],
         "factors": [0.98, 1.0, 1.02], "why": "which thread owns a chain is a race"}
 
 
-@pytest.mark.parametrize("factors", [[0.98, 0.99, 1.0, 1.02], [0.98, 0.99, 1.01], [0.3, 1.0, 1.02]])
+@pytest.mark.parametrize("factors", [[0.98, 0.99, 1.0, 1.02], [0.98, 0.99, 1.01], [0.3, 1.0, 1.02],
+                                     [0.98, 1.0, 1.0]])
 def test_race_factors_are_an_odd_set_around_the_model_as_shipped(factors):
-    """An even count has no middle run, a set without 1.0 leaves the shipped model out, and
-    a factor past 0.5-2x is no timing noise."""
+    """An even count has no middle run, a set without 1.0 leaves the shipped model out, a
+    factor past 0.5-2x is no timing noise, and a repeated factor is the same run twice."""
     with pytest.raises(ValueError, match="race factors"):
-        _cal(race={**RACE, "factors": factors})
+        Race(**{**RACE, "factors": factors})
 
 
-def test_a_racing_study_needs_the_race_block(tmp_path):
-    cal = write_cal(tmp_path / "cal.yaml", studies=[{"study": "tiny_a", "race": True}])
-    with pytest.raises(ConfigError, match="race"):
-        load_calibration(cal)
-    with pytest.raises(ConfigError, match="warp_speed"):
-        Problem(_cal(race={**RACE, "paths": ["aicpu.warp_speed"]}), tiny_configs(tmp_path))
+def test_a_racing_study_needs_a_race_table_of_costs_that_exist(tmp_path):
+    """A study marked race on a chip without a [race] table is refused with the hardware
+    file named; a race path that is no field, or no cost (a core count), is refused when the
+    hardware file loads."""
+    cal = _cal(studies=[{"study": "tiny_a", "race": True}])
+    with pytest.raises(ConfigError, match=r"race.*\[race\] table") as exc:
+        Problem(cal, tiny_configs(tmp_path / "none", race=None))
+    assert "dav_2201.toml" in str(exc.value)
+    for path, why in (("aicpu.warp_speed", "warp_speed"), ("cores.aic", "not costs")):
+        configs = tiny_configs(tmp_path / path, race={**RACE, "paths": [path]})
+        with pytest.raises(ConfigError, match=why):
+            load_hardware("dav_2201", configs / "hardware")
 
 
 def test_a_racing_case_is_scored_by_the_median_run_and_reports_the_race_range(tmp_path):
     """The median is one of the runs, the range holds every run, and a case not marked race
     is the single run of the model as shipped."""
-    configs = tiny_configs(tmp_path)
+    configs = tiny_configs(tmp_path, race=RACE)
     plain = Problem(_cal(), configs).measure({})
-    racing = Problem(_cal(studies=[{"study": "tiny_a", "race": True}], race=RACE), configs)
+    racing = Problem(_cal(studies=[{"study": "tiny_a", "race": True}]), configs)
     rows = racing.measure({})
     hw = load_hardware("dav_2201", configs / "hardware")
     for row, single, case in zip(rows, plain, racing.cases):
@@ -337,7 +351,7 @@ def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
     assert next(s for s in cal.studies if s.study == "glm_attention_stitch").race
     glm_only = [s.model_copy(update={"race": False}) for s in cal.studies
                 if s.study == "glm_attention_stitch"]
-    problem = Problem(cal.model_copy(update={"race": None, "studies": glm_only}),
+    problem = Problem(cal.model_copy(update={"studies": glm_only}),
                       REPO / "configs")
     shipped = load_hardware("dav_2201")
     spread = {}

@@ -21,7 +21,7 @@ import yaml
 from conftest import REPO
 from pipeline.cli import main
 from pipeline.nightly.compare import (IMPROVEMENT, REGRESSION, WITHIN, classify,
-                                      dev_task_evidence)
+                                      compare_metrics, dev_task_evidence)
 from pipeline.nightly.config import NightlyConfig, load_nightly
 from pipeline.nightly.findings import stage_findings
 from simcore.spec.errors import ConfigError
@@ -192,6 +192,27 @@ def test_thresholds_default_to_the_issue_and_keep_direction():
     assert classify("aicore_utilization", 0.5, 0.4,
                     cfg.threshold("aicore_utilization")).status == REGRESSION
     assert classify("hardware", "dav_2201", "dav_2201", cfg.threshold("hardware")) is None
+
+
+def test_a_racing_stage_that_drew_another_run_of_the_same_race_is_within():
+    """The single run of a racing stage jumped 20 %, but the baseline's value lies inside the
+    new race range and the median barely moved: another draw, not a regression.  When the
+    median moves too, or the baseline falls outside the range, it stays a regression."""
+    cfg = NightlyConfig(studies=["s"])
+    base = {"kernel_us": 200.0, "kernel_us_race_median": 210.0, "kernel_us_race_min": 195.0,
+            "kernel_us_race_max": 260.0}
+
+    def status_of(**new):
+        changes, _ = compare_metrics(base, {**base, **new}, cfg)
+        return {c.metric: c for c in changes}["kernel_us"]
+
+    draw = status_of(kernel_us=240.0, kernel_us_race_median=211.0)
+    assert draw.status == WITHIN and "race draw" in draw.threshold
+    assert status_of(kernel_us=240.0, kernel_us_race_median=240.0).status == REGRESSION
+    assert status_of(kernel_us=240.0, kernel_us_race_min=205.0).status == REGRESSION
+    # a stage that does not race keeps the plain threshold
+    changes, _ = compare_metrics({"kernel_us": 200.0}, {"kernel_us": 240.0}, cfg)
+    assert changes[0].status == REGRESSION
 
 
 def test_dev_task_evidence_tells_gaps_from_spans():

@@ -111,6 +111,25 @@ def test_stage_bars_draw_values_from_zero_and_changes_as_text():
     assert f'fill="{charts.WORSE}" class="change"' in svg
 
 
+def test_stage_bars_draw_a_racing_stage_range_as_a_whisker_on_the_scale_of_its_bar():
+    """A raced stage's (smallest, largest) run is a whisker across its bar; the axis grows to
+    hold the largest run, and a stage that did not race has none."""
+    svg = str(charts.stage_bars(["s1", "s2"], [10.0, 4.0], [20.0, 25.0],
+                                {"kernel_us": [(9.0, 31.0), None], "e2e_us": [None, None]}))
+    zero = float(re.search(r'data-zero="([\d.]+)"', svg).group(1))
+    top = float(re.search(r'data-top="([\d.]+)"', svg).group(1))
+    vmax = float(re.search(r'data-vmax="([\d.]+)"', svg).group(1))
+    assert vmax >= 31.0
+    whiskers = re.findall(r'<g class="race" data-stage="(\w+)" data-series="(\w+)" '
+                          r'data-min="([\d.]+)" data-max="([\d.]+)"[^>]*>.*?'
+                          r'<line x1="[\d.]+" y1="([\d.]+)" x2="[\d.]+" y2="([\d.]+)"/>', svg)
+    assert [(w[0], w[1], float(w[2]), float(w[3])) for w in whiskers] == \
+        [("s1", "kernel_us", 9.0, 31.0)]
+    hi_y, lo_y = float(whiskers[0][4]), float(whiskers[0][5])
+    assert abs(zero - lo_y - (zero - top) * 9.0 / vmax) < 0.01
+    assert abs(zero - hi_y - (zero - top) * 31.0 / vmax) < 0.01
+
+
 def test_sweep_chart_overlays_documented_points():
     sweep = charts.Sweep("runtime_options.stitch_function_max_num", ["a", "b", "c"],
                          [1, 128, 512], [1200.0, 190.0, 140.0], [1600.0, 800.0, 990.0],
@@ -369,6 +388,29 @@ def test_render_study_sections_and_escaping(study):
     # the only URLs: the SVG namespace (an identifier, never fetched) and the Perfetto hint
     assert re.search(r"https?://(?!ui\.perfetto\.dev|www\.w3\.org/2000/svg)", html) is None
     assert "<script src" not in html and "<link" not in html
+
+
+def test_a_racing_stage_shows_its_median_and_range_beside_the_single_run(study):
+    """A stage that ran the chip's race variants gives, under each time, the range and the
+    median with the median's error against a documented figure; the table says what the
+    race is once; stages without a race show nothing of it."""
+    path, results = study
+    metrics_path = results / "demo" / "s1" / "parsed" / "metrics.json"
+    m = json.loads(metrics_path.read_text())
+    m.update({"race_runs": 7, "kernel_us_race_median": 33.0, "kernel_us_race_min": 31.5,
+              "kernel_us_race_max": 52.25, "e2e_us_race_median": 47.0,
+              "e2e_us_race_min": 46.0, "e2e_us_race_max": 60.0})
+    metrics_path.write_text(json.dumps(m))
+    out = results / "demo" / "report.html"
+    render_study(path, results / "demo", out)
+    html = out.read_text(encoding="utf-8")
+    table = html.split('id="stage-table"')[1].split("</table>")[0]
+    s1, rest = table.split('data-stage="s1"')[1].split('data-stage="s2"')
+    assert "race 31.5–52.2, median 33.0 (+10.0 %)" in s1      # documented 30
+    assert "race 46.0–60.0, median 47.0 (+4.4 %)" in s1       # documented 45
+    assert "race " not in rest
+    assert "The study races" in html
+    assert html.count('<g class="race"') == 2
 
 
 def test_render_is_deterministic(study):

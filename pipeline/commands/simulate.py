@@ -2,7 +2,7 @@
 import sys
 from pathlib import Path
 
-from ._common import add_kernel_arguments
+from ._common import add_kernel_arguments, add_race_argument, race_line
 
 NAME = "simulate"
 HELP = "compile, simulate on the modeled NPU, write PyPTO's files"
@@ -14,6 +14,7 @@ def add_arguments(p) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="output folder, replaced as a whole (default "
                         "output/output_<timestamp>_<us>_<pid>/)")
+    add_race_argument(p)
 
 
 def run(args) -> int:
@@ -27,11 +28,13 @@ def run(args) -> int:
     out = args.out or default_output_dir()
     with owned_folder(out, "simulate") as fresh:
         result = run_simulate(args.kernel, parse_assignments(args.sets), args.hardware, fresh,
-                              rounds=args.rounds)
+                              rounds=args.rounds, race=args.race)
     sys.stdout.write(result.summary)
     m = result.metrics
     print(f"kernel_us: {m['kernel_us']:.2f}  e2e_us: {m['e2e_us']:.2f}  "
           f"root_calls: {m['root_calls']}  dev_tasks: {m['dev_tasks']}  "
           f"leaf_tasks: {m['leaf_tasks']}")
+    if args.race:
+        print(race_line(m))
     print(f"Output: {out}")
     return 0

@@ -7,7 +7,7 @@ stage folder is rebuilt aside and swapped in whole: the workflow owns it.
 """
 from pathlib import Path
 
-from ._common import add_kernel_arguments
+from ._common import add_kernel_arguments, add_race_argument, race_line
 
 NAME = "stage"
 HELP = "one workflow stage: compile + simulate + parse into STAGE/{compile,run,parsed}"
@@ -17,6 +17,7 @@ def add_arguments(p) -> None:
     add_kernel_arguments(p)
     p.add_argument("--rounds", type=int, default=1, help="kernel launches (default 1)")
     p.add_argument("--out", type=Path, required=True, help="the stage folder (replaced whole)")
+    add_race_argument(p)
 
 
 def run(args) -> int:
@@ -27,9 +28,11 @@ def run(args) -> int:
     if args.rounds < 1:
         raise ConfigError(f"--rounds must be >= 1, got {args.rounds}.")
     done = run_stage(args.kernel, parse_assignments(args.sets), args.hardware, args.out,
-                     args.rounds)
+                     args.rounds, race=args.race)
     m = done["parsed"]
     print(f"kernel_us: {m.get('kernel_us')}  e2e_us: {m.get('e2e_us')}  "
           f"dev_tasks: {m.get('dev_tasks')}  leaf_tasks: {m.get('leaf_tasks')}")
+    if args.race:
+        print(race_line(m))
     print(f"Output: {args.out}")
     return 0

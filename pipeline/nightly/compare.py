@@ -9,7 +9,7 @@ metric the run no longer reports, which breaks the contract and so regresses).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .config import NightlyConfig, Threshold
@@ -71,6 +71,25 @@ def classify(metric: str, old: Any, new: Any, th: Threshold) -> Change | None:
     return Change(metric, old, new, status, th.describe(), delta, relative)
 
 
+def _race_draw(change: Change, old: dict, new: dict, cfg: NightlyConfig) -> Change:
+    """A racing stage's single run that moved beyond its threshold, while the baseline's
+    value lies inside the new race range and the race's median stayed within its own
+    threshold: another draw of the same race, not a change of the model's prediction."""
+    m = change.metric
+    lo, hi, med = (new.get(f"{m}_race_{k}") for k in ("min", "max", "median"))
+    if change.status not in (REGRESSION, IMPROVEMENT) or not all(map(_numeric, (lo, hi, med))) \
+            or not _numeric(change.old) or not lo - EPS <= change.old <= hi + EPS:
+        return change
+    median = classify(f"{m}_race_median", old.get(f"{m}_race_median"), med,
+                      cfg.threshold(f"{m}_race_median"))
+    if median is not None and median.status != WITHIN:
+        return change
+    return replace(change, status=WITHIN,
+                   threshold=f"{change.threshold}; a race draw: the baseline's {_f(change.old)} "
+                             f"lies in this run's race {_f(lo)}-{_f(hi)} and the median moved "
+                             f"within its threshold")
+
+
 def compare_metrics(old: dict, new: dict, cfg: NightlyConfig) -> tuple[list[Change], int]:
     """Every moved metric, worst first, and how many did not move."""
     changes, unchanged = [], 0
@@ -79,7 +98,7 @@ def compare_metrics(old: dict, new: dict, cfg: NightlyConfig) -> tuple[list[Chan
         if change is None:
             unchanged += 1
         else:
-            changes.append(change)
+            changes.append(_race_draw(change, old, new, cfg))
     changes.sort(key=lambda c: (RANK[c.status], -c.score, c.metric))
     return changes, unchanged
 

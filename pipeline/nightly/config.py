@@ -96,6 +96,11 @@ BUILTIN: dict[str, Threshold] = {
     "workspace_bytes": _t(exact=True),
     "hardware": _t(exact=True),
     "kernel": _t(exact=True),
+    # a racing stage (a study with race: true) also reports its times over the chip's race
+    # variants; the median is its prediction, the smallest and largest run its range
+    "race_runs": _t(exact=True),
+    **{f"{m}_race_{k}": _t(relative=0.02, worse="higher")
+       for m in ("kernel_us", "e2e_us") for k in ("median", "min", "max")},
 }
 KNOWN_METRICS = tuple(BUILTIN)
 TOLERANCE_FIELDS = ("exact", "relative", "absolute")

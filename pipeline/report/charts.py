@@ -85,24 +85,31 @@ def _legend(frame: Frame, items: list[tuple[str, str]], hollow: set[str] = froze
     return out
 
 
-def stage_bars(stages: list[str], kernel: list[float | None],
-               e2e: list[float | None]) -> Markup:
+def stage_bars(stages: list[str], kernel: list[float | None], e2e: list[float | None],
+               races: dict[str, list[tuple[float, float] | None]] | None = None) -> Markup:
     """Per stage, kernel_us and e2e_us each as a bar from zero to the stage's value.
 
     The change against the previous stage is printed under the stage's name (green a
     gain, red a regression), never drawn as a bar: a tall bar always means a slow stage.
     Bars carry their value (data-value) and the SVG its scale (data-zero, data-top,
-    data-vmax), so a test can check that every bar's height is its value.
+    data-vmax), so a test can check that every bar's height is its value.  ``races``:
+    per series, each stage's (smallest, largest) run over the chip's race variants, drawn
+    as a whisker across the bar (data-min, data-max).
     """
+    races = races or {}
     frame = Frame(max(680, 130 * len(stages) + 90), 350, bottom=90)
-    vmax = nice_max(max([v for v in kernel + e2e if v is not None] + [0.0]))
+    spans = [hi for series in races.values() for r in series if r is not None for hi in r]
+    vmax = nice_max(max([v for v in kernel + e2e if v is not None] + spans + [0.0]))
     slot = (frame.x1 - frame.left) / max(len(stages), 1)
     body = _y_axis(frame, vmax, "time (us)")
     for g, name in enumerate(stages):
         for s, (series, vals, color) in enumerate((("kernel_us", kernel, KERNEL),
                                                     ("e2e_us", e2e, E2E))):
-            body += _value_bar(frame, vmax, frame.left + g * slot + slot * (0.15 + 0.36 * s),
-                               slot * 0.32, vals[g], color, name, series)
+            x, w = frame.left + g * slot + slot * (0.15 + 0.36 * s), slot * 0.32
+            body += _value_bar(frame, vmax, x, w, vals[g], color, name, series)
+            race = races.get(series, [None] * len(stages))[g]
+            if race is not None:
+                body += _whisker(frame, vmax, x + w / 2, w * 0.3, race, name, series)
         cx = frame.left + (g + 0.5) * slot
         body.append(_text(cx, frame.y1 + 16, name))
         if g:
@@ -124,6 +131,20 @@ def _value_bar(frame, vmax, x, w, value, color, stage, series) -> list[str]:
             f'height="{frame.y1 - top:.3f}" fill="{color}" data-stage="{escape(stage)}" '
             f'data-series="{series}" data-value="{value:.2f}"><title>{escape(tip)}</title></rect>',
             _text(x + w / 2, top - 4, f"{value:.1f}")]
+
+
+def _whisker(frame, vmax, cx, half, race, stage, series) -> list[str]:
+    """The race's range of one bar: a vertical line with caps at its smallest and largest
+    run."""
+    lo, hi = frame.y(race[0], vmax), frame.y(race[1], vmax)
+    tip = f"{stage} {series}: race {race[0]:.2f}-{race[1]:.2f} us"
+    return [f'<g class="race" data-stage="{escape(stage)}" data-series="{series}" '
+            f'data-min="{race[0]:.2f}" data-max="{race[1]:.2f}" stroke="#222">'
+            f'<title>{escape(tip)}</title>'
+            f'<line x1="{_f(cx)}" y1="{hi:.3f}" x2="{_f(cx)}" y2="{lo:.3f}"/>'
+            f'<line x1="{_f(cx - half)}" y1="{hi:.3f}" x2="{_f(cx + half)}" y2="{hi:.3f}"/>'
+            f'<line x1="{_f(cx - half)}" y1="{lo:.3f}" x2="{_f(cx + half)}" y2="{lo:.3f}"/>'
+            f'</g>']
 
 
 def _change(x, y, what, prev, value) -> str:

@@ -167,10 +167,13 @@ def render_study(study_path: Path, stages_dir: Path, out: Path,
                 graph.diff_sources(row["graph_diff"], rows[i - 1]["graph"], row["graph"])
     names = [r["name"] for r in rows]
     bars = charts.stage_bars(names, [_metric(r, "kernel_us") for r in rows],
-                             [_metric(r, "e2e_us") for r in rows])
+                             [_metric(r, "e2e_us") for r in rows],
+                             {k: [stages.race_range(r["metrics"], k) for r in rows]
+                              for k in ("kernel_us", "e2e_us")})
     sweep_charts = [(s, charts.sweep_chart(s)) for s in stages.sweeps(rows)]
     html = environment().get_template("study.html.j2").render(
         study=study, rows=rows, stage_bars=bars, sweeps=sweep_charts, source=source,
+        raced=any(stages.race_range(r["metrics"], "kernel_us") for r in rows),
         phase_columns=stages.PHASE_COLUMNS, viewer_js=viewer_js())
     write_text(Path(out), html)
 

@@ -120,6 +120,13 @@ def _numeric(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def race_range(metrics: dict, key: str) -> tuple[float, float] | None:
+    """(smallest, largest) run of ``key`` over the chip's race variants, when the stage
+    raced (``ptolab stage --race``)."""
+    lo, hi = metrics.get(f"{key}_race_min"), metrics.get(f"{key}_race_max")
+    return (float(lo), float(hi)) if _numeric(lo) and _numeric(hi) else None
+
+
 def _timed(row: dict) -> bool:
     """Both times are in the stage's metrics (a sweep plots them)."""
     return all(_numeric(row["metrics"].get(k)) for k in ("kernel_us", "e2e_us"))

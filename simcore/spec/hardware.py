@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from .base import Strict
 from .errors import ConfigError
@@ -145,6 +145,41 @@ class Core(Strict):
     head_overhead_us: float = Field(ge=0)      # per leaf task: launch + pipe sync
 
 
+# the tables whose numbers are costs: scaling one moves timings, never the mapping
+RACE_TABLES = ("aicpu", "core", "pipes")
+
+
+class Race(Strict):
+    """Variants of the chip that sample the schedule's races.
+
+    Which schedule AICPU ends up owning a chain of dependent tasks is decided by
+    sub-percent timing differences, so one run is one draw of a race: a stage whose
+    chains outnumber the threads can move by a quarter when any cost moves by half a
+    percent.  A racing study (``race: true``) or calibration case runs once per factor,
+    with every one of ``paths`` scaled by it: the median is its prediction, the
+    smallest and largest run how far the race alone moves it.
+    """
+    paths: list[str] = Field(min_length=1)
+    factors: list[float] = Field(min_length=3)
+    why: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _factors(self):
+        if len(self.factors) % 2 == 0 or 1.0 not in self.factors:
+            raise ValueError("race factors must be an odd number of factors that include "
+                             "1.0, so the median is one of the runs and the model as "
+                             "shipped is among them")
+        if any(not 0.5 <= f <= 2.0 for f in self.factors):
+            raise ValueError("race factors sample timing noise: keep them within 0.5-2")
+        if len(set(self.factors)) != len(self.factors):
+            raise ValueError("race factors must differ from one another")
+        bad = [p for p in self.paths if p.split(".", 1)[0] not in RACE_TABLES]
+        if bad:
+            raise ValueError(f"race paths {', '.join(bad)} are not costs: a race scales "
+                             f"fields of the {', '.join(RACE_TABLES)} tables")
+        return self
+
+
 class Hardware(Strict):
     name: str
     description: str = ""
@@ -154,10 +189,56 @@ class Hardware(Strict):
     pipes: Pipes
     aicpu: Aicpu
     core: Core
+    race: Race | None = None
 
     @property
     def sched_threads(self) -> int:
         return self.aicpu.threads - 1
+
+    @model_validator(mode="after")
+    def _race_paths_are_numbers(self):
+        for path in self.race.paths if self.race else ():
+            try:
+                value_at(self, path)
+            except ConfigError as exc:
+                raise ValueError(f"race: {exc}") from None
+        return self
+
+
+def value_at(hw: Hardware, path: str) -> float:
+    """The number at a dotted path of the hardware (``aicpu.dispatch_us``)."""
+    node = hw.model_dump()
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"parameter '{path}' is not a field of the hardware file "
+                              f"(no '{part}' there); use a dotted path such as "
+                              f"aicpu.init_us.")
+        node = node[part]
+    if isinstance(node, bool) or not isinstance(node, (int, float)):
+        raise ConfigError(f"parameter '{path}' is not a number in the hardware file.")
+    return float(node)
+
+
+def with_values(hw: Hardware, values: dict[str, float]) -> Hardware:
+    """A copy of ``hw`` with dotted-path fields replaced (validated again)."""
+    data = hw.model_dump()
+    for path, value in values.items():
+        node = data
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    return Hardware.model_validate(data)
+
+
+def race_variants(hw: Hardware) -> list[tuple[float, Hardware]]:
+    """(factor, ``hw`` with every race path scaled by it), one per factor of its race
+    (factor 1.0 is ``hw`` itself); just ``[(1.0, hw)]`` for a chip without one."""
+    if hw.race is None:
+        return [(1.0, hw)]
+    paths = hw.race.paths
+    return [(f, hw if f == 1.0 else with_values(hw, {p: value_at(hw, p) * f for p in paths}))
+            for f in hw.race.factors]
 
 
 HARDWARE_DIR = Path(__file__).resolve().parents[2] / "configs" / "hardware"

@@ -34,6 +34,9 @@ class Study(Strict):
     args: dict[str, Any] = Field(default_factory=dict)
     hardware: str = "dav_2201"
     rounds: int = Field(1, ge=1, le=200)
+    # run every stage once per factor of the chip's race (its hardware file's [race]) too:
+    # the report gives each time's median and range beside the single run's files
+    race: bool = False
     stages: list[Stage] = Field(min_length=1)
 
     @property

@@ -24,11 +24,12 @@ rule stage:
         key=lambda w: PLAN.stage_key(w.study, w.stage),
         sets=lambda w: PLAN.set_args(w.study, w.stage),
         rounds=lambda w: PLAN.study(w.study).study.rounds,
+        race=lambda w: "--race" if PLAN.study(w.study).study.race else "",
         out=lambda w: f"{RESULTS}/{w.study}/{w.stage}",
     log:
         RESULTS + "/{study}/logs/{stage}.log",
     shell:
         "ptolab stage {input.kernel} --hardware {input.hardware} {params.sets} "
-        "--rounds {params.rounds} --out {params.out} > {log} 2>&1 "
+        "--rounds {params.rounds} {params.race} --out {params.out} > {log} 2>&1 "
         "|| {{ rc=$?; echo 'ptolab stage {wildcards.study}/{wildcards.stage} failed:' >&2; "
         "tail -n 20 {log} >&2; exit $rc; }}"
