@@ -130,13 +130,14 @@ class CubeWork:
 
 
 def _rows_of(table: dict[str, tuple[np.ndarray, np.ndarray]]):
-    n = len(next(iter(table.values()))[0]) if table else 0
-    task = np.tile(np.arange(n, dtype=np.int64), len(table))
-    key = np.repeat(np.arange(len(table), dtype=np.int64), n)
-    amount = np.concatenate([a for a, _ in table.values()]).astype(float) if table \
-        else np.zeros(0)
-    tiles = np.concatenate([t for _, t in table.values()]).astype(float) if table \
-        else np.zeros(0)
+    if not table:   # most of the tiler's groups have no Cube work: skip the array calls
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
+    n, k = len(next(iter(table.values()))[0]), len(table)
+    # task 0..n-1 once per key (np.tile, without its Python-level set-up)
+    task = np.broadcast_to(np.arange(n, dtype=np.int64), (k, n)).ravel()
+    key = np.repeat(np.arange(k, dtype=np.int64), n)
+    amount = np.concatenate([a for a, _ in table.values()]).astype(float)
+    tiles = np.concatenate([t for _, t in table.values()]).astype(float)
     return task, key, amount, tiles
 
 
