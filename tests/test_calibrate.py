@@ -13,7 +13,8 @@ import yaml
 
 from conftest import REPO
 from pipeline.calibrate import (Calibration, Fit, Parameter, Problem, compass_search,
-                                fit_problem, load_calibration, with_values, write_fit)
+                                fit_problem, load_calibration, search_directions, with_values,
+                                write_fit)
 from simcore.machine import simulate
 from simcore.spec.errors import ConfigError
 from simcore.spec.hardware import Hardware, Race, dotted_values, load_hardware, value_at
@@ -31,6 +32,22 @@ def test_compass_search_finds_a_bounded_minimum():
     # a minimum outside the bounds stops at the bound
     x, _, _ = compass_search(f, np.zeros(2), np.log([0.01, 0.5]), np.log([10.0, 10.0]), 500)
     assert np.isclose(np.exp(x[1]), 0.5)
+
+
+def test_a_group_direction_finds_what_moving_one_cost_at_a_time_cannot():
+    """A race median is flat along each single cost: here the score is the larger of two
+    costs, so lowering either alone never helps, and only scaling both together does."""
+    f = lambda x: float(max(x[0], x[1]))
+    low, high = np.log([0.5, 0.5]), np.log([2.0, 2.0])
+    x, score, _ = compass_search(f, np.zeros(2), low, high, 200)
+    assert score == 0.0 and np.allclose(x, 0.0)          # stuck at the start
+    group = [Parameter(path=f"aicpu.c{i}", prior=1.0, source="test", group="aicpu_action")
+             for i in range(2)] + [Parameter(path="core.head_overhead_us", prior=1.0,
+                                             source="test")]
+    directions = search_directions(group)
+    assert directions.tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]]
+    x, score, _ = compass_search(f, np.zeros(2), low, high, 200, directions[:, :2][[0, 1, 3]])
+    assert np.allclose(np.exp(x), 0.5)                   # both down to their bound together
 
 
 def _facts_only(tmp_path, name="dav_2201"):
