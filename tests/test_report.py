@@ -401,16 +401,27 @@ def test_a_racing_stage_shows_its_median_and_range_beside_the_single_run(study):
               "kernel_us_race_max": 52.25, "e2e_us_race_median": 47.0,
               "e2e_us_race_min": 46.0, "e2e_us_race_max": 60.0})
     metrics_path.write_text(json.dumps(m))
+    # s2 (kernel 20, e2e 25) raced too: its kernel range meets s1's, its e2e range does not
+    s2_path = results / "demo" / "s2" / "parsed" / "metrics.json"
+    m2 = json.loads(s2_path.read_text())
+    m2.update({"race_runs": 7, "kernel_us_race_median": 20.0, "kernel_us_race_min": 19.0,
+               "kernel_us_race_max": 32.0, "e2e_us_race_median": 25.0,
+               "e2e_us_race_min": 24.0, "e2e_us_race_max": 27.0})
+    s2_path.write_text(json.dumps(m2))
     out = results / "demo" / "report.html"
     render_study(path, results / "demo", out)
     html = out.read_text(encoding="utf-8")
     table = html.split('id="stage-table"')[1].split("</table>")[0]
     s1, rest = table.split('data-stage="s1"')[1].split('data-stage="s2"')
+    s2, s4 = rest.split('data-stage="s4"')
     assert "race 31.5–52.2, median 33.0 (+10.0 %)" in s1      # documented 30
     assert "race 46.0–60.0, median 47.0 (+4.4 %)" in s1       # documented 45
-    assert "race " not in rest
+    assert "race 19.0–32.0, median 20.0" in s2
+    assert "race " not in s4
+    # s2's kernel change against s1 (first and previous) may be the race; its e2e change not
+    assert s2.count("within race") == 2 and "within race" not in s1 + s4
     assert "The study races" in html
-    assert html.count('<g class="race"') == 2
+    assert html.count('<g class="race"') == 4
 
 
 def test_render_is_deterministic(study):

@@ -110,6 +110,10 @@ def stage_rows(study, stages_dir: Path, report_dir: Path | None = None,
             row[f"{key}_vs_base"] = stages.speedup(base.get(key), m.get(key))
             row[f"{key}_vs_prev"] = (stages.speedup(prev["metrics"].get(key), m.get(key))
                                      if prev else None)
+            # two racing stages whose ranges overlap: the change may be the race alone
+            row[f"{key}_vs_base_race"] = i > 0 and stages.ranges_overlap(base, m, key)
+            row[f"{key}_vs_prev_race"] = bool(prev) and stages.ranges_overlap(
+                prev["metrics"], m, key)
     return rows
 
 

@@ -127,6 +127,13 @@ def race_range(metrics: dict, key: str) -> tuple[float, float] | None:
     return (float(lo), float(hi)) if _numeric(lo) and _numeric(hi) else None
 
 
+def ranges_overlap(a: dict, b: dict, key: str) -> bool:
+    """Both stages raced and their race ranges of ``key`` overlap: a difference between
+    their single runs may be the race alone."""
+    ra, rb = race_range(a, key), race_range(b, key)
+    return ra is not None and rb is not None and ra[0] <= rb[1] and rb[0] <= ra[1]
+
+
 def _timed(row: dict) -> bool:
     """Both times are in the stage's metrics (a sweep plots them)."""
     return all(_numeric(row["metrics"].get(k)) for k in ("kernel_us", "e2e_us"))
