@@ -395,19 +395,19 @@ def test_a_racing_stage_shows_its_median_and_range_beside_the_single_run(study):
     median with the median's error against a documented figure; the table says what the
     race is once; stages without a race show nothing of it."""
     path, results = study
-    metrics_path = results / "demo" / "s1" / "parsed" / "metrics.json"
-    m = json.loads(metrics_path.read_text())
-    m.update({"race_runs": 7, "kernel_us_race_median": 33.0, "kernel_us_race_min": 31.5,
-              "kernel_us_race_max": 52.25, "e2e_us_race_median": 47.0,
-              "e2e_us_race_min": 46.0, "e2e_us_race_max": 60.0})
-    metrics_path.write_text(json.dumps(m))
+
+    def race(stage, kernel, e2e):
+        """Give ``stage`` race metrics: (median, min, max) per time."""
+        metrics_path = results / "demo" / stage / "parsed" / "metrics.json"
+        m = json.loads(metrics_path.read_text())
+        m["race_runs"] = 7
+        for key, values in (("kernel_us", kernel), ("e2e_us", e2e)):
+            m.update(zip((f"{key}_race_median", f"{key}_race_min", f"{key}_race_max"), values))
+        metrics_path.write_text(json.dumps(m))
+
+    race("s1", (33.0, 31.5, 52.25), (47.0, 46.0, 60.0))
     # s2 (kernel 20, e2e 25) raced too: its kernel range meets s1's, its e2e range does not
-    s2_path = results / "demo" / "s2" / "parsed" / "metrics.json"
-    m2 = json.loads(s2_path.read_text())
-    m2.update({"race_runs": 7, "kernel_us_race_median": 20.0, "kernel_us_race_min": 19.0,
-               "kernel_us_race_max": 32.0, "e2e_us_race_median": 25.0,
-               "e2e_us_race_min": 24.0, "e2e_us_race_max": 27.0})
-    s2_path.write_text(json.dumps(m2))
+    race("s2", (20.0, 19.0, 32.0), (25.0, 24.0, 27.0))
     out = results / "demo" / "report.html"
     render_study(path, results / "demo", out)
     html = out.read_text(encoding="utf-8")
