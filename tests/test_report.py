@@ -140,6 +140,21 @@ def test_sweep_chart_overlays_documented_points():
     assert "stitch_function_max_num" in svg and "time (us)" in svg
 
 
+def test_sweep_chart_draws_race_ranges_of_the_stages_that_raced():
+    sweep = charts.Sweep("runtime_options.stitch_function_max_num", ["a", "b", "c"],
+                         [1, 128, 512], [1200.0, 250.0, 210.0], [1600.0, 800.0, 990.0],
+                         [{}, {}, {}], {"kernel_us": [None, (240.0, 350.0), (190.0, 260.0)],
+                                        "e2e_us": [None, None, None]})
+    svg = str(charts.sweep_chart(sweep))
+    found = re.findall(r'<g class="race" data-stage="(\w)" data-series="(\w+)" '
+                       r'data-min="([\d.]+)" data-max="([\d.]+)"', svg)
+    assert found == [("b", "kernel_us", "240.00", "350.00"), ("c", "kernel_us", "190.00", "260.00")]
+    assert "whiskers: race range" in svg
+    plain = str(charts.sweep_chart(charts.Sweep("k", ["a", "b"], [1, 2], [1.0, 2.0], [3.0, 4.0],
+                                                [{}, {}])))
+    assert 'class="race"' not in plain and "whiskers" not in plain
+
+
 def test_core_bars_show_busy_and_idle():
     svg = str(charts.core_bars([("AIV_25", 3.0), ("AIV_26", 1.0)], 4.0))
     assert "busy 3.00 us, idle 1.00 us" in svg and "time within the kernel window (us)" in svg
@@ -421,7 +436,10 @@ def test_a_racing_stage_shows_its_median_and_range_beside_the_single_run(study):
     # s2's kernel change against s1 (first and previous) may be the race; its e2e change not
     assert s2.count("within race") == 2 and "within race" not in s1 + s4
     assert "The study races" in html
-    assert html.count('<g class="race"') == 4
+    bars = html.split('class="stage-bars"')[1].split("</svg>")[0]
+    assert bars.count('<g class="race"') == 4       # both times of s1 and s2
+    sweep = html.split("Knob sweeps")[1].split("</svg>")[0]
+    assert sweep.count('<g class="race"') == 4      # the stitch sweep s1, s2, s4
 
 
 def test_render_is_deterministic(study):

@@ -7,7 +7,7 @@ same inputs give byte-identical SVG.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
@@ -165,6 +165,8 @@ class Sweep:
     kernel: list[float]
     e2e: list[float]
     documented: list[dict]
+    # per series, each stage's (smallest, largest) run over the chip's race variants or None
+    races: dict = field(default_factory=dict)
 
 
 def _x_scale(xs: list[float], frame: Frame):
@@ -180,7 +182,8 @@ def sweep_chart(sweep: Sweep) -> Markup:
     """kernel_us and e2e_us against one numeric knob, documented figures as hollow marks."""
     frame = Frame(560, 320)
     values = sweep.kernel + sweep.e2e + [v for d in sweep.documented
-                                         for v in d.values() if v is not None]
+                                         for v in d.values() if v is not None] \
+        + [r[1] for series in sweep.races.values() for r in series if r is not None]
     vmax = nice_max(max(values + [0.0]))
     xs, logx = _x_scale(sweep.x, frame)
     body = _y_axis(frame, vmax, "time (us)")
@@ -191,10 +194,13 @@ def sweep_chart(sweep: Sweep) -> Markup:
     for series, vals, color in (("kernel_us", sweep.kernel, KERNEL), ("e2e_us", sweep.e2e, E2E)):
         pts = " ".join(f"{_f(xs(x))},{_f(frame.y(v, vmax))}" for x, v in zip(sweep.x, vals))
         body.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
-        for x, v, stage in zip(sweep.x, vals, sweep.stages):
+        races = sweep.races.get(series, [None] * len(sweep.x))
+        for x, v, stage, race in zip(sweep.x, vals, sweep.stages, races):
             body.append(f'<circle cx="{_f(xs(x))}" cy="{_f(frame.y(v, vmax))}" r="4" '
                         f'fill="{color}"><title>{escape(f"{stage} {series}: {v:.2f} us")}'
                         f'</title></circle>')
+            if race is not None:
+                body += _whisker(frame, vmax, xs(x), 4, race, stage, series)
         for x, doc, stage in zip(sweep.x, sweep.documented, sweep.stages):
             if doc.get(series) is not None:
                 body.append(f'<rect x="{_f(xs(x) - 5)}" y="{_f(frame.y(doc[series], vmax) - 5)}" '
@@ -203,6 +209,8 @@ def sweep_chart(sweep: Sweep) -> Markup:
                             f'{escape(f"{stage} documented {series}: {doc[series]:.2f} us")}'
                             f'</title></rect>')
     legend = [(KERNEL, "kernel_us"), (E2E, "e2e_us")]
+    if any(r is not None for series in sweep.races.values() for r in series):
+        body.append(_text(frame.x1, frame.top + 12, "whiskers: race range", "end"))
     if any(sweep.documented):
         legend.append(("#444", "documented (hollow)"))
     body += _legend(frame, legend, {"documented (hollow)"})

@@ -161,7 +161,8 @@ def sweeps(rows: list[dict]) -> list[Sweep]:
 def _sweep(knob: str, run: list[dict]) -> Sweep:
     return Sweep(knob, [r["name"] for r in run], [float(r["knobs"][knob]) for r in run],
                  [r["metrics"]["kernel_us"] for r in run], [r["metrics"]["e2e_us"] for r in run],
-                 [dict(r["documented"]) for r in run])
+                 [dict(r["documented"]) for r in run],
+                 {k: [race_range(r["metrics"], k) for r in run] for k in ("kernel_us", "e2e_us")})
 
 
 # What each column of upstream's analyze table measures (hicann/pypto
