@@ -240,3 +240,79 @@ def test_a_call_that_views_an_op_result_is_tiled_in_full(monkeypatch, tmp_path):
     full, full_runs, _ = _compile(monkeypatch, path, {}, False)
     assert cached == full
     assert cached_runs == full_runs == program.root_calls == 4
+
+
+# --- groups that repeat inside a root call (simcore/compiler/groupcache.py) ---------------
+
+GROUPED = {
+    "producer_consumer R 256": {"params.R": 256},
+    "glm_attention": {},
+    "quant_indexer_prolog": {},
+    "blockdiag_matmul": {},
+    "scope_chain": {},
+    "loop_static_axis": {},
+    "rmsnorm": {},
+    "softmax": {},
+    "skinny_matmul_rewrite": {},
+}
+
+
+def _compile_groups(monkeypatch, path, sets, grouped: bool):
+    """(Program digest, groups whose tasks were moved from another's)."""
+    from simcore.compiler import groupcache
+    hits = []
+    expand = groupcache.GroupCache.expand
+
+    def counting(self, tiler, group):
+        batch = expand(self, tiler, group) if grouped else tiler._expand(group)
+        hits.append(self.hits)
+        return batch
+
+    with monkeypatch.context() as m:
+        m.setattr(groupcache.GroupCache, "expand", counting)
+        program = compile_kernel(resolve_kernel(path, sets), HW)
+    h = hashlib.sha256()
+    _digest(program, h)
+    return h.hexdigest(), max(hits, default=0)
+
+
+@pytest.mark.parametrize("case", sorted(GROUPED))
+def test_repeated_groups_compile_to_the_program_of_expanding_every_group(monkeypatch, case):
+    """Moving a repeated group's GM boxes and renaming its workspaces gives, byte for byte,
+    the Program that expanding every group builds."""
+    path = KERNELS / f"{case.split()[0]}.yaml"
+    grouped, hits = _compile_groups(monkeypatch, path, GROUPED[case], True)
+    full, _ = _compile_groups(monkeypatch, path, GROUPED[case], False)
+    assert grouped == full
+    if case.startswith("producer_consumer"):
+        # 64 blocks, each a producer and a consumer group: one of each is expanded
+        assert hits == 2 * 64 - 2
+
+
+def test_a_group_assembled_into_a_gathered_target_keeps_its_boxes(monkeypatch, tmp_path):
+    """A box assembled into a target of several pieces lands in whichever piece its rows
+    fall in, so a group of that shape is only reused at the same assemble offsets."""
+    path = tmp_path / "gathered.yaml"
+    path.write_text(GATHERED)
+    grouped, _ = _compile_groups(monkeypatch, path, {}, True)
+    full, _ = _compile_groups(monkeypatch, path, {}, False)
+    assert grouped == full
+
+
+GATHERED = """
+name: gathered
+params: {B: 8, R: 4, C: 64}
+tensors:
+  x: {shape: ["B*R", C], dtype: fp32, role: input}
+  cache: {shape: ["4*B*R", C], dtype: fp32, role: output}
+tiles:
+  vec: [R, C]
+body:
+  - set_vec_tile_shapes: vec
+  - {op: gather, inputs: [cache], out: paged, block_rows: R, count: B, first_block: 0, permute: 3}
+  - loop: {name: blocks, idx: i, trip: B, style: for}
+    body:
+      - {op: view, inputs: [x], out: xi, shape: [R, C], offsets: ["i*R", 0]}
+      - {op: exp, inputs: [xi], out: yi}
+      - {op: assemble, inputs: [yi], out: paged, offsets: ["i*R", 0]}
+"""

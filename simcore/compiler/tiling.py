@@ -28,8 +28,9 @@ from .ops import Node
 from .program import CoreType
 from .rows import row_ids
 from .trace import RootCall, Scope, TracedOp
-from .values import GmValue, LocalValue, Piece, contiguous_bytes, pad
+from .values import MAX_RANK, GmValue, LocalValue, Piece, contiguous_bytes, pad
 from .work import CubeWork, VectorWork, Work
+from .groupcache import GroupCache
 
 
 def _crosses(scope) -> bool:
@@ -76,11 +77,16 @@ class _AccessRows:
         self.parts: list[tuple] = []
         self.buffers: dict[str, GmBuffer] = {}
         self.ids: dict[str, int] = {}           # buffer name: its index in self.buffers
+        # per part, each row's GM source (groupcache.py): the first piece's number plus
+        # the row's piece index, or -1 for a box that does not move with a view
+        self.sources: list[np.ndarray] = []
 
     def add(self, tasks, names, index, lo, hi, write, tag, elem, value: GmValue | None,
-            operand, to_l1: bool = False, shape: tuple[int, ...] = ()):
+            operand, to_l1: bool = False, shape: tuple[int, ...] = (), source: int = -1):
         if len(tasks) == 0:
             return
+        self.sources.append(np.asarray(index, np.int64) + source if source >= 0
+                            else np.full(len(tasks), -1, np.int64))
         for n in names:
             if n not in self.buffers:
                 whole = tuple(value.buffer_shape) if value is not None else tuple(shape)
@@ -103,6 +109,9 @@ class _AccessRows:
             np.asarray(tasks), bufs, pad(lo, 0), pad(hi, 1), np.full(count, write),
             np.full(count, tag) if np.ndim(tag) == 0 else np.broadcast_to(tag, count).copy(),
             n, burst, np.full(count, bypass), np.full(count, operand)))
+
+    def row_sources(self) -> np.ndarray:
+        return np.concatenate(self.sources) if self.sources else np.zeros(0, np.int64)
 
     def build(self) -> Accesses:
         if not self.parts:
@@ -154,7 +163,8 @@ class RootCallTiler:
                 self._compute(op)
         self._place_assembles()
         order = sorted(range(len(self.groups)), key=lambda g: self.groups[g].rank)
-        return [self._expand(self.groups[g]) for g in order if self.groups[g].nodes]
+        cache = GroupCache()
+        return [cache.expand(self, self.groups[g]) for g in order if self.groups[g].nodes]
 
     def _gm(self, op: TracedOp, name: str) -> GmValue:
         value = self.lookup(name, op)
@@ -648,7 +658,9 @@ class RootCallTiler:
                     self.spilled.add(value.node)
 
     # -- tile expansion --------------------------------------------------------------------
-    def _expand(self, group: Group) -> TaskBatch:
+    def _expand(self, group: Group, record: bool = False):
+        """The group's leaf tasks; with ``record``, also the GM offsets its access rows
+        came through and each row's source among them (groupcache.py)."""
         nodes = [self.nodes[i] for i in group.nodes]
         tiles = nodes[0].tiles
         members = set(group.nodes)
@@ -662,12 +674,13 @@ class RootCallTiler:
             n_tasks = tiles
         acc = _AccessRows()
         sums = _TaskSums(n_tasks, tile_per_task=not one_task)
+        gm_offsets: list[tuple[int, ...]] = []    # the GM sources of its rows, in order
         for node, tasks in zip(nodes, task_of):
             # an op reading a result of this leaf task waits for it; loaded data it does not
             waits = any(isinstance(v, LocalValue) and v.node in members for v in node.inputs)
             sums.add(node, tasks, self._valid_fraction(node), waits)
-            self._reads(acc, node, tasks, members, sums)
-            self._writes(acc, node, tasks, sums)
+            self._reads(acc, node, tasks, members, sums, gm_offsets)
+            self._writes(acc, node, tasks, sums, gm_offsets)
         if one_task:   # an op's tiles are parallel branches; a chain of ops is not
             sums.in_flight[:] = max(max(n.tiles for n in nodes), 1)
         # isomorphic = same ops on the same tile sizes (outputs and every input)
@@ -682,8 +695,9 @@ class RootCallTiler:
         # a constant the group adopted is not what it computes: label by the ops with inputs
         label = next((n.op.label for n in nodes if n.op.label and n.inputs),
                      next((n.op.label for n in nodes if n.op.label), ""))
-        return TaskBatch(nodes[0].core, sig_table, inverse, label, sums.work(), acc.build(),
-                         tuple(n.op.get("src") for n in nodes))
+        batch = TaskBatch(nodes[0].core, sig_table, inverse, label, sums.work(), acc.build(),
+                          tuple(n.op.get("src") for n in nodes))
+        return (batch, gm_offsets, acc.row_sources()) if record else batch
 
     def _valid_fraction(self, node: Node) -> np.ndarray:
         valid = self.valid.get(node.index)
@@ -694,7 +708,8 @@ class RootCallTiler:
         full = np.maximum((node.out_hi - node.out_lo).prod(axis=1), 1)
         return inside.prod(axis=1) / full   # 0 for an empty task past the valid region
 
-    def _reads(self, acc: _AccessRows, node: Node, tasks, members, sums) -> None:
+    def _reads(self, acc: _AccessRows, node: Node, tasks, members, sums,
+               gm_offsets: list) -> None:
         for i, value in enumerate(node.inputs):
             lo, hi = node.in_lo[i], node.in_hi[i]
             elem = DTYPE_BYTES[value.dtype]
@@ -702,8 +717,10 @@ class RootCallTiler:
                 if value.valid is not None:
                     hi = np.maximum(np.minimum(hi, np.asarray(value.valid)), lo)
                 t, names, index, blo, bhi = value.region(lo, hi)
+                first = len(gm_offsets)
+                gm_offsets.extend(_padded(p.offsets) for p in value.pieces)
                 acc.add(tasks[t], names, index, blo, bhi, False, 0, elem, value, i,
-                        to_l1=node.kind == "cube")
+                        to_l1=node.kind == "cube", source=first)
             elif i in node.extra.get("via_workspace", {}):
                 # the producer's workspace in the reshaped geometry, read back even by a
                 # tile of the producer's own leaf task
@@ -723,7 +740,8 @@ class RootCallTiler:
                 acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), lo, hi, False, 0, elem,
                         None, i, shape=self.nodes[value.node].out_shape)
 
-    def _writes(self, acc: _AccessRows, node: Node, tasks, sums: "_TaskSums") -> None:
+    def _writes(self, acc: _AccessRows, node: Node, tasks, sums: "_TaskSums",
+                gm_offsets: list) -> None:
         elem = DTYPE_BYTES[node.out_dtype]
         out_bytes = (node.out_hi - node.out_lo).prod(axis=1) * elem
         written, parts = 0, None     # whole-tile writes, and bytes written of views
@@ -739,8 +757,13 @@ class RootCallTiler:
             t, names, index, blo, bhi = target.region(lo + off, hi + off)
             if box is not None:
                 t = keep[t]
+            source = -1     # a box of a gathered target stays where it is (groupcache.py)
+            if len(target.pieces) == 1:
+                source = len(gm_offsets)
+                gm_offsets.append(tuple(a + b for a, b in zip(_padded(target.pieces[0].offsets),
+                                                              _padded(offsets))))
             acc.add(tasks[t], names, index, blo, bhi, True,
-                    tags if np.isscalar(tags) else tags[t], elem, target, -1)
+                    tags if np.isscalar(tags) else tags[t], elem, target, -1, source=source)
             if box is None:
                 written += 1
             else:
@@ -869,6 +892,10 @@ def _op_details(nodes: list[Node], task: int) -> tuple:
         tile = tuple(int(v) for v in n.in_hi[0][row] - n.in_lo[0][row])
         details.append((axis, tile, tuple(int(v) for v in n.inputs[0].shape)))
     return tuple(details)
+
+
+def _padded(offsets) -> tuple[int, ...]:
+    return tuple(int(v) for v in offsets) + (0,) * (MAX_RANK - len(offsets))
 
 
 def _tile_bytes(lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:

@@ -1,0 +1,158 @@
+"""Groups that repeat inside a root call: expand one, move the others' GM boxes.
+
+A Python ``for`` unrolls into one root call, and its iterations usually give groups
+(leaf functions) that differ only in where their views and assembles sit in GM: the
+same ops on the same tiles, the same scopes and valid regions, the same workspace
+traffic.  The tiler then builds the same work and the same access rows for each, only
+the GM boxes shifted by how far the views moved and the workspace buffers named after
+other nodes.  ``expand`` tiles the first group of each shape in full and gives a later
+one its leaf tasks with every GM box moved and every workspace renamed; the callcache
+(callcache.py) does the same for whole root calls of one shape.
+
+The key holds everything ``RootCallTiler._expand`` reads besides GM offsets and node
+indices: every field of every node (arrays by value), its inputs (a GM view by buffer,
+piece shapes, dtype, format and valid region; an on-chip value by where its producer
+sits, inside the group or not), its valid region, whether it spills, what it assembles
+where (a gathered target, whose pieces decide which rows a box lands in, by its offsets
+too).  A group the key cannot describe (an attribute of a kind it does not know) is
+expanded in full.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import fields, replace
+
+import numpy as np
+
+from .ops import Node
+from .values import MAX_RANK, GmValue, LocalValue
+
+_NODE_FIELDS = tuple(f.name for f in fields(Node) if f.name not in ("index", "op", "inputs"))
+_WORKSPACE = re.compile(r"^(?P<ws>[^.]+)\.n(?P<node>\d+)(?P<rest>@.*)?$")
+
+
+class _Unknown(Exception):
+    """A value the key has no rule for: the group is expanded in full."""
+
+
+def _frozen(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.ndarray):
+        return ("nd", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return ("dict",) + tuple(sorted(((repr(k), _frozen(v)) for k, v in value.items())))
+    if isinstance(value, (set, frozenset)):
+        return ("set",) + tuple(sorted(repr(v) for v in value))
+    raise _Unknown(type(value).__name__)
+
+
+def _pad(offsets) -> tuple[int, ...]:
+    return tuple(int(v) for v in offsets) + (0,) * (MAX_RANK - len(offsets))
+
+
+def _gm(value: GmValue) -> tuple:
+    """A GM value without where it sits."""
+    return ("gm", tuple((p.buffer, p.shape, p.storage) for p in value.pieces), value.shape,
+            value.dtype, value.format, value.bypass, value.buffer_shape, value.valid)
+
+
+class Walk:
+    """One group's key, the GM offsets its access rows move with (in the order the
+    expansion adds them) and the nodes its workspace buffers are named after."""
+
+    def __init__(self, tiler, group):
+        self.offsets: list[tuple[int, ...]] = []
+        self.workspaces: list[int] = []
+        members = {n: j for j, n in enumerate(group.nodes)}
+        parts = [group.kind, group.forced, group.scope.allow_parallel_merge]
+        for n in group.nodes:
+            node = tiler.nodes[n]
+            op = node.op
+            parts.append((op.op, op.label, op.get("src"),
+                          tuple(_frozen(getattr(node, f)) for f in _NODE_FIELDS),
+                          _frozen(tiler.valid.get(n)), n in tiler.spilled))
+            for value in node.inputs:
+                parts.append(self._input(tiler, value, members))
+            if n in tiler.spilled:
+                self.workspaces.append(n)
+            for target, offsets, box in tiler.assembled.get(n, []):
+                parts.append(self._assemble(target, offsets, box))
+        self.key = tuple(parts)
+
+    def _input(self, tiler, value, members) -> tuple:
+        if isinstance(value, GmValue):
+            self.offsets.extend(_pad(p.offsets) for p in value.pieces)
+            return _gm(value)
+        if not isinstance(value, LocalValue):
+            raise _Unknown(type(value).__name__)
+        where = members.get(value.node)
+        if where is None:     # read from its producer's workspace: named after it
+            self.workspaces.append(value.node)
+            where = ("out", tiler.nodes[value.node].out_shape)
+        return ("local", where, value.shape, value.dtype, _frozen(value.path),
+                _frozen(value.valid))
+
+    def _assemble(self, target: GmValue, offsets, box) -> tuple:
+        if len(target.pieces) > 1:
+            # the pieces decide which rows a moved box lands in: only the same offsets match
+            return ("asm", _gm(target), tuple(offsets), _frozen(box))
+        (piece,) = target.pieces
+        self.offsets.append(tuple(a + b for a, b in zip(_pad(piece.offsets), _pad(offsets))))
+        return ("asm", _gm(target), _frozen(box))
+
+
+def _renamer(workspace: str, old: list[int], new: list[int]):
+    """Workspace buffer names of one group's nodes in another's (``workspace``: the root
+    call's prefix, ``ws<call>``)."""
+    mapping = {str(a): str(b) for a, b in zip(old, new)}
+
+    def moved(name: str) -> str:
+        m = _WORKSPACE.match(name)
+        if m is None or m.group("ws") != workspace or m.group("node") not in mapping:
+            return name
+        return f"{workspace}.n{mapping[m.group('node')]}{m.group('rest') or ''}"
+
+    def rename(buffer):
+        name, storage = moved(buffer.name), moved(buffer.storage) if buffer.storage else ""
+        if name == buffer.name and storage == buffer.storage:
+            return buffer
+        return replace(buffer, name=name, storage=storage)
+    return rename
+
+
+class GroupCache:
+    """The expanded groups of one root call, by key."""
+
+    def __init__(self):
+        self.entries: dict = {}
+        self.hits = 0
+
+    def expand(self, tiler, group):
+        try:
+            walk = Walk(tiler, group)
+            hash(walk.key)
+        except (_Unknown, TypeError):
+            return tiler._expand(group)
+        entry = self.entries.get(walk.key)
+        if entry is None:
+            batch, offsets, sources = tiler._expand(group, record=True)
+            if offsets == walk.offsets:     # the walk saw the sources the expansion used
+                self.entries[walk.key] = (batch, walk, sources)
+            return batch
+        batch, first, sources = entry
+        self.hits += 1
+        acc = batch.accesses
+        delta = np.zeros((acc.size, MAX_RANK), np.int64)
+        moved = sources >= 0
+        if moved.any():
+            shift = np.asarray(walk.offsets, np.int64) - np.asarray(first.offsets, np.int64)
+            delta[moved] = shift[sources[moved]]
+        rename = _renamer(tiler.workspace, first.workspaces, walk.workspaces)
+        return replace(batch, accesses=replace(
+            acc, buffers=tuple(rename(b) for b in acc.buffers), lo=acc.lo + delta,
+            hi=acc.hi + delta))
