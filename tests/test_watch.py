@@ -326,3 +326,19 @@ def test_an_edit_saved_during_a_round_starts_the_next_one(repo_copy, monkeypatch
     ran.clear()
     w.rebuild()
     assert ran[0] == "multi_stitch/stitch_1"     # ... and built
+
+
+def test_a_racing_stage_line_shows_its_race_median_too(tmp_path):
+    """A racing stage's single run is one draw: the watch line gives the median beside it,
+    and a stage that does not race shows no median."""
+    import json
+    from pipeline.watch import Job, _moved
+    out = tmp_path / "stage"
+    (out / "parsed").mkdir(parents=True)
+    job = Job("glm", "stitch_512", ("stage", "k.yaml", "--out", str(out)), "sig", tmp_path / "l")
+    (out / "parsed" / "metrics.json").write_text(json.dumps(
+        {"kernel_us": 213.0, "kernel_us_race_median": 213.0, "e2e_us": 962.2}))
+    line = _moved(job, {"kernel_us": 253.2, "kernel_us_race_median": 256.4, "e2e_us": 818.2})
+    assert "kernel_us 253.2 -> 213.0, kernel_us_race_median 256.4 -> 213.0" in line
+    (out / "parsed" / "metrics.json").write_text(json.dumps({"kernel_us": 10.0}))
+    assert "median" not in _moved(job, {"kernel_us": 12.0})
