@@ -37,7 +37,7 @@ from simcore.machine import simulate
 from simcore.spec.base import Strict
 from simcore.spec.errors import ConfigError
 from simcore.spec.hardware import (Hardware, Race, dotted_values, fit_overlay, load_hardware,
-                                   race_variants, value_at, with_values)
+                                   race_median, race_variants, value_at, with_values)
 from simcore.spec.loader import read_mapping, validate
 from simcore.spec.study import find_config, load_study
 
@@ -270,10 +270,9 @@ class Problem:
             row = {"case": case.name, "study": case.study, "stage": case.stage,
                    "metrics": case.metrics}
             for m in case.metrics:
-                got = sorted(r[m] for r in runs)
-                row[m] = got[len(got) // 2]
+                row[m], lo, hi = race_median(r[m] for r in runs)
                 if case.race:
-                    row[f"spread_{m}"] = (got[0], got[-1])
+                    row[f"spread_{m}"] = (lo, hi)
                 row[f"documented_{m}"] = case.documented[m]
             rows.append(row)
         return rows

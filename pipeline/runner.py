@@ -22,7 +22,7 @@ from simcore.compiler.estimate import check_size
 from simcore.machine import Timeline, simulate
 from simcore.spec import overrides as ov
 from simcore.spec.errors import ConfigError
-from simcore.spec.hardware import Hardware, load_hardware, race_variants
+from simcore.spec.hardware import Hardware, load_hardware, race_median, race_variants
 from simcore.spec.kernel import Kernel
 from simcore.spec.loader import read_mapping, validate
 
@@ -223,9 +223,8 @@ def race_summary(race: dict) -> dict:
     """Flat metrics of a race: per metric its median run and its smallest and largest."""
     out = {"race_runs": len(race["runs"])}
     for m in RACE_METRICS:
-        got = sorted(r[m] for r in race["runs"])
-        out.update({f"{m}_race_median": got[len(got) // 2], f"{m}_race_min": got[0],
-                    f"{m}_race_max": got[-1]})
+        median, lo, hi = race_median(r[m] for r in race["runs"])
+        out.update({f"{m}_race_median": median, f"{m}_race_min": lo, f"{m}_race_max": hi})
     return out
 
 

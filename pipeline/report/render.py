@@ -172,8 +172,7 @@ def render_study(study_path: Path, stages_dir: Path, out: Path,
     names = [r["name"] for r in rows]
     bars = charts.stage_bars(names, [_metric(r, "kernel_us") for r in rows],
                              [_metric(r, "e2e_us") for r in rows],
-                             {k: [stages.race_range(r["metrics"], k) for r in rows]
-                              for k in ("kernel_us", "e2e_us")})
+                             stages.race_ranges([r["metrics"] for r in rows]))
     sweep_charts = [(s, charts.sweep_chart(s)) for s in stages.sweeps(rows)]
     html = environment().get_template("study.html.j2").render(
         study=study, rows=rows, stage_bars=bars, sweeps=sweep_charts, source=source,

@@ -127,6 +127,11 @@ def race_range(metrics: dict, key: str) -> tuple[float, float] | None:
     return (float(lo), float(hi)) if _numeric(lo) and _numeric(hi) else None
 
 
+def race_ranges(metrics: list[dict]) -> dict[str, list[tuple[float, float] | None]]:
+    """Per time (kernel_us, e2e_us), each stage's race range or None: what the charts draw."""
+    return {k: [race_range(m, k) for m in metrics] for k in ("kernel_us", "e2e_us")}
+
+
 def ranges_overlap(a: dict, b: dict, key: str) -> bool:
     """Both stages raced and their race ranges of ``key`` overlap: a difference between
     their single runs may be the race alone."""
@@ -162,7 +167,7 @@ def _sweep(knob: str, run: list[dict]) -> Sweep:
     return Sweep(knob, [r["name"] for r in run], [float(r["knobs"][knob]) for r in run],
                  [r["metrics"]["kernel_us"] for r in run], [r["metrics"]["e2e_us"] for r in run],
                  [dict(r["documented"]) for r in run],
-                 {k: [race_range(r["metrics"], k) for r in run] for k in ("kernel_us", "e2e_us")})
+                 race_ranges([r["metrics"] for r in run]))
 
 
 # What each column of upstream's analyze table measures (hicann/pypto

@@ -25,7 +25,7 @@ import numpy as np
 from .accesses import Accesses, GmBuffer
 from .rows import row_ids
 from .tiling import RootCallTiler, _check_inside
-from .values import MAX_RANK, GmValue, LocalValue
+from .values import MAX_RANK, GmValue, LocalValue, padded
 
 # attributes that say where an op's data sits in GM: a call may differ from another there
 _POSITION_ATTRS = {"view": ("offsets",), "assemble": ("offsets",),
@@ -98,10 +98,6 @@ class _Sources:
 _PLACEHOLDER = LocalValue(-1, (), "")
 
 
-def _pad(t, fill=0) -> tuple[int, ...]:
-    return tuple(t) + (fill,) * (MAX_RANK - len(t))
-
-
 def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
            tensors: dict) -> _Sources:
     """The GM values of ``call``'s ops, with the tiler's own checks of their offsets.
@@ -129,7 +125,7 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
     def note(v):
         found = seen.get(v)
         if found is None:
-            found = seen[v] = (len(seen), [(p.buffer, _pad(p.offsets), _pad(p.shape, 1))
+            found = seen[v] = (len(seen), [(p.buffer, padded(p.offsets), padded(p.shape, 1))
                                            for p in v.pieces])
         values.append(found[0])
         return found[1]
@@ -145,13 +141,13 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
             target = t._gm(op, op.out)
             offsets = op.get("offsets")
             _check_inside(op, offsets, src_shape, target.shape)
-            shift = _pad(offsets)
+            shift = padded(offsets)
             pieces = note(target)
             for name, off, _ in pieces:
                 buffer.append(name)
                 slot.append(-1)
                 offset.append(tuple(a + b for a, b in zip(off, shift)))
-                extent.append(_pad(src_shape, 1))
+                extent.append(padded(src_shape, 1))
                 multi.append(len(pieces) > 1)
                 woff.append(shift)
             continue

@@ -25,7 +25,7 @@ from dataclasses import fields, replace
 import numpy as np
 
 from .ops import Node
-from .values import MAX_RANK, GmValue, LocalValue
+from .values import MAX_RANK, GmValue, LocalValue, padded
 
 _NODE_FIELDS = tuple(f.name for f in fields(Node) if f.name not in ("index", "op", "inputs"))
 _WORKSPACE = re.compile(r"^(?P<ws>[^.]+)\.n(?P<node>\d+)(?P<rest>@.*)?$")
@@ -49,10 +49,6 @@ def _frozen(value):
     if isinstance(value, (set, frozenset)):
         return ("set",) + tuple(sorted(repr(v) for v in value))
     raise _Unknown(type(value).__name__)
-
-
-def _pad(offsets) -> tuple[int, ...]:
-    return tuple(int(v) for v in offsets) + (0,) * (MAX_RANK - len(offsets))
 
 
 def _gm(value: GmValue) -> tuple:
@@ -86,7 +82,7 @@ class Walk:
 
     def _input(self, tiler, value, members) -> tuple:
         if isinstance(value, GmValue):
-            self.offsets.extend(_pad(p.offsets) for p in value.pieces)
+            self.offsets.extend(padded(p.offsets) for p in value.pieces)
             return _gm(value)
         if not isinstance(value, LocalValue):
             raise _Unknown(type(value).__name__)
@@ -102,7 +98,7 @@ class Walk:
             # the pieces decide which rows a moved box lands in: only the same offsets match
             return ("asm", _gm(target), tuple(offsets), _frozen(box))
         (piece,) = target.pieces
-        self.offsets.append(tuple(a + b for a, b in zip(_pad(piece.offsets), _pad(offsets))))
+        self.offsets.append(tuple(a + b for a, b in zip(padded(piece.offsets), padded(offsets))))
         return ("asm", _gm(target), _frozen(box))
 
 

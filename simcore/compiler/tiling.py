@@ -28,7 +28,7 @@ from .ops import Node
 from .program import CoreType
 from .rows import row_ids
 from .trace import RootCall, Scope, TracedOp
-from .values import MAX_RANK, GmValue, LocalValue, Piece, contiguous_bytes, pad
+from .values import GmValue, LocalValue, Piece, contiguous_bytes, pad, padded
 from .work import CubeWork, VectorWork, Work
 from .groupcache import GroupCache
 
@@ -718,7 +718,7 @@ class RootCallTiler:
                     hi = np.maximum(np.minimum(hi, np.asarray(value.valid)), lo)
                 t, names, index, blo, bhi = value.region(lo, hi)
                 first = len(gm_offsets)
-                gm_offsets.extend(_padded(p.offsets) for p in value.pieces)
+                gm_offsets.extend(padded(p.offsets) for p in value.pieces)
                 acc.add(tasks[t], names, index, blo, bhi, False, 0, elem, value, i,
                         to_l1=node.kind == "cube", source=first)
             elif i in node.extra.get("via_workspace", {}):
@@ -760,8 +760,8 @@ class RootCallTiler:
             source = -1     # a box of a gathered target stays where it is (groupcache.py)
             if len(target.pieces) == 1:
                 source = len(gm_offsets)
-                gm_offsets.append(tuple(a + b for a, b in zip(_padded(target.pieces[0].offsets),
-                                                              _padded(offsets))))
+                gm_offsets.append(tuple(a + b for a, b in zip(padded(target.pieces[0].offsets),
+                                                              padded(offsets))))
             acc.add(tasks[t], names, index, blo, bhi, True,
                     tags if np.isscalar(tags) else tags[t], elem, target, -1, source=source)
             if box is None:
@@ -892,10 +892,6 @@ def _op_details(nodes: list[Node], task: int) -> tuple:
         tile = tuple(int(v) for v in n.in_hi[0][row] - n.in_lo[0][row])
         details.append((axis, tile, tuple(int(v) for v in n.inputs[0].shape)))
     return tuple(details)
-
-
-def _padded(offsets) -> tuple[int, ...]:
-    return tuple(int(v) for v in offsets) + (0,) * (MAX_RANK - len(offsets))
 
 
 def _tile_bytes(lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:

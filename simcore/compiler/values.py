@@ -233,6 +233,11 @@ def reshape_boxes(lo: np.ndarray, hi: np.ndarray, new: tuple[int, ...], old: tup
     return out_lo, out_hi, ok | empty
 
 
+def padded(t, fill: int = 0) -> tuple[int, ...]:
+    """One box corner or extent as a MAX_RANK tuple (unused dims ``fill``)."""
+    return tuple(int(x) for x in t) + (fill,) * (MAX_RANK - len(t))
+
+
 def pad(a: np.ndarray, fill: int) -> np.ndarray:
     """Pad boxes to MAX_RANK columns so boxes of any rank share one array."""
     if a.shape[1] == MAX_RANK:

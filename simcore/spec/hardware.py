@@ -231,6 +231,13 @@ def with_values(hw: Hardware, values: dict[str, float]) -> Hardware:
     return Hardware.model_validate(data)
 
 
+def race_median(values) -> tuple[float, float, float]:
+    """(median, smallest, largest) of one figure over a race's runs: an odd number of
+    factors, so the median is one of the runs."""
+    got = sorted(values)
+    return got[len(got) // 2], got[0], got[-1]
+
+
 def race_variants(hw: Hardware) -> list[tuple[float, Hardware]]:
     """(factor, ``hw`` with every race path scaled by it), one per factor of its race
     (factor 1.0 is ``hw`` itself); just ``[(1.0, hw)]`` for a chip without one."""
