@@ -296,6 +296,34 @@ def test_a_subgraph_that_only_loads_inputs_runs_before_the_op_that_reads_it():
     assert np.unique(p.edge_src[p.edge_dst >= first_mul]).size == 8
 
 
+def test_an_op_reading_an_input_chain_and_a_computed_value_keeps_both_on_chip():
+    """A transposed kernel input multiplied into a computed value: placed op by op, the
+    mul would join the first input's subgraph and meet the other through GM; as a graph
+    partitioner merges connected ops, the chain that only loads an input moves into the
+    other's subgraph, and the product is one leaf task that writes only its result."""
+    t = {"x": {"shape": [16, 128], "role": "input"}, "w": {"shape": [128, 16], "role": "input"},
+         "y": {"shape": [16, 128], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [128, 128]},
+            {"op": "exp", "inputs": ["x"], "out": "e"},
+            {"op": "transpose", "inputs": ["w"], "perm": [1, 0], "out": "wt"},
+            {"op": "mul", "inputs": ["wt", "e"], "out": "m"},
+            {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}]
+    p = compile_kernel(kernel(body, t), HW)
+    assert p.leaf_tasks == 1 and p.workspace_bytes == 0
+    assert sorted(leaf_ops(p)[0]) == ["exp", "mul", "transpose"]
+
+
+def test_a_row_by_row_inverse_keeps_its_partial_result_on_chip():
+    """The GDR case's inverse (docs/cases.md G1): fourteen steps, each reading a row of
+    the input and the rows done so far.  The steps share leaf tasks, the partial inverse
+    never goes through a workspace, and GM sees the input once and the result once."""
+    p = build("gdr_inverse")
+    steps = 14
+    assert p.leaf_tasks <= 2 < steps
+    assert p.workspace_bytes <= 16 * 128 * 4      # at most one hand-over between tasks
+    assert p.work.round_trips.sum() == 0
+
+
 def _group_order_is_topological(body, tensors):
     """Compile one call and check that no op reads a result of a group that runs after its
     own, and that every GM write traced before a read of that tensor runs before it."""
@@ -524,10 +552,19 @@ def test_concat_copies_where_assemble_writes_in_place():
     assert c.work.vector.bytes.sum() > a.work.vector.bytes.sum()
     assert "concat" in {op for leaf in c.leaf_functions for op in leaf.ops}
     assert c.workspace_bytes == 0          # assembled straight into y: no read-back
-    # an op that reads the concat loads it back from GM, as upstream's Cat assembles its
-    # copies into the result tensor; tile for tile it still shares the concat's leaf task
-    read_back = via_concat[:-1] + [
+    # an op reading the concat's result tile for tile in its leaf task reads it in UB (the
+    # GDR case's inverse reads each step's concat so, docs/cases.md G1)
+    on_chip = via_concat[:-1] + [
         {"op": "mul", "inputs": ["cat"], "scalar": 2.0, "out": "m"},
+        {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}]
+    o = compile_kernel(kernel(on_chip, t), HW)
+    assert o.workspace_bytes == 0 and o.work.round_trips.sum() == 0
+    assert o.leaf_tasks == c.leaf_tasks
+    # a view of it loads it back from GM, as upstream's Cat assembles its copies into the
+    # result tensor; tile for tile it still shares the concat's leaf task
+    read_back = via_concat[:-1] + [
+        {"op": "view", "inputs": ["cat"], "out": "cv", "shape": [64, 128], "offsets": [0, 0]},
+        {"op": "mul", "inputs": ["cv"], "scalar": 2.0, "out": "m"},
         {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}]
     r = compile_kernel(kernel(read_back, t), HW)
     assert r.workspace_bytes == 64 * 128 * 4

@@ -137,6 +137,7 @@ class RootCallTiler:
         self._pinned: set[int] = set()     # constants a consumer has read: they stay put
         self._next_rank = 0                # ranks leave room to move a group between two
         self._resident_in: dict[GmValue, list[int]] = {}
+        self._read_by: dict[int, set[int]] = {}   # node: the nodes reading its result
 
     # -- names -------------------------------------------------------------------
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
@@ -310,10 +311,14 @@ class RootCallTiler:
         for i, value in enumerate(node.inputs):
             if not isinstance(value, LocalValue):
                 continue
-            if self.nodes[value.node].op.op == "concat":
+            if self.nodes[value.node].op.op == "concat" and value.path:
                 # upstream's concat copies its inputs into a tensor and assembles that into
                 # its result (Cat in framework/src/interface/operation/vector/
-                # tensor_transformation.cpp): a reader loads the result back from GM
+                # tensor_transformation.cpp): a view or reshape of it loads the result back
+                # from GM.  An op reading the result itself, tile for tile in the concat's
+                # leaf task, reads it in UB: the GDR case's final inverse (docs/cases.md G1)
+                # reads each step's concat with ``+ 0.0`` and copies in and out only at
+                # the ends of its chain
                 lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i]) if value.path else \
                     (node.in_lo[i], node.in_hi[i], np.ones(node.tiles, bool))
                 box = (lo, hi, self.nodes[value.node].out_shape) if ok.all() else \
@@ -373,6 +378,9 @@ class RootCallTiler:
     # -- depth merge -------------------------------------------------------------------
     def _place(self, node: Node) -> None:
         self.nodes.append(node)
+        for v in node.inputs:
+            if isinstance(v, LocalValue):
+                self._read_by.setdefault(v.node, set()).add(node.index)
         scope = node.op.scope
         if scope.id >= 0:
             gi = self._scope_group(node)
@@ -390,14 +398,61 @@ class RootCallTiler:
         # a constant's own subgraph is the last choice: the op's other producers come first
         order = sorted(range(len(node.inputs)),
                        key=lambda i: self._floating(node.inputs[i]) is not None)
-        gi = next((g for i in order if (g := self._mergeable(node, i, node.inputs[i]))
-                   is not None), None)
+        candidates = list(dict.fromkeys(g for i in order if (g := self._mergeable(
+            node, i, node.inputs[i])) is not None))
+        gi = self._absorbing(node, candidates) if len(candidates) > 1 else \
+            next(iter(candidates), None)
         if gi is None:
             gi = self._sibling(node)
         self._join(gi, node) if gi is not None else self._new_group(node, forced=False)
         self._adopt_constants(node)
         self._run_sources_first(node)
         self._keep_on_chip(node)
+
+    def _absorbing(self, node: Node, candidates: list[int]) -> int:
+        """The subgraph an op joins when it could join several of its producers'.
+
+        A graph partitioner merges connected vector ops whatever order they were traced
+        in; placing ops one at a time, an op that reads a chain loading only kernel inputs
+        (a row of a GM tensor reshaped and transposed into a column, say) and a value
+        computed earlier would join whichever input comes first, and the two chains would
+        meet through GM.  So the op joins the subgraph with history, and the source-only
+        chains it reads move into it when nothing else reads them and the union fits UB:
+        the partial result stays on chip from one step to the next (the GDR case's
+        row-by-row inverse, docs/cases.md G1, runs as one leaf task on the chip).
+        """
+        settled = [g for g in candidates if not self._source_only(g)]
+        gi = settled[0] if settled else candidates[0]
+        for g in candidates:
+            if g != gi and self._source_only(g) and self._absorbable(node, g, gi):
+                self._absorb(g, gi)
+        return gi
+
+    def _absorbable(self, node: Node, g: int, gi: int) -> bool:
+        group, into = self.groups[g], self.groups[gi]
+        if group.kind != into.kind or group.scope.id != into.scope.id:
+            return False
+        members = set(group.nodes)
+        if any(self._read_by.get(n, set()) - members - {node.index} for n in members):
+            return False      # another subgraph reads it: it stays where it is
+        ub = into.ub + group.ub + self._added_ub(node, gi) - sum(
+            _tile_bytes(lo, hi, v.dtype) for v, lo, hi in zip(node.inputs, node.in_lo,
+                                                             node.in_hi)
+            if isinstance(v, LocalValue) and v.node in members)
+        return ub <= self.limits.buffers.ub
+
+    def _absorb(self, g: int, gi: int) -> None:
+        group, into = self.groups[g], self.groups[gi]
+        into.nodes = sorted(into.nodes + group.nodes)
+        into.ub += group.ub
+        for n in group.nodes:
+            self.group_of[n] = gi
+        for v in group.resident:
+            into.resident.add(v)
+            holders = self._resident_in[v]
+            holders[holders.index(g)] = gi
+            self._resident_in[v] = list(dict.fromkeys(holders))
+        group.nodes, group.resident, group.ub = [], set(), 0
 
     def _keep_on_chip(self, node: Node) -> None:
         """A reshaped read that is no run of the producer's rows but lies inside the
@@ -515,19 +570,23 @@ class RootCallTiler:
 
     def _source_only(self, gi: int) -> bool:
         """A group free to run earlier: its ops read only GM tensors no op of the call has
-        written so far, and none of its results is assembled into GM yet.  (An assemble
-        traced after the move writes from the moved tasks, as any assemble writes from its
-        producer's tasks wherever they run.)"""
+        written so far (and results of its own ops), and none of its results is assembled
+        into GM yet.  (An assemble traced after the move writes from the moved tasks, as any
+        assemble writes from its producer's tasks wherever they run.)"""
         group = self.groups[gi]
         if group.forced:
             return False
         written = {t.pieces[0].base for _, t, *_ in self.assembles}
         assembled = {n for n, *_ in self.assembles}
+        members = set(group.nodes)
         for n in group.nodes:
             if n in assembled:
                 return False
             for v in self.nodes[n].inputs:
-                if not isinstance(v, GmValue) or any(pc.base in written for pc in v.pieces):
+                if isinstance(v, LocalValue):
+                    if v.node not in members:
+                        return False
+                elif any(pc.base in written for pc in v.pieces):
                     return False
         return True
 
