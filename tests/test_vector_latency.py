@@ -137,3 +137,60 @@ def test_a_scope_merging_parallel_tiles_waits_once_per_op_not_per_tile():
     p = compile_kernel(k, HW)
     assert p.work.tasks == 1 and p.work.vector.tiles.sum() == 8
     assert p.work.vector.dependent.sum() == 1
+
+
+
+def _transpose(shape, dtype):
+    """x [a, b] -> transpose -> y [b, a], one tile."""
+    a, b = shape
+    k = Kernel.model_validate({
+        "name": "k", "params": {}, "tiles": {}, "options": {},
+        "tensors": {"x": {"shape": [a, b], "dtype": dtype, "role": "input"},
+                    "y": {"shape": [b, a], "dtype": dtype, "role": "output"}},
+        "body": [{"set_vec_tile_shapes": [a, b]},
+                 {"op": "transpose", "inputs": ["x"], "perm": [1, 0], "out": "t"},
+                 {"op": "assemble", "inputs": ["t"], "out": "y", "offsets": [0, 0]}]})
+    from simcore.machine.costs import pipe_cycles
+    return pipe_cycles(HW, compile_kernel(k, HW).work)["scalar"].sum()
+
+
+@pytest.mark.parametrize("shape, dtype, scalar", [
+    ((8, 5), "fp32", True),      # [5, 8] out: rows of 8 fp32 are one 32-byte block, not 16
+    ((8, 16), "fp32", True),     # [16, 8] out, the same
+    ((16, 16), "fp32", False),   # strides 16 and 16: vnchwconv takes it
+    ((16, 8), "fp16", False),    # [8, 16] out: fp16 rows pad to 16 elements
+])
+def test_a_transpose_the_vector_path_cannot_take_runs_as_a_scalar_loop(shape, dtype, scalar):
+    """pto-isa's TTRANS moves a tile whose UB row strides vnchwconv cannot take element by
+    element on the scalar unit, between a V->S and an S->V hand-over: the task's scalar
+    pipe pays a load, a store and the loop's ALU ops per element."""
+    cycles = _transpose(shape, dtype)
+    if not scalar:
+        assert cycles == 0
+        return
+    s = HW.pipes.scalar
+    per_element = s.load_cycles + s.store_cycles + s.loop_alu_ops * s.alu_cycles
+    syncs = 2 * ISSUE.dependency_cycles
+    assert cycles == pytest.approx(shape[0] * shape[1] * per_element + syncs)
+    # twice the elements, twice the loop: a per-element cost, not a per-instruction one
+    assert _transpose((shape[0], 2 * shape[1]), dtype) - syncs == pytest.approx(2 * (cycles - syncs))
+
+
+def test_a_scalar_transpose_lengthens_its_task():
+    """The scalar loop runs between the Vector ops, so it adds to the task's time."""
+    from simcore.machine import simulate
+    from simcore.spec.options import RuntimeOptions
+    a = load_hardware("dav_2201")
+    k = Kernel.model_validate({
+        "name": "k", "params": {}, "tiles": {}, "options": {},
+        "tensors": {"x": {"shape": [8, 15], "dtype": "fp32", "role": "input"},
+                    "y": {"shape": [15, 8], "dtype": "fp32", "role": "output"}},
+        "body": [{"set_vec_tile_shapes": [8, 15]},
+                 {"op": "transpose", "inputs": ["x"], "perm": [1, 0], "out": "t"},
+                 {"op": "assemble", "inputs": ["t"], "out": "y", "offsets": [0, 0]}]})
+    p = compile_kernel(k, a)
+    slow = a.model_copy(update={"pipes": a.pipes.model_copy(update={
+        "scalar": a.pipes.scalar.model_copy(update={"load_cycles": 60.0})})})
+    base = simulate(a, p, RuntimeOptions()).kernel_us
+    assert simulate(slow, p, RuntimeOptions()).kernel_us - base == \
+        pytest.approx(8 * 15 * 54.0 / a.cores.clock_mhz, rel=1e-6)

@@ -47,6 +47,9 @@ class Node:
     vector_reduce: bool = False   # folds every row (a reduction along the last axis)
     # a composite tile op: (vector kind, instructions) run in order over the whole tile
     vector_parts: tuple[tuple[str, int], ...] = ()
+    # per tile: elements a scalar loop moves (a transpose whose UB strides the Vector
+    # path cannot take), each a scalar load and store between two pipe hand-overs
+    scalar_elements: np.ndarray | None = None
     cube_dtype: str = ""          # A's dtype: it sets the cycles per fractal
     fractals: np.ndarray | None = None       # per tile: 16x16x16 fractals
     mte1_bytes: np.ndarray | None = None     # per tile: A and B fed to L0A/L0B
@@ -400,7 +403,23 @@ def transpose(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> 
                 out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo],
                 in_hi=[in_hi], flops=np.zeros(len(n)), ub_bytes=ub,
                 in_flight=np.ones(len(n)), vector_kind="transpose", vector_bytes=n * elem,
+                scalar_elements=np.where(_scalar_transpose(in_lo, in_hi, lo, hi, elem), n, 0),
                 **_rows(lo, hi, elem))
+
+
+def _scalar_transpose(in_lo, in_hi, lo, hi, elem: int) -> np.ndarray:
+    """Per tile: whether pto-isa's TTRANS moves it element by element on the scalar unit.
+
+    Rows in UB are padded to 32 bytes; the Vector path (vnchwconv) needs the destination
+    row stride a multiple of 16 elements and the source's a multiple of 8, else TTRANS
+    runs a scalar loop over the valid elements between a V->S and an S->V hand-over
+    (pto-isa TTrans.hpp ``TTransOperation`` and ``TransTailTiles``, docs/sources.md §2).
+    An fp32 [8, i] -> [i, 8] tile takes the loop; a [16, 16] one the Vector path.
+    """
+    per_block = 32 // elem
+    stride = lambda cols: -(-cols // per_block) * per_block
+    src_cols, dst_cols = (in_hi - in_lo)[:, -1], (hi - lo)[:, -1]
+    return (stride(dst_cols) % 16 != 0) | (stride(src_cols) % 8 != 0)
 
 
 def concat(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:

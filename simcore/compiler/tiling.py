@@ -868,6 +868,7 @@ class _TaskSums:
         self.fixp_bytes, self.fixp_tiles = np.zeros(n), np.zeros(n)
         self.mte3_bytes, self.flops, self.in_flight = np.zeros(n), np.zeros(n), np.zeros(n)
         self.round_trips = np.zeros(n)
+        self.scalar_elements, self.scalar_loops = np.zeros(n), np.zeros(n)
 
     def put(self, column: np.ndarray, tasks: np.ndarray, values) -> None:
         if self.tile_per_task:   # tile i is task i: a plain sum, faster than add.at
@@ -895,6 +896,10 @@ class _TaskSums:
             self.vector.append((tasks, kind, node.vector_bytes * frac, frac,
                                 node.vector_rows * frac, node.vector_row_bytes,
                                 node.vector_reduce, dependent))
+            if node.scalar_elements is not None and node.scalar_elements.any():
+                looped = node.scalar_elements > 0
+                self.put(self.scalar_elements, tasks, node.scalar_elements * frac)
+                self.put(self.scalar_loops, tasks, looped * frac)
         else:
             fractals, tiles = self._table(self.cube, node.cube_dtype)
             self.put(fractals, tasks, node.fractals * frac)
@@ -935,7 +940,8 @@ class _TaskSums:
             CubeWork.per_task(self.cube), self.n,
             mte1_bytes=self.mte1_bytes, mte1_steps=self.mte1_steps, fixp_bytes=self.fixp_bytes,
             fixp_tiles=self.fixp_tiles, mte3_bytes=self.mte3_bytes, flops=self.flops,
-            in_flight=self.in_flight, round_trips=self.round_trips)
+            in_flight=self.in_flight, round_trips=self.round_trips,
+            scalar_elements=self.scalar_elements, scalar_loops=self.scalar_loops)
 
 
 def _op_details(nodes: list[Node], task: int) -> tuple:

@@ -89,11 +89,16 @@ def pipe_cycles(hw: Hardware, work: Work) -> dict[str, np.ndarray]:
     # each such round trip adds a copy-out and a copy-in latency the task's one-per-task
     # MTE2 and MTE3 latencies do not cover (charged to MTE3, where the wait starts)
     mte3 = mte3 + work.round_trips * (p.mte3.fixed_cycles + p.mte2.fixed_cycles)
+    # a scalar loop waits for the Vector pipe to drain before it starts and the Vector
+    # pipe waits for it after: two hand-overs, each priced as a pipe drain
+    scalar = work.scalar_elements * p.scalar.element_cycles \
+        + work.scalar_loops * 2 * p.vector_issue.dependency_cycles
     return {"mte1": _linear(p.mte1, work.mte1_steps, work.mte1_bytes),
             "cube": cube_cycles(hw, work.cube, n),
             "vector": vector_cycles(hw, work.vector, n),
             "fixp": _linear(p.fixp, work.fixp_tiles, work.fixp_bytes),
-            "mte3": mte3}
+            "mte3": mte3,
+            "scalar": scalar}
 
 
 def static_pipe_us(hw: Hardware, program: Program) -> dict[str, np.ndarray]:

@@ -335,7 +335,7 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         else np.argsort(dev, kind="stable")
     first_ready = order[indegree[order] == 0]
     pipes = static_pipe_us(hw, p)
-    stack = np.stack([pipes[k] for k in ("mte1", "cube", "vector", "fixp", "mte3")])
+    stack = np.stack([pipes[k] for k in ("mte1", "cube", "vector", "fixp", "mte3", "scalar")])
     w = p.work
     i64, f64 = np.int64, np.float64
     plan = Plan(
@@ -673,8 +673,9 @@ class Run:
             thread.exit = last + a.exit_us
         clock = plan.clock_mhz
         pipe_cycles = {k: v * clock for k, v in plan.static_pipes.items()}
+        scalar = pipe_cycles.pop("scalar")
         pipe_cycles["mte2"] = self.task_mte2 * clock
-        pipe_cycles["scalar"] = np.zeros(plan.leaf_tasks)
+        pipe_cycles["scalar"] = scalar
         return Timeline(
             aic_cores=plan.n_aic, aiv_cores=plan.n_aiv,
             task_core=self.task_core, task_start=self.task_start, task_end=self.task_end,

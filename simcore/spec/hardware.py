@@ -99,6 +99,22 @@ class VectorIssue(Strict):
     dependency_cycles: float = Field(ge=0)
 
 
+class ScalarUnit(Strict):
+    """The core's scalar unit, for the tile ops that run as scalar loops.
+
+    One element of such a loop is a load from UB, a store to UB and ``loop_alu_ops``
+    integer operations (its addresses and the loop test), each at its cycles.
+    """
+    load_cycles: float = Field(ge=0)
+    store_cycles: float = Field(ge=0)
+    alu_cycles: float = Field(ge=0)
+    loop_alu_ops: float = Field(ge=0)
+
+    @property
+    def element_cycles(self) -> float:
+        return self.load_cycles + self.store_cycles + self.loop_alu_ops * self.alu_cycles
+
+
 class Pipes(Strict):
     mte2: Mte2Rate        # GM -> UB/L1 (copy in)
     mte1: PipeRate        # L1 -> L0A/L0B
@@ -107,6 +123,7 @@ class Pipes(Strict):
     mte3: PipeRate        # UB -> GM (copy out)
     vector: dict[str, PipeRate]  # per op kind; key "default" for the rest
     vector_issue: VectorIssue
+    scalar: ScalarUnit
 
     @field_validator("vector")
     @classmethod
