@@ -458,6 +458,34 @@ def test_render_index_headlines(study):
     assert "4.00×" in html and "40.00" in html and "12.50" in html and "10.00" in html
 
 
+def test_the_index_compares_racing_stages_by_their_race_medians(study):
+    """When every stage of a study raced, the index picks the best stage and gives the
+    times and speed-ups by race median (a single run is one draw), and marks a speed-up
+    whose two race ranges overlap as within the race."""
+    path, results = study
+    medians = {"s1": ((36.0, 18.0, 45.0), (48.0, 45.0, 60.0)),
+               "s2": ((19.0, 18.0, 25.0), (21.0, 20.0, 23.0)),
+               "s4": ((21.0, 17.0, 26.0), (24.0, 22.0, 30.0))}
+    for stage, times in medians.items():
+        metrics_path = results / "demo" / stage / "parsed" / "metrics.json"
+        m = json.loads(metrics_path.read_text())
+        m["race_runs"] = 7
+        for key, values in zip(("kernel_us", "e2e_us"), times):
+            m.update(zip((f"{key}_race_median", f"{key}_race_min", f"{key}_race_max"), values))
+        metrics_path.write_text(json.dumps(m))
+    render_study(path, results / "demo", results / "demo" / "report.html")
+    render_index(results, [path], results / "index.html")
+    html = (results / "index.html").read_text(encoding="utf-8")
+    row = html.split('<tr data-study="demo">')[1].split("</tr>")[0]
+    assert "#stage-s2" in row            # best e2e median (21), though s4's single run is faster
+    cells = re.findall(r"<td>([^<]*)(?:<span[^>]*>([^<]*)</span>)?</td>", row)
+    assert [c[0].strip() for c in cells[1:]] == ["36.00", "48.00", "19.00", "21.00", "1.89×",
+                                                 "2.29×"]
+    # kernel: s1's range 18-45 meets s2's 18-25; e2e: 45-60 against 20-23 does not
+    assert [c[1] for c in cells[-2:]] == ["within race", ""]
+    assert "median over the chip's race variants" in html
+
+
 def test_index_keeps_the_given_order_and_marks_unbuilt_studies(study, tmp_path):
     path, results = study
     render_study(path, results / "demo", results / "demo" / "report.html")
