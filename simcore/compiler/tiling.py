@@ -439,7 +439,8 @@ class RootCallTiler:
             _tile_bytes(lo, hi, v.dtype) for v, lo, hi in zip(node.inputs, node.in_lo,
                                                              node.in_hi)
             if isinstance(v, LocalValue) and v.node in members)
-        return ub <= self.limits.buffers.ub
+        return ub <= self.limits.buffers.ub or \
+            self._peak_ub(sorted(into.nodes + group.nodes) + [node.index]) <= self.limits.buffers.ub
 
     def _absorb(self, g: int, gi: int) -> None:
         group, into = self.groups[g], self.groups[gi]
@@ -631,7 +632,7 @@ class RootCallTiler:
                 if not any(self._reads_same_tiles(self.nodes[n], node, value, i)
                            for n in group.nodes):
                     continue
-                if group.ub + self._added_ub(node, gi) > self.limits.buffers.ub:
+                if not self._fits_ub(node, gi):
                     continue
                 if self._reads_later(node, gi):
                     continue
@@ -665,7 +666,7 @@ class RootCallTiler:
             return None
         if not self._one_to_one(node, i, value):
             return None   # misaligned tiles meet through GM
-        if group.ub + self._added_ub(node, gi) > self.limits.buffers.ub:
+        if not self._fits_ub(node, gi):
             return None   # the merged chain would not fit UB: split here
         if self._reads_later(node, gi):
             return None
@@ -683,6 +684,40 @@ class RootCallTiler:
                 added += _tile_bytes(lo, hi, value.dtype)
                 seen.add(value)
         return added
+
+    def _fits_ub(self, node: Node, gi: int) -> bool:
+        """The group with ``node`` added fits UB: at once if every tile it ever holds fits
+        together (``Group.ub``, the sum), else if the tiles live at the same time do."""
+        limit = self.limits.buffers.ub
+        return self.groups[gi].ub + self._added_ub(node, gi) <= limit or \
+            self._peak_ub(self.groups[gi].nodes + [node.index]) <= limit
+
+    def _peak_ub(self, members: list[int]) -> int:
+        """The most UB a leaf function of these ops (in trace order) holds at once.
+
+        A tile is live from the op that makes (or first loads) it to the last op of the
+        function that reads it, as the on-chip buffer allocator reuses a buffer once its
+        last reader is done; a result no op of the function reads yet is live at its
+        producer only (it is copied out from there).  A long chain of small ops (the GDR
+        case's inverse, docs/cases.md G1) then fits where the sum of all its tiles does not.
+        """
+        at = {n: k for k, n in enumerate(members)}
+        live: dict = {}           # value: [first position, last position, bytes]
+        for k, n in enumerate(members):
+            node = self.nodes[n]
+            live[("node", n)] = [k, k, _tile_bytes(node.out_lo, node.out_hi, node.out_dtype)]
+            for v, lo, hi in zip(node.inputs, node.in_lo, node.in_hi):
+                key = ("node", v.node) if isinstance(v, LocalValue) and v.node in at else v
+                span = live.get(key)
+                if span is None:
+                    live[key] = [k, k, _tile_bytes(lo, hi, v.dtype)]
+                else:
+                    span[1] = k
+        change = np.zeros(len(members) + 1, np.int64)
+        for first, last, nbytes in live.values():
+            change[first] += nbytes
+            change[last + 1] -= nbytes
+        return int(np.cumsum(change).max())
 
     def _join(self, gi: int, node: Node) -> None:
         group = self.groups[gi]
