@@ -319,15 +319,14 @@ class RootCallTiler:
                 # leaf task, reads it in UB: the GDR case's final inverse (docs/cases.md G1)
                 # reads each step's concat with ``+ 0.0`` and copies in and out only at
                 # the ends of its chain
-                lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i]) if value.path else \
-                    (node.in_lo[i], node.in_hi[i], np.ones(node.tiles, bool))
+                lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i])
                 box = (lo, hi, self.nodes[value.node].out_shape) if ok.all() else \
                     value.workspace_box(node.in_lo[i], node.in_hi[i])
                 if box is not None:
                     node.extra.setdefault("via_workspace", {})[i] = box
-                    if ok.all() and value.path:
+                    if ok.all():
                         source[i] = (lo, hi)     # boxes a merge with the concat can check
-                    elif not ok.all():
+                    else:
                         node.extra.setdefault("scattered", set()).add(i)
                     continue
             if not value.path:
@@ -435,12 +434,11 @@ class RootCallTiler:
         members = set(group.nodes)
         if any(self._read_by.get(n, set()) - members - {node.index} for n in members):
             return False      # another subgraph reads it: it stays where it is
-        ub = into.ub + group.ub + self._added_ub(node, gi) - sum(
+        total = into.ub + group.ub + self._added_ub(node, gi) - sum(
             _tile_bytes(lo, hi, v.dtype) for v, lo, hi in zip(node.inputs, node.in_lo,
                                                              node.in_hi)
             if isinstance(v, LocalValue) and v.node in members)
-        return ub <= self.limits.buffers.ub or \
-            self._peak_ub(sorted(into.nodes + group.nodes) + [node.index]) <= self.limits.buffers.ub
+        return self._fits(total, sorted(into.nodes + group.nodes) + [node.index])
 
     def _absorb(self, g: int, gi: int) -> None:
         group, into = self.groups[g], self.groups[gi]
@@ -686,11 +684,16 @@ class RootCallTiler:
         return added
 
     def _fits_ub(self, node: Node, gi: int) -> bool:
-        """The group with ``node`` added fits UB: at once if every tile it ever holds fits
-        together (``Group.ub``, the sum), else if the tiles live at the same time do."""
+        """The group with ``node`` added fits UB."""
+        return self._fits(self.groups[gi].ub + self._added_ub(node, gi),
+                          self.groups[gi].nodes + [node.index])
+
+    def _fits(self, total: int, members: list[int]) -> bool:
+        """A leaf function of ``members`` fits UB: at once if every tile it ever holds fits
+        together (``total``, the sum ``Group.ub`` keeps), else if the tiles live at the
+        same time do."""
         limit = self.limits.buffers.ub
-        return self.groups[gi].ub + self._added_ub(node, gi) <= limit or \
-            self._peak_ub(self.groups[gi].nodes + [node.index]) <= limit
+        return total <= limit or self._peak_ub(members) <= limit
 
     def _peak_ub(self, members: list[int]) -> int:
         """The most UB a leaf function of these ops (in trace order) holds at once.
