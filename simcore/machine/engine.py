@@ -335,7 +335,7 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         else np.argsort(dev, kind="stable")
     first_ready = order[indegree[order] == 0]
     pipes = static_pipe_us(hw, p)
-    stack = np.stack([pipes[k] for k in ("mte1", "cube", "vector", "fixp", "mte3", "scalar")])
+    stack = np.stack(list(pipes.values()))     # every pipe but MTE2, which the engine prices
     w = p.work
     i64, f64 = np.int64, np.float64
     plan = Plan(
