@@ -359,11 +359,11 @@ def test_a_racing_case_is_scored_by_the_median_run_and_reports_the_race_range(tm
 
 
 def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
-    """At the shipped model, half a percent on one AICPU cost moves glm_attention's stitched
-    stages (several softmax chains per dev task: which schedule AICPU owns which chain
-    changes) by more than the model's 10 % target, and its stitch-1 stage (one root call per
-    dev task) by under 1 %: the reason the calibration scores glm by the median over race
-    variants instead of a single run."""
+    """At the shipped model, a percent on one AICPU cost (dispatch, a fraction of a schedule
+    thread's work) moves glm_attention's stitched stages (several softmax chains per dev
+    task: which schedule AICPU owns which chain changes) by several percent, and its
+    stitch-1 stage (one root call per dev task) by under 1 %: the reason the calibration
+    scores glm by the median over race variants instead of a single run."""
     cal = load_calibration(REPO / "configs/calibration/dav_2201.yaml")
     assert next(s for s in cal.studies if s.study == "glm_attention_stitch").race
     glm_only = [s.model_copy(update={"race": False}) for s in cal.studies
@@ -377,5 +377,5 @@ def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
                                  [case], base=shipped)[0]["kernel_us"]
                  for f in (0.99, 0.995, 1.0, 1.005, 1.01)]
         spread[case.stage] = max(times) / min(times) - 1
-    assert max(spread["stitch_128"], spread["stitch_512"]) > 0.10, spread
+    assert min(spread["stitch_128"], spread["stitch_512"]) > 0.03, spread
     assert spread["stitch_1"] < 0.01, spread

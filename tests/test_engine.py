@@ -138,6 +138,30 @@ def test_two_independent_tasks_run_side_by_side_on_two_cores():
     assert tl.task_start.tolist() == [start, start + A.dispatch_us]
 
 
+def test_one_pass_over_a_threads_cores_notices_every_core_found_finished():
+    """A schedule thread's pass reads the finish registers of all its cores of one type and
+    then releases and resolves every core it found finished (upstream
+    ``ResolveDepForAllAiCore``): the completion check is paid per pass, not per task.  With
+    one schedule thread owning both AIV cores, two tasks that end at the same instant cost
+    one check; a task that ends after the pass began waits for the next pass and pays its
+    own; and cores of the other type are another pass."""
+    one_thread = HW.model_copy(update={"aicpu": A.model_copy(update={"threads": 2})})
+    first_sent = THREADS_READY + A.dispatch_us
+    # the second send is one dispatch later: 500 more cycles make both end together
+    together = first_sent + A.dispatch_us + HEAD + 2000 / CLOCK
+    tl = run(make_program([2500, 2000]), hw=one_thread)
+    assert tl.task_end.tolist() == [together, together]
+    assert tl.dev_end.tolist() == [together + A.completion_us]
+    # 100 cycles later the first pass (begun at ``together``) has read the registers already
+    tl = run(make_program([2600, 2000]), hw=one_thread)
+    assert tl.task_end[0] == together + 100 / CLOCK < together + A.completion_us
+    assert tl.dev_end.tolist() == [together + 2 * A.completion_us]
+    # an AIC and an AIV task of the same thread ending together: one pass per core type
+    tl = run(make_program([2500, 2000], core=[AIC, AIV]), hw=one_thread)
+    assert tl.task_end.tolist() == [together, together]
+    assert tl.dev_end.tolist() == [together + 2 * A.completion_us]
+
+
 def test_a_task_with_every_core_busy_waits_in_a_pending_slot():
     """Three AIV tasks, two AIV cores: the third is sent at once into a busy core's pending
     slot (the threads tie, so thread 0's core 2) and starts the instant that core's task

@@ -99,8 +99,9 @@ def test_more_cores_never_slow_a_run():
         assert run(kernel, more)[2]["kernel_us"] <= run(kernel)[2]["kernel_us"] * 1.02
     # glm_attention is bound by its schedule threads (its softmax chains stay on the thread
     # that started them): more cores only move where the chains land, a race one run draws
-    # from (doubled, one thread gets 329 of a dev task's 640 tasks instead of 285), so the
-    # runs with doubled cores stay inside the range the race alone gives the chip as it is
+    # from (doubled, the busiest thread sends 592 of the 1280 tasks instead of 580), so the
+    # runs with doubled cores stay inside the range the race gives the chip as it is,
+    # widened by the 3 % the race's cost factors themselves span
     glm = resolve_kernel(KERNELS / "glm_attention.yaml", {})
 
     def times(hw):
@@ -108,7 +109,7 @@ def test_more_cores_never_slow_a_run():
         return sorted(simulate(v, program, glm.options.runtime_options).kernel_us
                       for _, v in race_variants(hw))
     base, doubled = times(HW), times(more)
-    assert base[0] <= doubled[len(doubled) // 2] <= base[-1], (base, doubled)
+    assert base[0] <= doubled[len(doubled) // 2] <= 1.03 * base[-1], (base, doubled)
 
 
 def test_l2_keeps_written_data_for_consumers_until_evicted():
@@ -142,14 +143,17 @@ def _chain(n_tiles=512, tile=65536):
 
 
 def test_sched_mode_1_keeps_consumers_near_their_producers_in_l2():
-    small_l2 = with_values(HW, {"memory.l2_bytes": 16 << 20})
+    """x, e and y are 16 MiB each, more than a 32 MiB L2 keeps: sent straight to the core its
+    producer freed, a consumer reads e while it is still in L2; from the queue it comes too
+    late (at a 16 MiB L2 neither mode finds anything left)."""
+    small_l2 = with_values(HW, {"memory.l2_bytes": 32 << 20})
     k = _chain(n_tiles=256, tile=16384)
     fifo = k.model_copy(update={"options": k.options.model_copy(update={
         "runtime_options": k.options.runtime_options.model_copy(update={"device_sched_mode": 0})})})
     lifo = k.model_copy(update={"options": k.options.model_copy(update={
         "runtime_options": k.options.runtime_options.model_copy(update={"device_sched_mode": 1})})})
     m0, m1 = run(fifo, small_l2)[2], run(lifo, small_l2)[2]
-    assert m1["l2_hit_rate"] > m0["l2_hit_rate"]
+    assert m1["l2_hit_rate"] > m0["l2_hit_rate"] + 0.1, (m0["l2_hit_rate"], m1["l2_hit_rate"])
 
 
 def _serial_chain(steps, mode, background_tiles=0):

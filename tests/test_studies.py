@@ -93,17 +93,16 @@ def test_glm_attention_stitch_kernel_time_falls_monotonically(built):
 
 
 SCHEDULE_THREAD_BOUND = pytest.mark.xfail(strict=True, reason=(
-    "schedule-thread bound: upstream's runtime gives a resolved task to the resolving "
-    "thread's own idle cores first, so each of glm_attention's softmax chains stays on the "
-    "schedule thread that started it and waits for that thread's completion and resolve at "
-    "every step; with upstream's cost-model AICPU costs (dispatch 200, atomic resolve 390, "
-    "completion 240 cycles, the last predecessor's edge a read fitted at about a fifth of that) on "
-    "DAV_2201's three schedule AICPUs, stitch 128 and 512 come out about 1.4x "
-    "the documented kernel time (the fit scores the median of the chains' placement race, "
-    "which alone spans about 1.3x at stitch 512); a free fit (nothing held, the per-action "
-    "AICPU costs also scaled together) meets every documented figure within 4 % only with "
-    "per-action AICPU costs on their bounds (dispatch, completion and the last "
-    "predecessor's edge low, the ready-queue hand-off high; docs/fidelity.md, 'free fit')"))
+    "schedule-thread bound at stitch 128: upstream's runtime gives a resolved task to the "
+    "resolving thread's own idle cores first, so each of glm_attention's softmax chains stays "
+    "on the schedule thread that started it; a dev task of four chains on DAV_2201's three "
+    "schedule AICPUs leaves one of them two chains, and with upstream's cost-model AICPU costs "
+    "(dispatch 200, atomic resolve 390 cycles, 240 per pass over a thread's cores, the last "
+    "predecessor's edge a read fitted near its 20-cycle floor) stitch 128 comes out about 1.2x "
+    "the documented kernel time while stitch 1 and 512 are within 5 %; a free fit (nothing "
+    "held, the per-action AICPU costs also scaled together) meets every documented figure "
+    "within 7 % only with the ready-queue hand-off on its high bound and dispatch, resolve "
+    "and the last edge at 0.2-0.6x their priors (docs/fidelity.md, 'free fit')"))
 
 
 def test_glm_attention_stitch_e2e_is_lowest_at_128(built):
@@ -334,7 +333,7 @@ def test_vec_nbuffer_cuts_overhead_of_many_short_subgraphs(built):
     kernel = column(m, "kernel_us")
     hbm = load_hardware("dav_2201").memory.hbm_gbps * 1e3          # bytes per us
     floor = [(v["hbm_read_bytes"] + v["hbm_write_bytes"]) / hbm for v in m.values()]
-    assert kernel[0] > 1.5 * floor[0], (kernel, floor)            # out of box: overhead-bound
+    assert kernel[0] > 1.25 * floor[0], (kernel, floor)           # out of box: overhead-bound
     assert strictly_decreasing(kernel[:3]), kernel
     assert all(f <= k <= 1.15 * f for k, f in zip(kernel[1:], floor[1:])), (kernel, floor)
     assert column(m, "e2e_us")[0] > max(column(m, "e2e_us")[1:])

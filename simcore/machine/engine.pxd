@@ -89,7 +89,7 @@ cdef class Run:
     cdef double[::1] fetched, asked, drained, rate, caps
     cdef double drained_at, next_drained, end_of_dev
     cdef long version
-    cdef double[::1] first_send, last_send
+    cdef double[::1] first_send, last_send, pass_start
     cdef long[::1] dispatches
     cdef object task_core, task_start, task_end, task_mte2, task_hbm, task_l2, task_asked
     cdef object task_drain, task_joined, task_stream_floor
@@ -111,7 +111,7 @@ cdef class Run:
     cpdef double run_dev_task(self, long k, double start) except? -1.0
     @cython.locals(waiting=long, th=long, sent=double, f=double, cores=Cores)
     cdef bint on_task_done(self, double now, long task, long core) except -1
-    @cython.locals(went_on=bint, th=long, f=double, ct=long, direct=bint, lo=long,
+    @cython.locals(went_on=bint, th=long, f=double, ct=long, g=long, direct=bint, lo=long,
                    hi=long, noticed=double, s=long, c=long, at=double, ready=list,
                    rest=list, cores=Cores, free="double[::1]", indegree="long[::1]",
                    core_type="const long[::1]", succ_ptr="const long[::1]",

@@ -7,7 +7,10 @@ and been handed over.  Inside a dev task the schedule threads send ready leaf
 tasks to cores of the right type (each thread owns a slice of the cores and
 pays per send), notice completions and resolve successor edges (paying per
 edge: an atomic decrement of the successor's count, or only a read of it for the
-edge from its last predecessor).  As upstream's runtime (framework/src/machine/device/dynamic/
+edge from its last predecessor).  A thread notices completions in passes over its
+cores of one type: a pass reads their finish registers once and handles every core
+it finds finished, so the completion check is paid per pass; a core that ends
+after the pass began waits for the next one.  As upstream's runtime (framework/src/machine/device/dynamic/
 aicore_manager.h), a core has a running slot and a pending slot: a thread may
 pre-load one task into a busy core, paying the send while the core works, and
 the core starts it the moment its running task ends.  Queued tasks go to idle
@@ -709,6 +712,9 @@ class Run:
         self.cores = Cores(plan.n_aic, plan.n_aiv, n_threads, plan.fair)
         self.first_send = _buffer([-1.0] * n_threads, np.float64)
         self.last_send = _buffer([start] * n_threads, np.float64)
+        # per thread and core type, when its current pass over its cores began: a core
+        # that ended before then is in that pass's sweep and pays no completion of its own
+        self.pass_start = _buffer([-1.0] * (2 * n_threads), np.float64)
         self.dispatches = _buffer([0] * n_threads, np.int64)
         self.end_of_dev = start
         free = self.thread_free
@@ -789,7 +795,8 @@ class Run:
     def on_notice(self, now: float, task: int, core: int) -> None:
         """The core's owner thread notices the completion and frees the core (``core`` is
         ``~core`` when the core went on with its pending task), then resolves the
-        successor edges.
+        successor edges.  The completion check is paid once per pass: a core that had
+        ended when the thread's current pass over that core type began is in it.
 
         Mode 0 first sends from the shared queue's head to freed cores, then gives the newly
         ready tasks, most recent first, to its own idle cores and pushes the rest onto the
@@ -805,11 +812,19 @@ class Run:
         th = core % self.n_threads
         free = self.thread_free
         f = free[th]
-        # (now if now > f else f) is max(now, f) without a builtin call, here and in
-        # send: both run once per task
-        free[th] = (now if now > f else f) + self.completion_us
         core_type, cores = self.core_type, self.cores
         ct = core_type[task]
+        # (now if now > f else f) is max(now, f) without a builtin call, here and in
+        # send: both run once per task
+        f = now if now > f else f
+        g = th * 2 + ct
+        if self.end_of[task] > self.pass_start[g]:
+            # a new pass over the thread's cores of this type: it reads their finish
+            # registers once and handles every core found finished (upstream
+            # ResolveDepForAllAiCore releases them all, then resolves them)
+            self.pass_start[g] = f
+            f += self.completion_us
+        free[th] = f
         if went_on:
             if cores.unnoticed[core]:
                 cores.unnoticed[core] = False
