@@ -818,10 +818,7 @@ class Run:
         # send: both run once per task
         f = now if now > f else f
         g = th * 2 + ct
-        if self.end_of[task] > self.pass_start[g]:
-            # a new pass over the thread's cores of this type: it reads their finish
-            # registers once and handles every core found finished (upstream
-            # ResolveDepForAllAiCore releases them all, then resolves them)
+        if self.end_of[task] > self.pass_start[g]:     # a new pass (ResolveDepForAllAiCore)
             self.pass_start[g] = f
             f += self.completion_us
         free[th] = f
