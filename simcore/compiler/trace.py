@@ -98,6 +98,43 @@ def unroll_chunks(trip: int, unroll_list: list[int] | None) -> list[int]:
 _DIM_ATTRS = ("shape", "offsets", "valid_shape")
 _INT_ATTRS = ("block_rows", "first_block", "count", "permute")
 
+_PLAIN_ATTRS = ("scalar", "dtype", "axis", "keepdim", "a_trans", "b_trans", "perm", "inplace",
+                "value", "src")
+
+
+class _OpPlan:
+    """What tracing an op statement needs, sorted once: the attributes that never change,
+    those already numbers, and the expressions each iteration evaluates."""
+
+    def __init__(self, stmt: OpStmt):
+        self.inputs = tuple(stmt.inputs)
+        self.label = stmt.label or ""
+        fixed: dict[str, Any] = {}
+        self.dims: list[tuple[str, list]] = []
+        self.ints: list[tuple[str, Any]] = []
+        for key in _DIM_ATTRS:
+            dims = getattr(stmt, key)
+            if dims is None:
+                continue
+            if all(isinstance(d, int) for d in dims):
+                fixed[key] = tuple(int(d) for d in dims)
+            else:
+                fixed[key] = None       # keeps the key's place in the attributes' order
+                self.dims.append((key, dims))
+        for key in _INT_ATTRS:
+            value = getattr(stmt, key)
+            if value is None:
+                continue
+            if isinstance(value, int):
+                fixed[key] = int(value)
+            else:
+                fixed[key] = None
+                self.ints.append((key, value))
+        for key in _PLAIN_ATTRS:
+            fixed[key] = getattr(stmt, key)
+        self.fixed = fixed
+
+
 
 class _Tracer:
     def __init__(self, kernel: Kernel):
@@ -109,6 +146,7 @@ class _Tracer:
         self.scope = NO_SCOPE
         self.loop_env: dict[str, int] = {}
         self.segment = 0
+        self._plans: dict[int, _OpPlan] = {}     # by id of a statement of self.kernel
 
     def _value(self, text, env, where: str) -> int:
         try:
@@ -164,21 +202,20 @@ class _Tracer:
         self.cube_tile = CubeTiles(m, k, n, tile.enable_split_k)
 
     def _op(self, stmt: OpStmt, env, where: str) -> TracedOp:
-        attrs = {}
-        for key in _DIM_ATTRS:
-            dims = getattr(stmt, key)
-            if dims is not None:
-                attrs[key] = self._dims(dims, env, f"{where}.{key}")
-        for key in _INT_ATTRS:
-            value = getattr(stmt, key)
-            if value is not None:
-                attrs[key] = self._value(value, env, f"{where}.{key}")
-        for key in ("scalar", "dtype", "axis", "keepdim", "a_trans", "b_trans", "perm",
-                    "inplace", "value", "src"):
-            attrs[key] = getattr(stmt, key)
-        return TracedOp(op=stmt.op, inputs=tuple(stmt.inputs), out=stmt.out, where=where,
+        plan = self._plans.get(id(stmt))
+        if plan is None:
+            plan = self._plans[id(stmt)] = _OpPlan(stmt)
+        attrs = dict(plan.fixed)
+        for key, dims in plan.dims:
+            try:
+                attrs[key] = tuple(evaluate(d, env) for d in dims)
+            except ExprError:
+                attrs[key] = self._dims(dims, env, f"{where}.{key}")   # names the dim
+        for key, text in plan.ints:
+            attrs[key] = self._value(text, env, f"{where}.{key}")
+        return TracedOp(op=stmt.op, inputs=plan.inputs, out=stmt.out, where=where,
                         vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,
-                        attrs=attrs, label=stmt.label or "")
+                        attrs=attrs, label=plan.label)
 
     def _loop(self, stmt: LoopStmt, env, where: str) -> None:
         head = stmt.loop

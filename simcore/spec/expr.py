@@ -9,6 +9,8 @@ the kernel holds.
 from __future__ import annotations
 
 import ast
+import copy
+import numbers
 import operator
 from functools import lru_cache
 from typing import Mapping
@@ -50,9 +52,57 @@ def parse(text: str) -> ast.expr:
     return tree
 
 
+# Compiled form of an expression whose every node means in Python what it means here:
+# names, integers, + - * // %, unary minus, not, comparisons and min/max/ceil_div calls.
+# And/or (which here evaluate every operand and give 0 or 1) and element reads (bounds
+# checked) keep to the tree walk below.
+_FAST_NODES = tuple(n for n in _ALLOWED if n not in (ast.BoolOp, ast.And, ast.Or,
+                                                      ast.Subscript, ast.Tuple))
+
+
+class _EnvReads(ast.NodeTransformer):
+    """``i * W`` -> ``_env['i'] * _env['W']``; a called function keeps its name."""
+
+    def visit_Call(self, node: ast.Call) -> ast.Call:
+        node.args = [self.visit(a) for a in node.args]
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.Subscript:
+        return ast.Subscript(ast.Name("_env", ast.Load()), ast.Constant(node.id), ast.Load())
+
+
+@lru_cache(maxsize=4096)
+def _compiled(text: str):
+    """A function of the environment computing ``text``, or None to walk the tree."""
+    tree = parse(text)
+    if not all(isinstance(n, _FAST_NODES) for n in ast.walk(tree)):
+        return None
+    body = _EnvReads().visit(copy.deepcopy(tree))
+    fn = ast.Expression(ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg("_env")],
+                                                 kwonlyargs=[], kw_defaults=[], defaults=[]),
+                                   body))
+    code = compile(ast.fix_missing_locations(fn), "<shape expression>", "eval")
+    return eval(code, {"__builtins__": {}, **_FUNCS})   # noqa: S307 - checked tree
+
+
 def evaluate(text: int | str, env: Mapping[str, int]) -> int:
+    """The integer value of ``text`` with the names of ``env``.
+
+    Most expressions run as a compiled Python function (a shape expression is evaluated
+    once per op per loop iteration, so this is the compiler's inner loop); anything that
+    does not give an integer there (a missing name, a division by zero, a tensor used
+    whole) is walked again by ``_eval``, which says what is wrong.
+    """
     if isinstance(text, (int, bool)):
         return int(text)
+    fn = _compiled(text)
+    if fn is not None:
+        try:
+            value = fn(env)
+        except Exception:  # noqa: BLE001 - the walk below reports it
+            value = None
+        if type(value) is int or isinstance(value, numbers.Integral):   # the ABC is slow
+            return int(value)
     return int(_eval(parse(text), env, text))
 
 
