@@ -54,7 +54,18 @@ class Plan:
     studies: dict[str, StudyPlan]
 
     def study(self, name: str) -> StudyPlan:
-        return self.studies[name]
+        found = self.studies.get(name)
+        if found is None:
+            # asked from a Snakemake input function, where an exception becomes a traceback:
+            # say what to do and stop, as a bad config at planning does
+            import sys
+            sys.stderr.write(
+                f"ptolab: error: study '{name}' is not in this workflow; the studies built "
+                f"are those configs/workflow.yaml lists under 'studies' "
+                f"({', '.join(self.studies) or 'none'}). Add '{name}' there (its file goes in "
+                f"{self.configs}/studies/) and rerun.\n")
+            raise SystemExit(2)
+        return found
 
     def stage_key(self, study: str, stage: str) -> str:
         """Everything a stage's result depends on besides its input files.
@@ -168,6 +179,15 @@ def _overlay(hardware_path: Path) -> Path:
     return fit_overlay(hardware_path)
 
 
+def _field(find, source: str, field: str) -> Path:
+    """``find()``, its error naming the file and field that named the missing config."""
+    try:
+        return find()
+    except ConfigError as exc:
+        raise ConfigError(f"field '{field}': {exc.message} Fix the name or add the file.",
+                          source=source) from None
+
+
 def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
     """The validated plan.  ``memo``: a file remembering validated studies between runs."""
     configs = Path(configs)
@@ -178,7 +198,8 @@ def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
     studies = {}
     hardware_checked: dict[Path, bool] = {}   # hardware file: it has a [race] table
     for name in workflow.studies:
-        path = find_config(configs / "studies", name, "study")
+        path = _field(lambda: find_config(configs / "studies", name, "study"),
+                      str(configs / "workflow.yaml"), "studies")
         memo_key = (str(configs.resolve()), name, str(path))
         known = _STUDY_MEMO.get(memo_key)
         if known is not None and known[1] == _stamps(known[0]):
@@ -189,7 +210,8 @@ def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
         if study.name != name:
             raise ConfigError(f"field 'name' is '{study.name}' but the file is listed as "
                               f"'{name}' in workflow.yaml; make them the same.", source=str(path))
-        hardware_path = find_config(configs / "hardware", study.hardware, "hardware")
+        hardware_path = _field(lambda: find_config(configs / "hardware", study.hardware,
+                                                   "hardware"), str(path), "hardware")
         if hardware_path not in hardware_checked:     # most studies share one chip
             from simcore.spec.hardware import load_hardware
             hardware_checked[hardware_path] = load_hardware(hardware_path).race is not None
@@ -201,7 +223,8 @@ def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
         overlay = _overlay(hardware_path)
         fit_path = overlay if overlay.exists() else None
         if study.python_kernel is None:
-            kernel_path = find_config(configs / "kernels", study.kernel, "kernel")
+            kernel_path = _field(lambda: find_config(configs / "kernels", study.kernel,
+                                                     "kernel"), str(path), "kernel")
             _check_stages(study, path, kernel_path, _read_config(kernel_path))
             studies[name] = StudyPlan(study, path, kernel_path, hardware_path,
                                       fit_path=fit_path)
@@ -275,8 +298,10 @@ def _check_stages(study: Study, path: Path, kernel_path: Path, raw: dict) -> Non
     from simcore.spec.overrides import apply
 
     for i, stage in enumerate(study.stages):
+        source = f"{kernel_path} with this stage's set ({', '.join(stage.set)})" \
+            if stage.set else str(kernel_path)
         try:
-            validate(Kernel, apply(raw, stage.set), str(kernel_path), "kernel")
+            validate(Kernel, apply(raw, stage.set), source, "kernel")
         except ConfigError as exc:
             raise ConfigError(f"stage 'stages[{i}]' ({stage.name}) does not give a valid "
                               f"kernel: {exc}", source=str(path)) from None

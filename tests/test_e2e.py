@@ -86,6 +86,19 @@ def test_bad_study_stops_the_workflow_with_a_clear_error(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_a_study_the_workflow_does_not_list_stops_with_what_to_do(tmp_path):
+    """Asking snakemake for the report of a study file that configs/workflow.yaml does not
+    list: one ptolab paragraph naming the file to edit, no input-function traceback."""
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    (tmp_path / "configs" / "studies" / "extra.yaml").write_text(
+        "name: extra\nkernel: softmax\nstages:\n  - {name: only, description: as shipped}\n")
+    proc = snakemake(tmp_path, "-c1", "results/extra/report.html")
+    assert proc.returncode == 2
+    assert "study 'extra' is not in this workflow" in proc.stderr
+    assert "configs/workflow.yaml" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
 def test_ptolab_simulate_command(tmp_path):
     out = tmp_path / "dir"
     proc = subprocess.run(["ptolab", "simulate", str(REPO / "configs/kernels/multi_stitch_add.yaml"),
@@ -130,6 +143,26 @@ def test_a_failed_job_prints_its_own_error(tmp_path):
     assert "OoO" in proc.stderr and "UB" in proc.stderr      # the compiler's own message
     stage = work / "results" / "multi_stitch" / "stitch_64"
     assert not (stage / "parsed" / "metrics.json").exists()
+
+
+def test_a_failed_rerun_leaves_no_stage_folder_that_looks_complete(tmp_path):
+    """Snakemake deletes a failed job's declared outputs; the rest of the stage folder (the
+    earlier run's record, perf files, analysis) must not outlive them and pass for a run."""
+    work = one_study_copy(tmp_path, "multi_stitch")
+    assert snakemake(work, "-c1").returncode == 0
+    stage = work / "results" / "multi_stitch" / "stitch_64"
+    assert (stage / "run" / "metrics.json").exists()
+    study = work / "configs" / "studies" / "multi_stitch.yaml"
+    study.write_text(study.read_text().replace(
+        "{runtime_options.stitch_function_max_num: 64}",
+        "{runtime_options.stitch_function_max_num: 64, params.W: 1048576, "
+        "tiles.vec: [1048576]}"))
+    proc = snakemake(work, "-c1")
+    assert proc.returncode != 0 and "OoO" in proc.stderr
+    assert not stage.exists()
+    assert (work / "results" / "multi_stitch" / "logs" / "stitch_64.log").exists()
+    other = work / "results" / "multi_stitch" / "stitch_1"
+    assert (other / "parsed" / "metrics.json").exists()     # the stage that did not rerun
 
 
 def test_stage_folder_holds_only_this_build(built):

@@ -70,10 +70,31 @@ def refused(result, *words, code=2):
     ("nope", ["nope", "KEY=VALUE"]),
     ("foo.bar=1", ["foo.bar", "runtime_options"]),
     ("params=4", ["'params'", "<group>.<name>"]),
+    ("tiles.vec=[16", ["tiles.vec", "not valid JSON", "character 4"]),
+    ('params.N={"a": ', ["params.N", "not valid JSON"]),
 ])
 def test_bad_override_is_refused_with_what_is_allowed(cli, tmp_path, assignment, words):
     refused(cli("compile", MSA, "--set", assignment, "--out", tmp_path / "c"), *words)
     assert not (tmp_path / "c").exists()
+
+
+def test_a_value_that_fits_no_form_of_a_field_names_the_field_once(cli, tmp_path):
+    """A tile is a list of dims or a cube tile table: a bare number fits neither, and the
+    message says so for 'tiles.vec', without pydantic's names for the forms it tried."""
+    err = refused(cli("compile", MSA, "--set", "tiles.vec=16", "--out", tmp_path / "o"),
+                  "field 'tiles.vec' has value 16", "valid list", ", or ")
+    assert "union[" not in err and "tiles.vec.CubeTile" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_report_without_parsed_stages_is_refused(cli, tmp_path):
+    study = REPO / "configs" / "studies" / "multi_stitch.yaml"
+    refused(cli("report", study, "--stages-dir", tmp_path / "nowhere", "--out",
+                tmp_path / "r.html"), "nowhere", "does not exist", "stitch_1", "stitch_64")
+    (tmp_path / "empty").mkdir()
+    refused(cli("report", study, "--stages-dir", tmp_path / "empty", "--out",
+                tmp_path / "r.html"), "holds none of them")
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_lax_values_in_files_are_refused(cli, tmp_path):
@@ -102,6 +123,37 @@ def test_study_stage_with_an_undeclared_param_stops_the_plan(repo_copy):
         load_plan(repo_copy / "configs", config)
     text = str(info.value)
     assert str(study) in text and "stitch_64" in text and "'n'" in text and "known: N, W" in text
+
+
+@pytest.mark.parametrize("field, old, new", [
+    ("kernel", "kernel: multi_stitch_add", "kernel: multi_stitch_adx"),
+    ("hardware", "hardware: dav_2201", "hardware: dav_2202"),
+])
+def test_a_study_naming_a_missing_config_names_its_file_and_field(repo_copy, field, old, new):
+    from pipeline.workflow import load_plan
+    from simcore.spec.errors import ConfigError
+    from simcore.spec.loader import read_mapping
+    study = repo_copy / "configs/studies/multi_stitch.yaml"
+    study.write_text(study.read_text().replace(old, new))
+    assert new in study.read_text()
+    with pytest.raises(ConfigError) as info:
+        load_plan(repo_copy / "configs", read_mapping(repo_copy / "configs/workflow.yaml"))
+    text = str(info.value)
+    assert text.startswith(str(study)) and f"field '{field}'" in text
+    assert new.split(": ")[1] in text
+
+
+def test_a_stage_override_error_says_it_comes_from_the_stage(repo_copy):
+    from pipeline.workflow import load_plan
+    from simcore.spec.errors import ConfigError
+    from simcore.spec.loader import read_mapping
+    study = repo_copy / "configs/studies/multi_stitch.yaml"
+    study.write_text(study.read_text().replace("stitch_function_max_num: 64}",
+                                               'stitch_function_max_num: "abc"}'))
+    with pytest.raises(ConfigError) as info:
+        load_plan(repo_copy / "configs", read_mapping(repo_copy / "configs/workflow.yaml"))
+    text = str(info.value)
+    assert "stitch_64" in text and "with this stage's set" in text and "'abc'" in text
 
 
 # -- kernel files, sizes, arguments ---------------------------------------------------------

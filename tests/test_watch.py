@@ -342,3 +342,20 @@ def test_a_racing_stage_line_shows_its_race_median_too(tmp_path):
     assert "kernel_us 253.2 -> 213.0, kernel_us_race_median 256.4 -> 213.0" in line
     (out / "parsed" / "metrics.json").write_text(json.dumps({"kernel_us": 10.0}))
     assert "median" not in _moved(job, {"kernel_us": 12.0})
+
+
+def test_ctrl_c_stops_the_watch_with_the_interrupt_exit_code(tmp_path, monkeypatch, capsys):
+    """Ctrl-C is the usual end of a watch, and every ptolab command answers it with 130."""
+    from pipeline import watch as watch_module
+    from pipeline.cli import main
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "workflow.yaml").write_text("studies: []\n")
+    touched = []
+    monkeypatch.setattr(watch_module.Watch, "start", lambda self: None)
+    monkeypatch.setattr(watch_module.Watch, "loop",
+                        lambda self, *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(watch_module.Watch, "finish_touch", lambda self: touched.append(1))
+    monkeypatch.chdir(tmp_path)
+    assert main(["watch", "--dir", str(tmp_path)]) == 130
+    assert touched == [1]                      # the recording snakemake was waited for
+    assert "stopped" in capsys.readouterr().err

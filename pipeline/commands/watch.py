@@ -46,6 +46,8 @@ def run(args) -> int:
         watch.start()
         watch.loop(args.interval, args.edits)
     except KeyboardInterrupt:
+        # Ctrl-C is how a watch ends, but it is an interrupt like any other command's: 130
         watch.finish_touch()
         print("ptolab watch: stopped.", file=sys.stderr)
+        return 130
     return 0

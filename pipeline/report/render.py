@@ -156,10 +156,23 @@ def _metric(row: dict, key: str) -> float | None:
         else None
 
 
+def _check_stages(study, stages_dir: Path) -> None:
+    """A report of no parsed stage at all would be a page of blanks that looks rendered:
+    refuse it (a stage missing beside others shows as not run)."""
+    if not any((stages_dir / s.name / "parsed" / "metrics.json").is_file()
+               for s in study.stages):
+        where = "does not exist" if not stages_dir.is_dir() else "holds none of them"
+        raise ConfigError(f"--stages-dir {stages_dir} {where}: a report needs "
+                          f"<stage>/parsed/metrics.json for the stages of study "
+                          f"'{study.name}' ({', '.join(s.name for s in study.stages)}); "
+                          f"run `ptolab stage` or `snakemake` for them first.")
+
+
 def render_study(study_path: Path, stages_dir: Path, out: Path,
                  kernel: Path | None = None) -> None:
     from . import graph, sources
     study = load_study(Path(study_path))
+    _check_stages(study, Path(stages_dir))
     kernel = Path(kernel) if kernel else kernel_file(study, study_path)
     rows = stage_rows(study, stages_dir, Path(out).parent, kernel)
     source = sources.find(study, study_path, kernel)

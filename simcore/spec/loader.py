@@ -6,6 +6,8 @@ the file, the field path, the bad value and what was expected.
 """
 from __future__ import annotations
 
+import functools
+
 import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
@@ -76,30 +78,56 @@ def field_path(loc: tuple) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif str(part).startswith(("function-", "tagged-union")) or \
-                str(part).endswith(" statement"):
+                str(part).endswith(" statement") or _union_member(part):
             continue  # union tags say nothing to a user
         else:
             out += f".{part}" if out else str(part)
     return out or "(top level)"
 
 
+def _union_member(part) -> bool:
+    """A loc part naming which form of a union pydantic tried ('list[union[int,str]]', a
+    config model's class name), not a field: no field or key of ours looks like that."""
+    text = str(part)
+    return "[" in text or text in _model_names()
+
+
+@functools.lru_cache(maxsize=1)
+def _model_names() -> frozenset[str]:
+    from .base import Strict
+    seen, todo = set(), [Strict]
+    while todo:
+        cls = todo.pop()
+        for sub in cls.__subclasses__():
+            if sub.__name__ not in seen:
+                seen.add(sub.__name__)
+                todo.append(sub)
+    return frozenset(seen)
+
+
 def explain(exc: ValidationError, source: str, what: str) -> ConfigError:
-    """Turn pydantic's report into one readable paragraph."""
-    parts = []
+    """Turn pydantic's report into one readable paragraph: one sentence per field, the
+    forms a union field allows joined by 'or'."""
+    parts: dict[tuple, list[str]] = {}
     for err in exc.errors(include_url=False):
         path = field_path(err["loc"])
         kind = err["type"]
         if kind == "extra_forbidden":
-            parts.append(f"field '{path}' is not a known {what} field (remove it or check its spelling)")
+            head, msg = f"field '{path}' is not a known {what} field (remove it or check its " \
+                        f"spelling)", ""
         elif kind == "missing":
-            parts.append(f"field '{path}' is required but missing")
+            head, msg = f"field '{path}' is required but missing", ""
         else:
-            value = err.get("input")
-            shown = repr(value)
+            shown = repr(err.get("input"))
             if len(shown) > 60:
                 shown = shown[:57] + "..."
-            parts.append(f"field '{path}' has value {shown}: {err['msg']}")
-    return ConfigError("invalid " + what + ": " + "; ".join(parts) + ".", source=source)
+            head, msg = f"field '{path}' has value {shown}", err["msg"]
+        msgs = parts.setdefault((head,), [])
+        if msg and msg not in msgs:
+            msgs.append(msg)
+    text = "; ".join(head + (": " + ", or ".join(msgs) if msgs else "")
+                     for (head,), msgs in parts.items())
+    return ConfigError("invalid " + what + ": " + text + ".", source=source)
 
 
 def validate(model: type[M], data: dict[str, Any], source: str, what: str) -> M:

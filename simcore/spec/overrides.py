@@ -31,7 +31,12 @@ def parse_assignment(text: str) -> tuple[str, Any]:
                           f"--set runtime_options.stitch_function_max_num=64.")
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
+        if raw.strip()[:1] in ("[", "{", '"'):
+            # meant as JSON (a list, a table, a quoted string): say where it breaks
+            raise ConfigError(f"--set '{key}': value {raw!r} is not valid JSON ({exc.msg} at "
+                              f"character {exc.pos + 1}); write a list as [16, 64], a table "
+                              f"as {{\"m\": [16, 16]}}.") from None
         value = raw
     return key, value
 
