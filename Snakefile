@@ -44,6 +44,12 @@ include: "workflow/rules/nightly.smk"
 # the study files the index lists (report.smk), once nightly.smk has added its studies to PLAN
 INDEX_STUDIES = " ".join(shlex.quote(s) for s in index_studies())
 
+# A target naming a study the plan does not hold (the workflow file's studies and the
+# nightly ones) stops here with what to do, not with a traceback from an input function.
+for _name in PLAN.unknown_targets([a for a in sys.argv[1:] if not a.startswith("-")]):
+    sys.stderr.write(f"ptolab: error: {PLAN.unknown_study_error(_name)}\n")
+    sys.exit(2)
+
 
 # Snakemake's job rate limit keeps a 1-s timer thread pending after the last job; dropping
 # it when the workflow ends lets snakemake exit then, not a second later (pipeline.workflow).

@@ -54,18 +54,20 @@ class Plan:
     studies: dict[str, StudyPlan]
 
     def study(self, name: str) -> StudyPlan:
-        found = self.studies.get(name)
-        if found is None:
-            # asked from a Snakemake input function, where an exception becomes a traceback:
-            # say what to do and stop, as a bad config at planning does
-            import sys
-            sys.stderr.write(
-                f"ptolab: error: study '{name}' is not in this workflow; the studies built "
-                f"are those configs/workflow.yaml lists under 'studies' "
-                f"({', '.join(self.studies) or 'none'}). Add '{name}' there (its file goes in "
-                f"{self.configs}/studies/) and rerun.\n")
-            raise SystemExit(2)
-        return found
+        return self.studies[name]
+
+    def unknown_targets(self, targets: list[str]) -> list[str]:
+        """The study names of ``targets`` (results/<study>/...) this plan does not build;
+        results/index.html and results/nightly/ are the workflow's own."""
+        prefix = self.results.rstrip("/") + "/"
+        names = {t[len(prefix):].split("/", 1)[0] for t in targets
+                 if t.startswith(prefix) and "/" in t[len(prefix):]}
+        return sorted(names - set(self.studies) - {"nightly"})
+
+    def unknown_study_error(self, name: str) -> str:
+        return (f"study '{name}' is not in this workflow; the studies built are those "
+                f"configs/workflow.yaml lists under 'studies' ({', '.join(self.studies)}). "
+                f"Add '{name}' there (its file goes in {self.configs}/studies/) and rerun.")
 
     def stage_key(self, study: str, stage: str) -> str:
         """Everything a stage's result depends on besides its input files.
