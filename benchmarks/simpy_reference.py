@@ -19,7 +19,7 @@ def simulate_simpy(program, hw, durations: np.ndarray, n_threads: int) -> float:
     cores = {0: simpy.Resource(env, capacity=hw.cores.aiv),
              1: simpy.Resource(env, capacity=hw.cores.aic)}
     threads = simpy.Resource(env, capacity=n_threads)
-    a = hw.aicpu
+    a = hw.aicpu.scaled_actions()
     dev = program.task_dev_task
     same = dev[program.edge_src] == dev[program.edge_dst]
     src, dst = program.edge_src[same], program.edge_dst[same]

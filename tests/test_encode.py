@@ -1,6 +1,7 @@
-"""The device encoder's two rewrites of a root call's task graph (simcore/compiler/encode.py):
-an edge already implied by a longer path is dropped, and producers sharing one successor
-set reach it through a hub once that saves more than ten edges.  Edges between root calls
+"""The device encoder's rewrites of a root call's task graph (simcore/compiler/encode.py):
+an edge already implied by a longer path is dropped, producers sharing one successor set
+reach it through a hub once that saves more than ten edges, and a call with three or more
+tasks nothing in it waits for gets an end hub they each resolve.  Edges between root calls
 are the runtime's stitching and are never touched."""
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import numpy as np
 
 from pipeline.runner import resolve_kernel
 from simcore.compiler import compile_kernel
-from simcore.compiler.encode import HUB_MIN_SAVED_EDGES, encode_call_edges
+from simcore.compiler.encode import (END_HUB_MIN_TASKS, HUB_MIN_SAVED_EDGES,
+                                     encode_call_edges, end_hubs)
 from simcore.spec.hardware import load_hardware
 
 from conftest import KERNELS
@@ -88,12 +90,44 @@ def test_the_prolog_query_projection_reaches_its_dequantisation_through_hubs():
     for program, producers in ((unmerged, 64), (merged, 16)):
         labels = np.array([program.leaf_functions[i].label for i in program.task_leaf])
         via = program.edge_hub >= 0
-        assert program.hubs == 2
+        assert int(program.edge_hub.max()) + 1 == 2
         assert set(labels[program.edge_src[via]]) == {"Query-Linear"}
         assert set(labels[program.edge_dst[via]]) == {"Query-Dequant"}
         assert np.unique(program.edge_src[via]).size == producers
         # the runtime resolves P + S edges per hub, not P x S
         resolved = sum(np.unique(program.edge_src[via & (program.edge_hub == h)]).size
                        + np.unique(program.edge_dst[via & (program.edge_hub == h)]).size
-                       for h in range(program.hubs))
+                       for h in range(2))
         assert resolved < via.sum()
+
+
+def tails(edges, calls, first_hub=0):
+    src, dst = (np.array(x, np.int64) for x in zip(*sorted(edges))) if edges else \
+        (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    task, hub = end_hubs(src, dst, np.array(calls, np.int64), first_hub)
+    return dict(zip(task.tolist(), hub.tolist()))
+
+
+def test_three_tasks_nothing_in_their_call_waits_for_share_an_end_hub():
+    assert END_HUB_MIN_TASKS == 3
+    # 0 -> 1; 1, 2 and 3 end the call: one end hub for them, none for 0
+    assert tails([(0, 1)], [0, 0, 0, 0]) == {1: 0, 2: 0, 3: 0}
+    # two per call are too few: no hub anywhere
+    assert tails([(0, 1), (3, 4)], [0, 0, 0, 1, 1, 1]) == {}
+    # an edge into the next call is stitching: inside its own call task 0 ends the call
+    assert tails([(0, 3)], [0, 0, 0, 1]) == {0: 0, 1: 0, 2: 0}
+    # numbered after the successor hubs, in call order
+    assert tails([], [0, 0, 0, 1, 1, 2, 2, 2], first_hub=5) == \
+        {0: 5, 1: 5, 2: 5, 5: 6, 6: 6, 7: 6}
+
+
+def test_a_matmul_of_independent_tiles_gets_an_end_hub_and_a_softmax_chain_none():
+    """A call whose tasks are all independent (the skinny matmul's output tiles) resolves
+    one edge per task into its end hub; each glm_attention call ends in one task (the last
+    step's state), so no call of it has an end hub."""
+    skinny = compile_kernel(resolve_kernel(KERNELS / "skinny_matmul.yaml", {}), HW)
+    assert skinny.edge_src.size == 0
+    assert sorted(skinny.tail_task.tolist()) == list(range(skinny.leaf_tasks))
+    assert skinny.hubs == skinny.root_calls
+    glm = compile_kernel(resolve_kernel(KERNELS / "glm_attention.yaml", {}), HW)
+    assert glm.tail_task.size == 0 and glm.hubs == 0

@@ -41,7 +41,7 @@ HW = _BASE.model_copy(update={
         "build_dev_task_us": 1.0, "build_per_root_call_us": 0.5, "build_per_leaf_task_us": 0.25,
         "dispatch_us": 0.5, "completion_us": 0.25, "resolve_edge_us": 0.125, "ready_edge_us": 0.0625,
         "ready_handoff_us": 1.0, "fairness_us": 0.25, "dev_task_sync_us": 16.0,
-        "release_per_leaf_task_us": 0.125, "exit_us": 2.0})})
+        "release_per_leaf_task_us": 0.125, "exit_us": 2.0, "action_scale": 1.0})})
 A = HW.aicpu
 AIV, AIC = CoreType.AIV, CoreType.AIC
 HEAD = HW.core.head_overhead_us
@@ -248,6 +248,37 @@ def test_a_hub_is_resolved_by_the_thread_that_resolves_its_last_producer():
     assert min(direct.task_start[2:]) == long_end + A.completion_us + 2 * A.ready_edge_us \
         + A.dispatch_us
     assert tl.task_core.size == 4                      # the hub is not a leaf task
+
+
+def _with_end_hub(program: Program) -> Program:
+    """``program`` with every task of call 0 resolving one end hub when it ends."""
+    tails = np.flatnonzero(program.task_call == 0)
+    return dataclasses.replace(program, tail_task=tails,
+                               tail_hub=np.full(tails.size, program.hubs, np.int64))
+
+
+def test_the_tasks_of_a_call_pay_their_end_hubs_edges_after_they_end():
+    """Three independent tasks (the third waits in core 2's pending slot): each, once its
+    completion is noticed, resolves its edge to the call's end hub (upstream
+    AddDummyCallsAtBeginningAndEnding).  The first two decrement the hub's count
+    atomically; the last finds it at 1 and only reads it.  Nothing waits for the hub, so
+    no task moves; the dev task ends that read later."""
+    plain = run(make_program([1000, 2000, 2000]))
+    hub = run(_with_end_hub(make_program([1000, 2000, 2000])))
+    assert hub.task_start.tolist() == plain.task_start.tolist()
+    assert hub.task_end.tolist() == plain.task_end.tolist()
+    assert hub.dev_end.tolist() == [plain.dev_end[0] + A.ready_edge_us]
+
+
+def test_a_call_of_many_short_independent_tasks_is_slowed_by_its_end_hub():
+    """Twelve short tasks on two cores and one schedule thread keep the thread busier than
+    the cores: the atomic each task pays on its end hub's count delays every later send."""
+    one_thread = HW.model_copy(update={"aicpu": A.model_copy(update={"threads": 2})})
+    tasks = [200] * 12
+    plain = run(make_program(tasks), hw=one_thread)
+    hub = run(_with_end_hub(make_program(tasks)), hw=one_thread)
+    assert hub.kernel_us > plain.kernel_us
+    assert hub.dev_end[0] - plain.dev_end[0] >= 5 * A.resolve_edge_us
 
 
 def _producer_with_two_consumers():

@@ -190,7 +190,7 @@ def test_a_lone_chain_goes_straight_to_the_freed_core_in_modes_0_and_1():
     assert m0["kernel_us"] == pytest.approx(m1["kernel_us"], abs=1e-9)
     # each link: notice the completion, resolve its one edge (the consumer's only
     # predecessor: a read of the count, no atomic), send; no hand-off
-    a = HW.aicpu
+    a = HW.aicpu.scaled_actions()      # the costs as the chip runs them
     gaps = t0.task_start[1:] - t0.task_end[:-1]
     assert gaps.tolist() == pytest.approx(
         [a.completion_us + a.ready_edge_us + a.dispatch_us] * (steps - 1), abs=1e-9)

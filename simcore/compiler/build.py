@@ -12,7 +12,7 @@ from ..spec.kernel import Kernel
 from .accesses import Accesses, GmBuffer
 from .callcache import CallCache, call_key
 from .deps import region_edges
-from .encode import encode_call_edges
+from .encode import encode_call_edges, end_hubs
 from .limits import Limits
 from .merge import choose, merged_index
 from .program import (L2_LINE_BYTES, CoreType, LeafFunction, Program, RegionAccesses,
@@ -451,6 +451,8 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
                                       acc.write.astype(bool), acc.tag, n, acc.buffers) \
         if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     edge_src, edge_dst, edge_hub = encode_call_edges(edge_src, edge_dst, task_call)
+    tail_task, tail_hub = end_hubs(edge_src, edge_dst, task_call,
+                                   int(edge_hub.max()) + 1 if edge_hub.size else 0)
     task_leaf, leaf_functions = _used_leaves(task_leaf, leaves.items)
     call_leaf_tasks = sizes
     bodies = np.asarray(call_bodies, np.int64)
@@ -465,5 +467,6 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
         task_call=task_call, task_leaf=task_leaf, task_op=task_op,
         task_core=task_core, work=work, regions=l2_regions(acc),
         edge_src=edge_src, edge_dst=edge_dst, edge_hub=edge_hub,
+        tail_task=tail_task, tail_hub=tail_hub,
         workspace_bytes=int(np.max(ws)) if len(ws) else 0,
         control_inputs=tuple(n for n, t in kernel.tensors.items() if t.control_flow_input))

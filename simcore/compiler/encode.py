@@ -15,7 +15,17 @@ resolves:
   resolves on the spot (``ResolveDepDyn`` in ``aicore_manager.h``), so the runtime
   resolves P + S edges instead of P*S.
 
-Both act on the edges inside one root call; edges between root calls are the runtime's
+* ``AddDummyCallsAtBeginningAndEnding``: a root call with three or more tasks that no
+  other task of the call waits for gets an end hub that waits for all of them.  Nothing
+  waits for the hub (the runtime does not count hubs among a dev task's tasks), but each
+  of those tasks, when it ends, resolves its edge to the hub: an atomic decrement of the
+  hub's count, a plain read for the last one.  A call of many independent tasks (a matmul
+  cut into output tiles) pays one resolve per task this way.  The begin hub the same
+  function puts before three or more tasks with no predecessor is resolved while the dev
+  task is built (``ResolveEarlyDepends`` in ``device_task_context.cpp``, by the control
+  AICPU, without atomics), so the schedule threads never see it; ptolab leaves it out.
+
+All act on the edges inside one root call; edges between root calls are the runtime's
 stitching and stay as they are.  Task indices are a topological order (every edge runs
 from a lower index to a higher one), which the reduction relies on.
 """
@@ -25,6 +35,9 @@ import numpy as np
 
 # ReplaceSuccessorWithHub's optimizeLimit: a hub only where it saves more edges than this
 HUB_MIN_SAVED_EDGES = 10
+# AddDummyCallsAtBeginningAndEnding's OPTIMIZATION_THRESHOLD: an end hub for this many
+# tasks without a successor in their call, or more
+END_HUB_MIN_TASKS = 3
 
 
 def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], list[int]]:
@@ -115,3 +128,21 @@ def encode_call_edges(edge_src: np.ndarray, edge_dst: np.ndarray,
             hub[kept] = np.where(local >= 0, local + hubs, -1)
             hubs += count
     return edge_src[keep], edge_dst[keep], hub[keep]
+
+
+def end_hubs(edge_src: np.ndarray, edge_dst: np.ndarray, task_call: np.ndarray,
+             first_hub: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tail_task, tail_hub): the tasks no task of their own call waits for, in calls with
+    at least END_HUB_MIN_TASKS of them, and the end hub each resolves when it ends,
+    numbered from ``first_hub`` in call order."""
+    n = task_call.size
+    inside = task_call[edge_src] == task_call[edge_dst]
+    waited_for = np.zeros(n, bool)
+    waited_for[edge_src[inside]] = True
+    tails = np.flatnonzero(~waited_for)
+    calls = int(task_call[-1]) + 1 if n else 0
+    per_call = np.bincount(task_call[tails], minlength=calls)
+    tails = tails[per_call[task_call[tails]] >= END_HUB_MIN_TASKS]
+    with_hub = per_call >= END_HUB_MIN_TASKS
+    hub_of_call = np.cumsum(with_hub) - 1 + first_hub
+    return tails.astype(np.int64), hub_of_call[task_call[tails]].astype(np.int64)

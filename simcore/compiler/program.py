@@ -105,6 +105,10 @@ class Program:
     # per edge: the hub it reaches its successor through, or -1 (simcore/compiler/encode.py);
     # empty: every edge direct
     edge_hub: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # the tasks that resolve an end hub when they end, and its index (after the edge hubs;
+    # simcore/compiler/encode.py end_hubs): nothing waits for an end hub
+    tail_task: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    tail_hub: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def root_calls(self) -> int:
@@ -124,7 +128,8 @@ class Program:
 
     @property
     def hubs(self) -> int:
-        return int(self.edge_hub.max()) + 1 if self.edge_hub.size else 0
+        last = max([-1] + [int(h.max()) for h in (self.edge_hub, self.tail_hub) if h.size])
+        return last + 1
 
     @property
     def task_dev_task(self) -> np.ndarray:

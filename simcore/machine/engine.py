@@ -316,7 +316,7 @@ class Plan:
 
 def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
     """The one place that reads the Program: its columns become the Plan's lists."""
-    p, a = program, hw.aicpu
+    p, a = program, hw.aicpu.scaled_actions()
     n = p.leaf_tasks
     fair = options.device_sched_mode in (2, 3)
     # the control thread builds once started and, unless the launch already holds them
@@ -375,17 +375,18 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
 def _resolved_edges(p: Program, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The edges the schedule threads resolve inside each dev task, sorted by source: an
     edge through a hub becomes producer -> hub and hub -> consumer, hub ``h`` being node
-    ``leaf_tasks + h`` (simcore/compiler/encode.py)."""
+    ``leaf_tasks + h``, and a task of a call with an end hub gains an edge to it
+    (simcore/compiler/encode.py)."""
     same = dev[p.edge_src] == dev[p.edge_dst]
     src, dst = p.edge_src[same], p.edge_dst[same]
     if not p.hubs:
         return src, dst
-    hub = p.edge_hub[same]
+    hub = p.edge_hub[same] if p.edge_hub.size else np.full(src.size, -1, np.int64)
     via, node = hub >= 0, p.leaf_tasks + hub
     width = p.leaf_tasks + p.hubs + 1
     pairs = np.unique(np.concatenate([
         src[~via] * width + dst[~via], src[via] * width + node[via],
-        node[via] * width + dst[via]]))
+        node[via] * width + dst[via], p.tail_task * width + p.leaf_tasks + p.tail_hub]))
     return pairs // width, pairs % width
 
 

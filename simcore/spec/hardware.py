@@ -152,10 +152,27 @@ class Aicpu(Strict):
     completion_us: float = Field(ge=0)         # noticing one finished leaf task
     ready_handoff_us: float = Field(ge=0)      # a readied task through the shared ready queue
     fairness_us: float = Field(ge=0)           # device_sched_mode 2/3: balancing across threads, per dispatch
+    # The chip's time for the per-action costs above (dispatch, the two edges, the
+    # completion check, the hand-off) as a fraction of the values given: one factor keeps
+    # their ratios, which come from one source (upstream's cost model), and says how fast
+    # the chip's AICPU runs them.
+    action_scale: float = Field(1.0, gt=0, le=10)
     dev_task_sync_us: float = Field(ge=0)      # hand-over between two dev tasks
     release_per_leaf_task_us: float = Field(ge=0)  # control thread retires a finished dev task
     exit_us: float = Field(ge=0)
     launch_gap_us: float = Field(ge=0)         # host gap between two launches (rounds)
+
+
+    def scaled_actions(self) -> "Aicpu":
+        """This AICPU with ``action_scale`` applied to the per-action costs (and set to 1)."""
+        f = self.action_scale
+        return self.model_copy(update={k: getattr(self, k) * f for k in ACTION_COSTS} |
+                               {"action_scale": 1.0})
+
+
+# the per-action costs action_scale scales
+ACTION_COSTS = ("dispatch_us", "resolve_edge_us", "ready_edge_us", "completion_us",
+                "ready_handoff_us")
 
 
 class Core(Strict):
