@@ -74,7 +74,13 @@ def _locked(lock_path: Path, target: Path) -> Iterator[None]:
     A run that opened the file just before its holder removed it would lock a file
     nobody else sees: after locking, the path must still name the locked file.
     """
-    with open(lock_path, "a+") as handle:
+    try:
+        handle = open(lock_path, "a+")
+    except OSError as exc:
+        # the lock file is ours, the folder is the user's: name the folder asked for
+        raise OSError(exc.errno, f"cannot write in {lock_path.parent} ({exc.strerror})",
+                      str(target)) from None
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if os.stat(lock_path).st_ino != os.fstat(handle.fileno()).st_ino:

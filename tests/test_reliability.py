@@ -345,6 +345,9 @@ def test_sigkill_during_a_rerun_leaves_the_previous_run_whole(cli, tmp_path):
 
 def test_unwritable_output_is_exit_3(cli):
     refused(cli("simulate", MSA, "--out", "/proc/ptolab-test/run"), "/proc", code=3)
+    # the folder asked for, not the lock file ptolab keeps beside it
+    err = refused(cli("simulate", MSA, "--out", "/proc/ptolab-test"), code=3)
+    assert "/proc/ptolab-test:" in err and ".lock" not in err
 
 
 def test_leftovers_of_a_killed_run_are_removed(cli, tmp_path):
