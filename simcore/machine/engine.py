@@ -384,9 +384,13 @@ def _resolved_edges(p: Program, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray
     hub = p.edge_hub[same] if p.edge_hub.size else np.full(src.size, -1, np.int64)
     via, node = hub >= 0, p.leaf_tasks + hub
     width = p.leaf_tasks + p.hubs + 1
-    pairs = np.unique(np.concatenate([
-        src[~via] * width + dst[~via], src[via] * width + node[via],
-        node[via] * width + dst[via], p.tail_task * width + p.leaf_tasks + p.tail_hub]))
+    # the direct edges and the end hubs' edges are distinct pairs already; only an edge
+    # hub's producers and consumers repeat (one pair per edge it stands for)
+    parts = [src[~via] * width + dst[~via], p.tail_task * width + p.leaf_tasks + p.tail_hub]
+    if via.any():
+        parts.append(np.unique(np.concatenate([src[via] * width + node[via],
+                                               node[via] * width + dst[via]])))
+    pairs = np.sort(np.concatenate(parts))
     return pairs // width, pairs % width
 
 
@@ -847,7 +851,9 @@ class Run:
             if free[th] > self.end_of_dev:
                 self.end_of_dev = free[th]
             return
-        readied = []
+        # most resolves ready nothing (an end hub's edges, a successor that still waits):
+        # the list is made only for a task this thread readies
+        readied = None
         edges, last, n_tasks = hi - lo, 0, self.n_tasks
         for i in range(lo, hi):
             s = succ[i]
@@ -855,6 +861,8 @@ class Run:
             if indegree[s] == 0:
                 last += 1
                 if s < n_tasks:
+                    if readied is None:
+                        readied = []
                     readied.append(s)
                 else:
                     # a hub: its edges are resolved now, by this thread (ResolveDepDyn)
@@ -864,13 +872,15 @@ class Run:
                         indegree[h] -= 1
                         if indegree[h] == 0:
                             last += 1
+                            if readied is None:
+                                readied = []
                             readied.append(h)
         noticed = free[th] + self.resolve_edge_us * (edges - last) \
             + self.ready_edge_us * last
         free[th] = noticed
         if noticed > self.end_of_dev:
             self.end_of_dev = noticed
-        if not readied:
+        if readied is None:
             return
         ready = []
         for s in readied:
