@@ -281,6 +281,21 @@ def test_a_call_of_many_short_independent_tasks_is_slowed_by_its_end_hub():
     assert hub.dev_end[0] - plain.dev_end[0] >= 5 * A.resolve_edge_us
 
 
+def test_action_scale_is_the_five_per_action_costs_scaled_together():
+    """``aicpu.action_scale`` keeps the per-action costs' ratios (upstream's cost model) and
+    says how fast the chip runs them: a factor of 2 is the same chip as every one of the
+    five costs doubled, and it leaves the other AICPU costs (build, hand-over) alone."""
+    program = make_program([1000, 4000, 1000, 1000], edges=[(0, 2), (1, 2), (1, 3)])
+    scaled = HW.model_copy(update={"aicpu": A.model_copy(update={"action_scale": 2.0})})
+    doubled = HW.model_copy(update={"aicpu": A.model_copy(update={
+        k: 2 * getattr(A, k) for k in ("dispatch_us", "resolve_edge_us", "ready_edge_us",
+                                       "completion_us", "ready_handoff_us")})})
+    a, b, plain = run(program, hw=scaled), run(program, hw=doubled), run(program)
+    assert a.task_start.tolist() == b.task_start.tolist() != plain.task_start.tolist()
+    assert a.dev_end.tolist() == b.dev_end.tolist()
+    assert a.dev_build_end.tolist() == plain.dev_build_end.tolist()
+
+
 def _producer_with_two_consumers():
     """Task 0 (short) on core 1, task 1 (long) on core 2; tasks 2 and 3 both consume 1."""
     return make_program([1000, 2000, 2000, 2000], edges=[(1, 2), (1, 3)])
