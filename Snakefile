@@ -1,11 +1,12 @@
 # ptolab workflow: one job per {study}/{stage} (compile -> simulate -> parse), then reports.
 # Config is validated up front (pipeline.workflow); rules live in workflow/rules/.
+import re
 import shlex
 import sys
 from pathlib import Path
 
 from simcore.spec.errors import ConfigError
-from pipeline.workflow import drop_rescheduling_timers, load_plan
+from pipeline.workflow import drop_rescheduling_timers, load_plan, nightly_study_names
 
 configfile: "configs/workflow.yaml"
 
@@ -19,8 +20,18 @@ except ConfigError as exc:
 RESULTS = PLAN.results
 STAGE = RESULTS + "/{study}/{stage}"
 
+# A study's rules match only the studies built (the workflow file's, and the nightly ones
+# workflow/rules/nightly.smk adds), so results/nightly/ is never taken for a study and a
+# report asked of any other name goes to rule unknown_study, which says what to do.
+try:
+    KNOWN_STUDIES = "|".join(re.escape(name) for name in
+                             [*PLAN.studies, *nightly_study_names(Path("configs"))])
+except ConfigError as exc:
+    sys.stderr.write(f"ptolab: error: {exc}\n")
+    sys.exit(2)
+
 wildcard_constraints:
-    study="[A-Za-z0-9_][A-Za-z0-9_.-]*",
+    study=KNOWN_STUDIES or "(?!)",
     stage="[A-Za-z0-9_][A-Za-z0-9_.-]*",
 
 
@@ -44,11 +55,16 @@ include: "workflow/rules/nightly.smk"
 # the study files the index lists (report.smk), once nightly.smk has added its studies to PLAN
 INDEX_STUDIES = " ".join(shlex.quote(s) for s in index_studies())
 
-# A target naming a study the plan does not hold (the workflow file's studies and the
-# nightly ones) stops here with what to do, not with a traceback from an input function.
-for _name in PLAN.unknown_targets([a for a in sys.argv[1:] if not a.startswith("-")]):
-    sys.stderr.write(f"ptolab: error: {PLAN.unknown_study_error(_name)}\n")
-    sys.exit(2)
+rule unknown_study:
+    output:
+        RESULTS + "/{unknown}/report.html",
+    wildcard_constraints:
+        unknown=f"(?!(?:{KNOWN_STUDIES}|nightly)/)[A-Za-z0-9_][A-Za-z0-9_.-]*",
+    params:
+        message=lambda w: PLAN.unknown_study_error(w.unknown),
+    localrule: True
+    shell:
+        "echo ptolab: error: {params.message:q} >&2; exit 2"
 
 
 # Snakemake's job rate limit keeps a 1-s timer thread pending after the last job; dropping

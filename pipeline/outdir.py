@@ -86,13 +86,32 @@ def _locked(lock_path: Path, target: Path) -> Iterator[None]:
             if os.stat(lock_path).st_ino != os.fstat(handle.fileno()).st_ino:
                 raise BlockingIOError
         except (BlockingIOError, FileNotFoundError):
-            raise ConfigError(f"another ptolab run is writing this folder right now (it holds "
-                              f"{lock_path}). Wait for it to finish, or choose another --out.",
-                              source=str(target)) from None
+            raise FolderBusy(f"another ptolab run is writing this folder right now (it holds "
+                             f"{lock_path}). Wait for it to finish, or choose another --out.",
+                             source=str(target)) from None
         try:
             yield
         finally:
             lock_path.unlink(missing_ok=True)
+
+
+class FolderBusy(ConfigError):
+    """Another live run holds the folder's lock."""
+
+
+def drop_folder(target: Path) -> None:
+    """Remove ``target`` (and any leftovers of killed runs beside it) under its lock; leave
+    it alone while another run holds the lock, for that run is about to replace it."""
+    target = Path(target)
+    parent = target.absolute().parent
+    if not parent.is_dir():
+        return
+    try:
+        with _locked(parent / f".{target.name}{_LOCK}", target):
+            shutil.rmtree(target, ignore_errors=True)
+            _remove_leftovers(parent, target.name)
+    except (FolderBusy, OSError):
+        pass
 
 
 def _check_replaceable(target: Path) -> None:

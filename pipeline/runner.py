@@ -235,13 +235,30 @@ STAGE_ENV = {"DUMP_DEVICE_PERF": "true"}
 
 def run_stage(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,
               stage_dir: Path, rounds: int, env: Mapping[str, str] | None = None,
-              race: bool = False) -> dict:
+              race: bool = False, drop_on_failure: bool = False) -> dict:
     """One workflow stage into ``stage_dir``: compile/, run/ and parsed/ from one compile.
 
     The folder is built aside and swapped in whole, so no file of an earlier
     build of the stage (e.g. a perf file of a round count since lowered) survives.
     ``race``: the run also holds the chip's race variants (``race_runs``).
+    ``drop_on_failure``: a failed build removes the earlier one too (under the folder's
+    lock, never while another run holds it).  The workflow asks for it: Snakemake deletes
+    a failed job's declared outputs, and the rest of the earlier build must not stay
+    behind looking complete.
     """
+    from .outdir import FolderBusy, drop_folder
+
+    try:
+        return _stage(kernel_path, overrides, hardware, stage_dir, rounds, env, race)
+    except FolderBusy:
+        raise
+    except BaseException:
+        if drop_on_failure:
+            drop_folder(stage_dir)
+        raise
+
+
+def _stage(kernel_path, overrides, hardware, stage_dir, rounds, env, race) -> dict:
     from .outdir import owned_folder
     from .parse.run import parse_run
 

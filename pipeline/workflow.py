@@ -56,14 +56,6 @@ class Plan:
     def study(self, name: str) -> StudyPlan:
         return self.studies[name]
 
-    def unknown_targets(self, targets: list[str]) -> list[str]:
-        """The study names of ``targets`` (results/<study>/...) this plan does not build;
-        results/index.html and results/nightly/ are the workflow's own."""
-        prefix = self.results.rstrip("/") + "/"
-        names = {t[len(prefix):].split("/", 1)[0] for t in targets
-                 if t.startswith(prefix) and "/" in t[len(prefix):]}
-        return sorted(names - set(self.studies) - {"nightly"})
-
     def unknown_study_error(self, name: str) -> str:
         return (f"study '{name}' is not in this workflow; the studies built are those "
                 f"configs/workflow.yaml lists under 'studies' ({', '.join(self.studies)}). "
@@ -241,6 +233,15 @@ def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
     if memo is not None and validated:
         _write_memo(memo)
     return Plan(configs, workflow.results, studies)
+
+
+def nightly_study_names(configs: Path) -> list[str]:
+    """The studies configs/nightly.yaml adds to the workflow (none without the file)."""
+    path = Path(configs) / "nightly.yaml"
+    if not path.exists():
+        return []
+    from .nightly.config import load_nightly
+    return list(load_nightly(path).studies)
 
 
 def drop_rescheduling_timers() -> int:

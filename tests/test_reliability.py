@@ -369,6 +369,23 @@ def test_stage_folder_is_rebuilt_whole(cli, tmp_path):
     assert len(rounds) == 30
 
 
+def test_a_failed_stage_keeps_its_folder_unless_the_workflow_asks_to_drop_it(cli, tmp_path):
+    """By hand a failed build leaves the earlier one whole; the workflow's --drop-on-failure
+    removes it (Snakemake has deleted its declared outputs), but never while another run
+    holds the folder's lock."""
+    stage = tmp_path / "s"
+    assert cli("stage", MSA, "--out", stage)[0] == 0
+    too_big = ("--set", "params.W=1048576", "--set", "tiles.vec=[1048576]")
+    refused(cli("stage", MSA, *too_big, "--out", stage), "OoO")
+    assert (stage / "parsed" / "metrics.json").exists()
+    with open(tmp_path / ".s.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        refused(cli("stage", MSA, *too_big, "--drop-on-failure", "--out", stage), "OoO")
+        assert (stage / "parsed" / "metrics.json").exists()      # another run's to replace
+    refused(cli("stage", MSA, *too_big, "--drop-on-failure", "--out", stage), "OoO")
+    assert not stage.exists()
+
+
 # -- pmu-to-csv -----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,9 @@ def add_arguments(p) -> None:
     p.add_argument("--rounds", type=int, default=1, help="kernel launches (default 1)")
     p.add_argument("--out", type=Path, required=True, help="the stage folder (replaced whole)")
     add_race_argument(p)
+    p.add_argument("--drop-on-failure", action="store_true",
+                   help="a failed build also removes the stage folder's earlier build (the "
+                        "workflow's stage rule: Snakemake has already deleted its outputs)")
 
 
 def run(args) -> int:
@@ -28,7 +31,7 @@ def run(args) -> int:
     if args.rounds < 1:
         raise ConfigError(f"--rounds must be >= 1, got {args.rounds}.")
     done = run_stage(args.kernel, parse_assignments(args.sets), args.hardware, args.out,
-                     args.rounds, race=args.race)
+                     args.rounds, race=args.race, drop_on_failure=args.drop_on_failure)
     m = done["parsed"]
     print(f"kernel_us: {m.get('kernel_us')}  e2e_us: {m.get('e2e_us')}  "
           f"dev_tasks: {m.get('dev_tasks')}  leaf_tasks: {m.get('leaf_tasks')}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import numbers
 import operator
 from functools import lru_cache
 from typing import Mapping
@@ -73,16 +72,20 @@ class _EnvReads(ast.NodeTransformer):
 
 @lru_cache(maxsize=4096)
 def _compiled(text: str):
-    """A function of the environment computing ``text``, or None to walk the tree."""
+    """(a function of the environment computing ``text``, the names it reads), or None to
+    walk the tree."""
     tree = parse(text)
     if not all(isinstance(n, _FAST_NODES) for n in ast.walk(tree)):
         return None
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    names = tuple(sorted({n.id for n in ast.walk(tree)
+                          if isinstance(n, ast.Name) and id(n) not in calls}))
     body = _EnvReads().visit(copy.deepcopy(tree))
     fn = ast.Expression(ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg("_env")],
                                                  kwonlyargs=[], kw_defaults=[], defaults=[]),
                                    body))
     code = compile(ast.fix_missing_locations(fn), "<shape expression>", "eval")
-    return eval(code, {"__builtins__": {}, **_FUNCS})   # noqa: S307 - checked tree
+    return eval(code, {"__builtins__": {}, **_FUNCS}), names   # noqa: S307 - checked tree
 
 
 def evaluate(text: int | str, env: Mapping[str, int]) -> int:
@@ -90,19 +93,25 @@ def evaluate(text: int | str, env: Mapping[str, int]) -> int:
 
     Most expressions run as a compiled Python function (a shape expression is evaluated
     once per op per loop iteration, so this is the compiler's inner loop); anything that
-    does not give an integer there (a missing name, a division by zero, a tensor used
-    whole) is walked again by ``_eval``, which says what is wrong.
+    reads anything but plain integers or fails there (a missing name, a tensor used whole,
+    a division by zero) is walked again by ``_eval``, which says what is wrong.
     """
     if isinstance(text, (int, bool)):
         return int(text)
-    fn = _compiled(text)
-    if fn is not None:
-        try:
-            value = fn(env)
-        except Exception:  # noqa: BLE001 - the walk below reports it
-            value = None
-        if type(value) is int or isinstance(value, numbers.Integral):   # the ABC is slow
-            return int(value)
+    fast = _compiled(text)
+    # only on plain integers: a tensor's values used whole (or a missing name) must reach
+    # the walk, which refuses them, even where numpy would give a number
+    if fast is not None:
+        fn, names = fast
+        for name in names:
+            if type(env.get(name)) is not int:
+                break
+        else:
+            try:
+                value = fn(env)
+                return value if type(value) is int else int(value)   # a comparison's bool
+            except Exception:  # noqa: BLE001 - the walk below reports it
+                pass
     return int(_eval(parse(text), env, text))
 
 

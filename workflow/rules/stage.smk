@@ -3,9 +3,10 @@
 # the run, in one process.  It rebuilds the whole stage folder aside and swaps it in, so no
 # file of an earlier build survives (e.g. a perf file of a round count since lowered).
 # On failure the job prints the end of its log (the compiler's own message, e.g. an OoO
-# error), not only Snakemake's pointer to the log file, and removes the stage folder:
-# Snakemake deletes the declared outputs of a failed job, and the earlier run's other
-# files (its record, perf files, run/metrics.json) must not stay behind looking complete.
+# error), not only Snakemake's pointer to the log file.  With --drop-on-failure a failed
+# build removes the stage folder under its lock: Snakemake deletes the declared outputs of
+# a failed job, and the earlier run's other files (its record, perf files,
+# run/metrics.json) must not stay behind looking complete.
 # The outputs named are the files other rules read (the report's tables, the nightly
 # comparison's program and swimlane); the stage writes its other files in the same swap.
 # Snakemake reads the metadata and mtime of every declared output of all ~70 stages each
@@ -32,6 +33,7 @@ rule stage:
         RESULTS + "/{study}/logs/{stage}.log",
     shell:
         "ptolab stage {input.kernel} --hardware {input.hardware} {params.sets} "
-        "--rounds {params.rounds} {params.race} --out {params.out} > {log} 2>&1 "
+        "--rounds {params.rounds} {params.race} --out {params.out} --drop-on-failure "
+        "> {log} 2>&1 "
         "|| {{ rc=$?; echo 'ptolab stage {wildcards.study}/{wildcards.stage} failed:' >&2; "
-        "tail -n 20 {log} >&2; rm -rf {params.out:q}; exit $rc; }}"
+        "tail -n 20 {log} >&2; exit $rc; }}"
