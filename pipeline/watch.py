@@ -127,7 +127,7 @@ def jobs(plan, studies: list[str]) -> list[Job]:
                        *shlex.split(plan.set_args(name, stage.name)),
                        "--rounds", str(sp.study.rounds),
                        *(("--race",) if sp.study.race else ()),
-                       "--out", str(results / name / stage.name)),
+                       "--out", str(results / name / stage.name), "--drop-on-failure"),
                       _digest(plan.stage_key(name, stage.name), kernel_sig, hardware_sig),
                       results / name / "logs" / f"{stage.name}.log")
             out.append(job)
