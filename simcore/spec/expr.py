@@ -151,7 +151,13 @@ def _eval(node: ast.expr, env: Mapping[str, int], text: str) -> int:
         values = [_eval(v, env, text) for v in node.values]
         return int(all(values) if isinstance(node.op, ast.And) else any(values))
     assert isinstance(node, ast.Call)
-    return _FUNCS[node.func.id](*(_eval(a, env, text) for a in node.args))
+    args = [_eval(a, env, text) for a in node.args]
+    try:
+        return _FUNCS[node.func.id](*args)
+    except ZeroDivisionError:           # ceil_div(a, 0)
+        raise ExprError(f"'{text}' divides by zero") from None
+    except TypeError:                   # min() of nothing, ceil_div of one argument
+        raise ExprError(f"'{text}' calls {node.func.id} with {len(args)} argument(s)") from None
 
 
 def _element(node: ast.Subscript, env: Mapping[str, int], text: str) -> int:
