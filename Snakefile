@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from simcore.spec.errors import ConfigError
-from pipeline.workflow import drop_rescheduling_timers, load_plan, nightly_study_names
+from pipeline.nightly.config import load_nightly
+from pipeline.workflow import drop_rescheduling_timers, load_plan
 
 configfile: "configs/workflow.yaml"
 
@@ -23,9 +24,12 @@ STAGE = RESULTS + "/{study}/{stage}"
 # A study's rules match only the studies built (the workflow file's, and the nightly ones
 # workflow/rules/nightly.smk adds), so results/nightly/ is never taken for a study and a
 # report asked of any other name goes to rule unknown_study, which says what to do.
+NIGHTLY_CONFIG = Path("configs/nightly.yaml")
 try:
+    # without the file the default workflow still runs; `nightly` then names the missing file
+    NIGHTLY = load_nightly(NIGHTLY_CONFIG) if NIGHTLY_CONFIG.exists() else None
     KNOWN_STUDIES = "|".join(re.escape(name) for name in
-                             [*PLAN.studies, *nightly_study_names(Path("configs"))])
+                             [*PLAN.studies, *(NIGHTLY.studies if NIGHTLY else [])])
 except ConfigError as exc:
     sys.stderr.write(f"ptolab: error: {exc}\n")
     sys.exit(2)

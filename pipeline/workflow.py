@@ -235,15 +235,6 @@ def load_plan(configs: Path, config: dict, memo: Path | None = None) -> Plan:
     return Plan(configs, workflow.results, studies)
 
 
-def nightly_study_names(configs: Path) -> list[str]:
-    """The studies configs/nightly.yaml adds to the workflow (none without the file)."""
-    path = Path(configs) / "nightly.yaml"
-    if not path.exists():
-        return []
-    from .nightly.config import load_nightly
-    return list(load_nightly(path).studies)
-
-
 def drop_rescheduling_timers() -> int:
     """Cancel Snakemake's pending scheduler re-evaluation timers; return how many.
 

@@ -162,7 +162,6 @@ class Aicpu(Strict):
     exit_us: float = Field(ge=0)
     launch_gap_us: float = Field(ge=0)         # host gap between two launches (rounds)
 
-
     def scaled_actions(self) -> "Aicpu":
         """This AICPU with ``action_scale`` applied to the per-action costs (and set to 1)."""
         f = self.action_scale

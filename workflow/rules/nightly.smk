@@ -9,13 +9,11 @@
 import os
 import shlex
 
-from pipeline.nightly.config import load_nightly
 from pipeline.nightly.plan import nightly_plan, with_studies
 
-NIGHTLY_CONFIG = Path("configs/nightly.yaml")
+# NIGHTLY_CONFIG and NIGHTLY (configs/nightly.yaml, or None without it) come from the Snakefile,
+# which needs the nightly studies' names before any rule is defined
 try:
-    # without the file the default workflow still runs; `nightly` then names the missing file
-    NIGHTLY = load_nightly(NIGHTLY_CONFIG) if NIGHTLY_CONFIG.exists() else None
     NIGHTLY_PLAN = nightly_plan(Path("configs"), RESULTS, NIGHTLY) if NIGHTLY else None
 except ConfigError as exc:
     sys.stderr.write(f"ptolab: error: {exc}\n")
