@@ -315,12 +315,67 @@ def test_an_op_reading_an_input_chain_and_a_computed_value_keeps_both_on_chip():
 
 def test_a_row_by_row_inverse_keeps_its_partial_result_on_chip():
     """The GDR case's inverse (docs/cases.md G1): fourteen steps, each reading a row of
-    the input and the rows done so far.  The steps share leaf tasks, the partial inverse
-    never goes through a workspace, and GM sees the input once and the result once."""
+    the input and the rows done so far.  The steps share leaf tasks and the partial inverse
+    never goes through a workspace: GM sees the result once.  Only each step's coefficient
+    column does, its [i, 8] -> [8 i, 1] reshape being one UB cannot hold (a 4-byte row in a
+    32-byte block): out and back in, fourteen round trips of 32 i bytes."""
     p = build("gdr_inverse")
     assert p.leaf_tasks == 1
-    assert p.workspace_bytes == 0 and p.work.round_trips.sum() == 0
-    assert p.work.mte3_bytes.sum() == 16 * 128 * 4           # the inverse, written once
+    columns = sum(i * 8 * 4 for i in range(2, 16))
+    assert p.workspace_bytes == columns and p.work.round_trips.sum() == 14
+    assert p.work.mte3_bytes.sum() == 16 * 128 * 4 + columns  # the inverse, written once
+
+
+def _column_of_row(cols, rows=8, dtype="fp32"):
+    """exp over x, the result reshaped [rows, cols] -> [rows * cols, 1] and multiplied
+    into y's [rows * cols, 16] tile in the same leaf task."""
+    t = {"x": {"shape": [rows, cols], "dtype": dtype, "role": "input"},
+         "y": {"shape": [rows * cols, 16], "dtype": dtype, "role": "input"},
+         "z": {"shape": [rows * cols, 16], "dtype": dtype, "role": "output"}}
+    body = [{"set_vec_tile_shapes": [128, 128]},
+            {"op": "exp", "inputs": ["x"], "out": "e"},
+            {"op": "reshape", "inputs": ["e"], "shape": [rows * cols, 1], "out": "col"},
+            {"op": "mul", "inputs": ["col", "y"], "out": "m"},
+            {"op": "assemble", "inputs": ["m"], "out": "z", "offsets": [0, 0]}]
+    return compile_kernel(kernel(body, t), HW)
+
+
+def test_a_reshape_ub_cannot_hold_goes_out_and_back_in_its_leaf_task():
+    """UB pads every row to a 32-byte block, so a reshape to (or from) a last axis of
+    another size is no reinterpretation of the bytes there: upstream's
+    RemoveUnalignedReshape writes the input to a GM workspace and reads the output back.
+    The op stays in its leaf task; the task pays a copy-out and a copy-in, and the column
+    comes in one 4-byte row per burst.  The same reshape of 16-element rows into 8-element
+    ones stays in UB."""
+    column = _column_of_row(cols=8)
+    assert column.leaf_tasks == 1
+    assert column.work.round_trips.tolist() == [1.0]
+    assert column.workspace_bytes == 8 * 8 * 4
+    assert column.work.mte2_bursts[0] >= 64          # the column's 64 rows, one run each
+    t = {"x": {"shape": [8, 16], "role": "input"}, "z": {"shape": [16, 8], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [128, 128]},
+            {"op": "exp", "inputs": ["x"], "out": "e"},
+            {"op": "reshape", "inputs": ["e"], "shape": [16, 8], "out": "r"},
+            {"op": "sqrt", "inputs": ["r"], "out": "s"},
+            {"op": "assemble", "inputs": ["s"], "out": "z", "offsets": [0, 0]}]
+    aligned = compile_kernel(kernel(body, t), HW)
+    assert aligned.leaf_tasks == 1
+    assert aligned.work.round_trips.sum() == 0 and aligned.workspace_bytes == 0
+    # the round trip is latency on the task's critical path
+    from simcore.machine.costs import pipe_cycles
+    assert pipe_cycles(HW, column.work)["mte3"][0] > \
+        HW.pipes.mte3.fixed_cycles + HW.pipes.mte2.fixed_cycles
+
+
+def test_rows_short_of_a_ub_block_load_one_burst_each():
+    """A GM box whose rows span the tensor's width is one contiguous run, but UB pads each
+    row to 32 bytes: rows of a whole number of blocks still join, a [n, 1] fp32 column
+    lands as n runs."""
+    from simcore.compiler.values import contiguous_bytes
+    lo = np.zeros((1, 2), np.int64)
+    column = contiguous_bytes(lo, np.asarray([[64, 1]]), (64, 1), 4, "ND")
+    rows = contiguous_bytes(lo, np.asarray([[64, 8]]), (64, 8), 4, "ND")
+    assert column.tolist() == [4] and rows.tolist() == [64 * 8 * 4]
 
 
 def _exp_chain(reread: list[str]):

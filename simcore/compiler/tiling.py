@@ -331,7 +331,21 @@ class RootCallTiler:
                     continue
             if not value.path:
                 continue
+            producer = self.nodes[value.node]
+            box = value.unaligned_box(node.in_lo[i], node.in_hi[i], producer.out_shape,
+                                      DTYPE_BYTES[value.dtype])
             lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i])
+            if box is not None:
+                # out to the workspace and back even inside the producer's leaf task
+                node.extra.setdefault("via_workspace", {})[i] = box
+                node.extra.setdefault("unaligned", set()).add(i)
+                if ok.all():
+                    source[i] = (lo, hi)
+                else:
+                    node.extra.setdefault("scattered", set()).add(i)
+                    node.extra.setdefault("bounds", {})[i] = value.bounds(node.in_lo[i],
+                                                                        node.in_hi[i])
+                continue
             if not ok.all():
                 # tiles that are no contiguous run of the reshaped rows: the producer's
                 # result goes out to its workspace and comes back in that geometry (the
@@ -458,9 +472,10 @@ class RootCallTiler:
         producer's tile, in the producer's own leaf task: the tile is in UB, so the read is a
         strided view of it and goes neither out nor back through the workspace."""
         bounds = node.extra.get("bounds", {})
+        unaligned = node.extra.get("unaligned", ())
         for i in list(bounds):
             value = node.inputs[i]
-            if self.group_of[value.node] != self.group_of[node.index] \
+            if i in unaligned or self.group_of[value.node] != self.group_of[node.index] \
                     or not self._one_to_one(node, i, value):
                 continue
             node.extra["scattered"].discard(i)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_RANK = 4
+# UB pads each row of a tensor to this many bytes (PadLocalBuffer, docs/sources.md §2)
+UB_BLOCK_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,45 @@ class LocalValue:
                 new_hi = np.where(good[:, None], new_hi, b_hi)
             lo, hi, shape = new_lo, new_hi, step[1]
         return lo, hi
+
+    def unaligned_box(self, lo: np.ndarray, hi: np.ndarray, producer_shape: tuple[int, ...],
+                      elem: int):
+        """(lo, hi, shape) for a read through a reshape whose layout UB cannot hold, else None.
+
+        UB pads every tensor's rows to the 32-byte block, so a reshape whose input or output
+        has a last axis of another size is no reinterpretation of the bytes in UB: upstream
+        writes the input out to a GM workspace and reads the output back in its own
+        geometry (RemoveUnalignedReshape, which tests the padding PadLocalBuffer gave the
+        raw tensors; docs/sources.md §2).  The boxes are in the coordinates of that
+        reshape's output when only reshapes lie between it and the producer, else in the
+        producer's (the bytes are the same, the runs only approximately)."""
+        steps = self.path
+        raw = tuple(producer_shape)          # the raw tensor a step's input is a view of
+        for k, step in enumerate(steps):
+            if step[0] != "reshape":
+                continue
+            out = self.shape if k + 1 == len(steps) else \
+                steps[k + 1][2 if steps[k + 1][0] == "view" else 1]
+            if (raw[-1] * elem) % UB_BLOCK_BYTES or (out[-1] * elem) % UB_BLOCK_BYTES:
+                break
+            raw = out
+        else:
+            return None
+        if any(s[0] == "view" for s in steps[:k]):
+            # the copy-out writes a view: read the same bytes in the producer's geometry
+            plo, phi, ok = self.source(lo, hi)
+            return (plo, phi, tuple(producer_shape)) if ok.all() else None
+        shape = self.shape
+        for step in reversed(steps[k + 1:]):
+            if step[0] == "view":
+                off = np.asarray(step[1], np.int64)
+                lo, hi, shape = lo + off, hi + off, step[2]
+                continue
+            lo, hi, good = reshape_boxes(lo, hi, shape, step[1])
+            if not good.all():
+                return None
+            shape = step[1]
+        return lo, hi, tuple(shape)
 
     def workspace_box(self, lo: np.ndarray, hi: np.ndarray):
         """(lo, hi, shape) for a read that ``source`` cannot carry onto the producer's boxes:
@@ -266,11 +307,13 @@ def contiguous_bytes(lo: np.ndarray, hi: np.ndarray, buffer_shape: tuple[int, ..
     NZ stores 16x16 fractals contiguously, so a tile loads as one stream
     whatever its tail axis is.  ND moves one run per row of the box, and
     rows that span the whole buffer width join into one run, except on the way
-    into L1 for the Cube, where ND is reordered into fractals row by row.
+    into L1 for the Cube, where ND is reordered into fractals row by row, and
+    into UB when a row does not fill whole 32-byte blocks: UB pads each row to
+    the block, so the next row lands apart from it (a [n, 1] fp32 column is n runs).
     """
     ext = hi - lo
     run = ext[:, -1].astype(np.int64)
-    full = np.full(len(lo), not to_l1)
+    full = (run * elem) % UB_BLOCK_BYTES == 0 if not to_l1 else np.zeros(len(lo), bool)
     for d in range(len(buffer_shape) - 1, 0, -1):
         full &= ext[:, d] == buffer_shape[d]
         run = np.where(full, run * ext[:, d - 1], run)
