@@ -367,6 +367,32 @@ def test_a_reshape_ub_cannot_hold_goes_out_and_back_in_its_leaf_task():
         HW.pipes.mte3.fixed_cycles + HW.pipes.mte2.fixed_cycles
 
 
+def test_which_reshapes_ub_cannot_hold():
+    """Upstream's test, per reshape of a UB value: was the raw last axis of its input (the
+    tensor it views) or of its output padded to the 32-byte block?  Either way the read
+    goes through the workspace, in the reshape's output geometry when only reshapes lie
+    between it and the producer, in the producer's when a view does."""
+    from simcore.compiler.values import LocalValue
+    whole = lambda shape: (np.zeros((1, len(shape)), np.int64), np.asarray([shape]))
+    to_column = LocalValue(0, (64, 1), "fp32", (("reshape", (8, 8), "w"),))
+    lo, hi, shape = to_column.unaligned_box(*whole((64, 1)), (8, 8), 4)
+    assert shape == (64, 1) and hi.tolist() == [[64, 1]]
+    from_column = LocalValue(0, (8, 8), "fp32", (("reshape", (64, 1), "w"),))
+    assert from_column.unaligned_box(*whole((8, 8)), (64, 1), 4) is not None
+    aligned = LocalValue(0, (16, 8), "fp32", (("reshape", (8, 16), "w"),))
+    assert aligned.unaligned_box(*whole((16, 8)), (8, 16), 4) is None
+    # 16 bf16 elements fill a block, 8 do not
+    assert LocalValue(0, (16, 16), "bf16", (("reshape", (8, 32), "w"),)) \
+        .unaligned_box(*whole((16, 16)), (8, 32), 2) is None
+    assert LocalValue(0, (32, 8), "bf16", (("reshape", (8, 32), "w"),)) \
+        .unaligned_box(*whole((32, 8)), (8, 32), 2) is not None
+    # a view of a 16-wide result reshaped to a column: read in the producer's geometry
+    viewed = LocalValue(0, (16, 1), "fp32", (("view", (0, 0), (8, 16)),
+                                             ("reshape", (8, 2), "w")))
+    lo, hi, shape = viewed.unaligned_box(*whole((16, 1)), (8, 16), 4)
+    assert shape == (8, 16) and hi.tolist() == [[8, 2]]
+
+
 def test_rows_short_of_a_ub_block_load_one_burst_each():
     """A GM box whose rows span the tensor's width is one contiguous run, but UB pads each
     row to 32 bytes: rows of a whole number of blocks still join, a [n, 1] fp32 column
