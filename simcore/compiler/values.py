@@ -94,16 +94,7 @@ class LocalValue:
     def source(self, lo: np.ndarray, hi: np.ndarray):
         """(lo, hi, ok): each box in the producer's coordinates; ok is False for a box a
         reshape does not carry onto one box (it is no contiguous run there)."""
-        ok = np.ones(len(lo), bool)
-        shape = self.shape
-        for step in reversed(self.path):
-            if step[0] == "view":
-                off = np.asarray(step[1], np.int64)
-                lo, hi, shape = lo + off, hi + off, step[2]
-            else:
-                lo, hi, good = reshape_boxes(lo, hi, shape, step[1])
-                ok &= good
-                shape = step[1]
+        lo, hi, ok, _ = _carry(lo, hi, self.shape, self.path)
         return lo, hi, ok
 
 
@@ -153,17 +144,8 @@ class LocalValue:
             # the copy-out writes a view: read the same bytes in the producer's geometry
             plo, phi, ok = self.source(lo, hi)
             return (plo, phi, tuple(producer_shape)) if ok.all() else None
-        shape = self.shape
-        for step in reversed(steps[k + 1:]):
-            if step[0] == "view":
-                off = np.asarray(step[1], np.int64)
-                lo, hi, shape = lo + off, hi + off, step[2]
-                continue
-            lo, hi, good = reshape_boxes(lo, hi, shape, step[1])
-            if not good.all():
-                return None
-            shape = step[1]
-        return lo, hi, tuple(shape)
+        lo, hi, ok, shape = _carry(lo, hi, self.shape, steps[k + 1:])
+        return (lo, hi, tuple(shape)) if ok.all() else None
 
     def workspace_box(self, lo: np.ndarray, hi: np.ndarray):
         """(lo, hi, shape) for a read that ``source`` cannot carry onto the producer's boxes:
@@ -186,6 +168,22 @@ class LocalValue:
                 return None
             return lo, hi, tuple(shape)
         return None
+
+
+def _carry(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], steps):
+    """Boxes of a value carried back through ``steps`` (a path, outermost last): (lo, hi,
+    ok, shape) in the coordinates before the first step; ok is False for a box a reshape
+    does not carry onto one box."""
+    ok = np.ones(len(lo), bool)
+    for step in reversed(steps):
+        if step[0] == "view":
+            off = np.asarray(step[1], np.int64)
+            lo, hi, shape = lo + off, hi + off, step[2]
+        else:
+            lo, hi, good = reshape_boxes(lo, hi, shape, step[1])
+            ok &= good
+            shape = step[1]
+    return lo, hi, ok, shape
 
 
 def dim_groups(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
