@@ -79,11 +79,13 @@ def test_python_kernel_simulates_like_its_config(name, stitches, hw, tmp_path):
 
 def test_glm_branches_share_names_under_exclusive_conditions():
     kernel, _ = imported(PY / "glm_attention.py", args=ARGS["glm_attention"])
-    ops = [s for s in kernel.body[0].body[0].body if getattr(s, "op", None)]
+    assert kernel.body[0].set_operation_options.combine_axis      # the kernel's first call
+    loop_b = kernel.body[1]
+    ops = [s for s in loop_b.body[0].body if getattr(s, "op", None)]
     m_new = [o for o in ops if o.out == "m_new"]
     assert len(m_new) == 2 and {o.cond for o in m_new} == {"s2 == 0", "not (s2 == 0)"}
     assert kernel.options.pass_options.cube_l1_reuse_setting == {"0": 4}
-    assert kernel.body[0].body[0].loop.unroll_list == [8, 4, 2, 1]
+    assert loop_b.body[0].loop.unroll_list == [8, 4, 2, 1]
 
 
 def test_header_names_source_and_hash_and_output_is_deterministic():

@@ -214,11 +214,15 @@ def test_merge_setting_twice_with_different_values_stops(tmp_path):
         trace_file(bad)
 
 
-def test_combine_axis_is_accepted_with_a_note_and_others_stop(tmp_path):
+def test_combine_axis_becomes_a_statement_and_other_options_stop(tmp_path):
     path = write(tmp_path, LOOP_ADD.format(
         body="pypto.experimental.set_operation_options(combine_axis=True)"))
     text = kernel_text(trace_file(path), "t")
-    assert "# note: experimental.set_operation_options(combine_axis=True) at k.py:6" in text
+    assert "- {set_operation_options: {combine_axis: true}}   # k.py:6" in text
+    from simcore.spec.kernel import Kernel
+    kernel = Kernel.model_validate(yaml.safe_load(text))
+    assert any(getattr(stmt, "set_operation_options", None) is not None
+               and stmt.set_operation_options.combine_axis for stmt in kernel.body)
     bad = write(tmp_path, LOOP_ADD.format(
         body="pypto.experimental.set_operation_options(fuse_all=True)"))
     with pytest.raises(ConfigError, match=r"fuse_all=...\) is not an operation option.*"

@@ -277,6 +277,16 @@ def test_reshape_inplace_drops_the_copy_and_its_time(built):
     assert tasks["inplace"]["dur_us"].mean() < tasks["copying"]["dur_us"].mean()
 
 
+def test_a_longer_tail_axis_moves_the_same_values_faster(built):
+    """The guide's advice against short tail axes: the same values as (N, 1) and as
+    (N / 64, 64).  Same bytes from HBM; the column pays a repeat and a burst per value."""
+    m = metrics(built, "tail_axis")
+    column, rows = m["column"], m["rows"]
+    assert rows["hbm_read_bytes"] == column["hbm_read_bytes"]
+    assert rows["leaf_tasks"] == column["leaf_tasks"]
+    assert rows["kernel_us"] < column["kernel_us"] / 2
+
+
 def test_matmul_l2_split_blocks_share_l2_and_gain(built):
     """The matmul guide's 6144^3 example: the same 1152 output tiles and flops, but the
     view-split rounds keep their A rows and B columns in L2, so fewer bytes come from HBM."""

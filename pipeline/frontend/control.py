@@ -274,10 +274,9 @@ def set_semantic_label(label):
 def set_operation_options(**options):
     """``combine_axis`` lets codegen apply a tail-axis broadcast operand ([M, 1] with [M, N])
     in place instead of expanding it first
-    (docs/zh/api/operation/pypto-experimental-set_operation_options.md).  The model prices
-    such an op on its output's elements and loads the [M, 1] operand as it is, with or
-    without the option: no expand step is modeled, so the option changes nothing here and
-    the header says so."""
+    (docs/zh/api/operation/pypto-experimental-set_operation_options.md); recorded as the
+    kernel statement of the same name, which the ops after it follow (simcore/compiler/
+    ops.py prices the expand a binary op needs without it)."""
     R = context.rec()
     for key, value in options.items():
         if key != "combine_axis":
@@ -285,11 +284,7 @@ def set_operation_options(**options):
                          f"operation option ptolab knows", supported=["combine_axis"])
         if not isinstance(value, bool):
             raise R.fail(f"combine_axis={value!r} must be True or False")
-        note = (f"experimental.set_operation_options(combine_axis={value}) at "
-                f"{_short(R.where())}: the model prices a tail-axis broadcast on the output's "
-                f"elements with or without it (no expand step is modeled)")
-        if note not in R.notes:
-            R.notes.append(note)
+        R.set_state("set_operation_options", _Frozen({"combine_axis": value}))
 
 
 def ceildiv(a, b):

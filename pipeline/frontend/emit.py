@@ -79,6 +79,8 @@ def _lines(body, name_of, tiles: _Tiles, indent: str, out: list) -> None:
                 value = tiles.name("vec", value)
             elif stmt.key == "set_cube_tile_shapes":
                 value = tiles.name("cube", value)
+            elif isinstance(value, dict):
+                value = dict(value)     # recorded frozen; YAML writes plain mappings
             out.append(f"{indent}- {_flow({stmt.key: value})}   # {_at(stmt.where)}")
         else:
             assert isinstance(stmt, LoopRec)

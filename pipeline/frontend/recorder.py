@@ -65,12 +65,13 @@ class LoopRec:
 
 @dataclass(eq=False)
 class StateRec:
-    key: str                     # set_vec_tile_shapes / set_cube_tile_shapes / sg_set_scope
+    key: str                     # one of _STATE_KEYS
     value: Any
     where: str
 
 
-_STATE_KEYS = ("set_vec_tile_shapes", "set_cube_tile_shapes", "sg_set_scope")
+_STATE_KEYS = ("set_vec_tile_shapes", "set_cube_tile_shapes", "sg_set_scope",
+               "set_operation_options")
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 
 

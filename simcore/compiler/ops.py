@@ -172,14 +172,29 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
             raise ConfigError(f"field '{op.where}': '{op.op}' works on fp32, got {dtype}; cast "
                               f"to fp32 first (upstream casts fp16 and bf16 around it).")
         ub = ub + COMPOSITE_SCRATCH[op.op] * n * DTYPE_BYTES["fp32"]
-    _check_ub(limits, op, tile, ub)
     flops = n.astype(np.float64) if op.op != "full" else np.zeros(len(n))
     if parts:
         flops = flops * sum(c for _, c in parts)
+    if not op.get("combine_axis") and _expands_rows(shapes, out_shape):
+        # upstream expands an input broadcast along the last axis to the result's shape
+        # first (BroadcastOperandTensor, framework/src/interface/operation/vector/
+        # binary.cpp, unless combine_axis is set, which defaults off): a TROWEXPAND of the
+        # tile into a UB tile of its own, then the op on equal tiles (docs/sources.md §2)
+        parts = (("rowexpand", 1), (kind, 1))
+        ub = ub + n * elem
+    _check_ub(limits, op, tile, ub)
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi, flops=flops,
                 ub_bytes=ub, in_flight=np.ones(len(n)), vector_kind=kind,
                 vector_bytes=n * elem, vector_parts=parts, **_rows(lo, hi, elem))
+
+
+def _expands_rows(shapes: list[tuple[int, ...]], out_shape: tuple[int, ...]) -> bool:
+    """A binary op one of whose inputs has the result's leading dims and a last axis of 1
+    where the result's is longer: that input is expanded along its rows."""
+    return len(shapes) == 2 and out_shape[-1] != 1 and any(
+        len(s) == len(out_shape) and s[-1] == 1 and tuple(s[:-1]) == tuple(out_shape[:-1])
+        for s in shapes)
 
 
 def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:

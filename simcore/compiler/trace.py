@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 
 from ..spec.errors import ConfigError
 from ..spec.expr import ExprError, evaluate
-from ..spec.kernel import CubeTile, CubeTileStmt, Kernel, LoopStmt, OpStmt, ScopeStmt, TileStmt
+from ..spec.kernel import (CubeTile, CubeTileStmt, Kernel, LoopStmt, OperationOptionsStmt,
+                           OpStmt, ScopeStmt, TileStmt)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class _Tracer:
         self.vec_tile: tuple[int, ...] | None = None
         self.cube_tile: CubeTiles | None = None
         self.scope = NO_SCOPE
+        self.combine_axis = False       # upstream's operation_options default
         self.loop_env: dict[str, int] = {}
         self.segment = 0
         self._plans: dict[int, _OpPlan] = {}     # by id of a statement of self.kernel
@@ -172,6 +174,8 @@ class _Tracer:
                 self._set_cube_tile(stmt, env, here)
             elif isinstance(stmt, ScopeStmt):
                 self.scope = Scope(*stmt.sg_set_scope, tuple(sorted(self.loop_env.items())))
+            elif isinstance(stmt, OperationOptionsStmt):
+                self.combine_axis = stmt.set_operation_options.combine_axis
             elif isinstance(stmt, OpStmt):
                 if stmt.cond is None or self._value(stmt.cond, env, f"{here}.cond"):
                     self.current.ops.append(self._op(stmt, env, here))
@@ -213,6 +217,8 @@ class _Tracer:
                 attrs[key] = self._dims(dims, env, f"{where}.{key}")   # names the dim
         for key, text in plan.ints:
             attrs[key] = self._value(text, env, f"{where}.{key}")
+        if self.combine_axis:
+            attrs["combine_axis"] = True
         return TracedOp(op=stmt.op, inputs=plan.inputs, out=stmt.out, where=where,
                         vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,
                         attrs=attrs, label=plan.label)

@@ -36,7 +36,9 @@ def vector_cycles(hw: Hardware, vector: VectorWork, n: int) -> np.ndarray:
     the scalar issue; one that waits for an earlier op's result also pays the pipe
     drain.  A reduction along the last axis with k repeats per row folds them in
     k - 1 dependent steps of the fold instruction (each over every row), then
-    reduces each row once.  Unlisted kinds use the table's "default".
+    reduces each row once.  A kind with ``row_cycles`` adds them per row (a row
+    expand reads each row's value on the scalar unit).  Unlisted kinds use the
+    table's "default".
     """
     table, issue = hw.pipes.vector, hw.pipes.vector_issue
     if vector.task.size == 0:
@@ -64,6 +66,9 @@ def vector_cycles(hw: Hardware, vector: VectorWork, n: int) -> np.ndarray:
         + repeats * np.where(folds_only, fold_rep[k], per_rep[k])
     steps = np.where(red, np.maximum(per_row - 1.0, 0.0), 0.0)   # dependent fold steps per tile
     cycles += steps * (instr * fold_fixed[k] + rows * fold_rep[k] + tiles * issue.dependency_cycles)
+    # a tile op that touches every row on the scalar unit pays that per row (row expand)
+    row_cycles = np.asarray([r.row_cycles for r in own])
+    cycles += rows * row_cycles[k]
     cycles += tiles * issue.issue_cycles + vector.dependent * issue.dependency_cycles
     return _per_task(vector.task, cycles, n)
 

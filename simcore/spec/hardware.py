@@ -58,6 +58,13 @@ class PipeRate(Strict):
     fixed_cycles: float = Field(ge=0)
 
 
+class VectorRate(PipeRate):
+    """One vector instruction's rate, plus cycles a tile op pays per row of its tile beyond
+    the instruction: a tile op that reads each row's value on the scalar unit (a row expand:
+    a V->S hand-over, the UB read, an S->V hand-over, then a vector_dup of the row)."""
+    row_cycles: float = Field(default=0.0, ge=0)
+
+
 class Mte2Rate(PipeRate):
     """GM -> UB/L1.  Every contiguous run (burst) costs setup cycles, so short tail
     axes and ND layouts of wide matrices load slower than the same bytes in NZ."""
@@ -121,7 +128,7 @@ class Pipes(Strict):
     cube: CubeRate
     fixp: PipeRate        # L0C -> GM
     mte3: PipeRate        # UB -> GM (copy out)
-    vector: dict[str, PipeRate]  # per op kind; key "default" for the rest
+    vector: dict[str, VectorRate]  # per op kind; key "default" for the rest
     vector_issue: VectorIssue
     scalar: ScalarUnit
 

@@ -191,7 +191,19 @@ class ScopeStmt(Strict):
         return validate_scope(value, "sg_set_scope")
 
 
-_KEYS = ("loop", "set_vec_tile_shapes", "set_cube_tile_shapes", "sg_set_scope", "op")
+class OperationOptions(Strict):
+    """``pypto.experimental.set_operation_options``: ``combine_axis`` lets an op apply an
+    operand broadcast along the last axis ([M, 1] with [M, N]) in place; off (upstream's
+    default), the operand is expanded to [M, N] first (a TROWEXPAND, docs/sources.md §2)."""
+    combine_axis: bool
+
+
+class OperationOptionsStmt(Strict):
+    set_operation_options: OperationOptions
+
+
+_KEYS = ("loop", "set_vec_tile_shapes", "set_cube_tile_shapes", "sg_set_scope",
+         "set_operation_options", "op")
 
 
 def _statement_kind(value: Any) -> str | None:
@@ -207,7 +219,8 @@ Statement = Annotated[
     Union[Annotated[OpStmt, Tag("op statement")], Annotated[LoopStmt, Tag("loop statement")],
           Annotated[TileStmt, Tag("set_vec_tile_shapes statement")],
           Annotated[CubeTileStmt, Tag("set_cube_tile_shapes statement")],
-          Annotated[ScopeStmt, Tag("sg_set_scope statement")]],
+          Annotated[ScopeStmt, Tag("sg_set_scope statement")],
+          Annotated[OperationOptionsStmt, Tag("set_operation_options statement")]],
     Discriminator(_statement_kind, custom_error_type="statement",
                   custom_error_message="a statement needs one of the keys " + ", ".join(
                       f"'{k}'" for k in _KEYS)),

@@ -27,6 +27,7 @@ def glm_attention(query: pypto.Tensor([B * NQ, D], pypto.DT_BF16),
                   actual_seqs: pypto.Tensor([B], pypto.DT_INT32),
                   attn_out: pypto.Tensor([B * NQ, D], pypto.DT_BF16)):
     """Paged-KV flash attention decode step (online softmax) with an unrolled s2 loop"""
+    pypto.experimental.set_operation_options(combine_axis=True)   # as upstream's kernel
     row_max = pypto.tensor([B * NQ, 1], pypto.DT_FP32, "row_max")
     row_sum = pypto.tensor([B * NQ, 1], pypto.DT_FP32, "row_sum")
     acc_out = pypto.tensor([B * NQ, D], pypto.DT_FP32, "acc_out")
