@@ -225,3 +225,13 @@ def test_a_row_broadcast_is_expanded_first_unless_combine_axis():
     assert _cycles(_broadcast_mul([64, 1], combine_axis=False))[0] == _cycles(expanded)[0]
     extra = _cycles(expanded)[0] - _cycles(combined)[0]
     assert extra == pytest.approx(933, rel=0.05)
+    # the expand moves values, it computes nothing: the flops are the multiply's
+    assert expanded.work.flops.sum() == combined.work.flops.sum() == 64 * 64
+
+
+def test_a_composite_tile_op_counts_its_flops_once():
+    """erfc is one tile op of 45 instructions over the tile: 45 flops an element, not 90."""
+    from simcore.compiler.ops import COMPOSITES
+    p = _program([("erfc", ["x"], {})], (64, 64), (64, 64))
+    per_element = sum(count for _, count in COMPOSITES["erfc"])
+    assert p.work.flops.sum() == 64 * 64 * per_element

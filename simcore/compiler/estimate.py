@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from ..spec.errors import ConfigError
 from ..spec.expr import ExprError, evaluate
 from ..spec.kernel import (DTYPE_BYTES, ELEMENTWISE_OPS, REDUCE_OPS, CubeTile, CubeTileStmt,
-                           Kernel, LoopStmt, OpStmt, ScopeStmt, TileStmt)
+                           Kernel, LoopStmt, OperationOptionsStmt, OpStmt, ScopeStmt,
+                           TileStmt)
 
 # The documented limits (README, "Sizes"); PTOLAB_MAX_TILE_OPS raises the first on a
 # machine with more memory.
@@ -69,8 +70,8 @@ class _Walker:
                 self.tile_ops += repeat * self.op_tiles(stmt, env)
             elif isinstance(stmt, LoopStmt):
                 self.loop(stmt, env, repeat)
-            else:
-                assert isinstance(stmt, ScopeStmt)
+            else:   # scopes and operation options change no tile count
+                assert isinstance(stmt, (ScopeStmt, OperationOptionsStmt))
 
     def loop(self, stmt: LoopStmt, env, repeat: int) -> None:
         head = stmt.loop

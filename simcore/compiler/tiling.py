@@ -969,7 +969,8 @@ class _TaskSums:
 
     def _composite(self, node: Node, tasks: np.ndarray, frac: np.ndarray, waits: bool) -> None:
         """A tile op made of several instructions: each kind's instructions over the whole
-        tile, every one but the first waiting for the one before it."""
+        tile, every one but the first waiting for the one before it (its flops and tiles in
+        flight count once, in ``add``)."""
         for j, (name, count) in enumerate(node.vector_parts):
             kind = self.vector_kinds.setdefault(name, len(self.vector_kinds))
             chained = count - (0 if j or waits else 1)
@@ -981,11 +982,6 @@ class _TaskSums:
             self.vector.append((tasks, kind, node.vector_bytes * frac * count, frac * count,
                                 node.vector_rows * frac * count, node.vector_row_bytes, False,
                                 dependent))
-        self.put(self.flops, tasks, node.flops * frac)
-        if self.tile_per_task:
-            np.maximum(self.in_flight, node.in_flight, out=self.in_flight)
-        else:
-            np.maximum.at(self.in_flight, tasks, node.in_flight)
 
     def work(self) -> Work:
         return Work.from_columns(

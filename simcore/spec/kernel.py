@@ -3,7 +3,7 @@
 A kernel file mirrors a PyPTO ``@jit`` function: global tensors with shapes over
 named params, a body of statements (ops with PyPTO's names, ``pypto.loop`` or
 Python ``for`` loops, ``set_vec_tile_shapes`` / ``set_cube_tile_shapes``,
-``sg_set_scope``), and default jit options.
+``sg_set_scope``, ``set_operation_options``), and default jit options.
 """
 from __future__ import annotations
 
