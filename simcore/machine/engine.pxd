@@ -22,7 +22,7 @@ cdef class Heap:
     @cython.locals(seq=long, i=long, up=long, k=double)
     cpdef void push(self, double key, long a, long b, long c) except *
     @cython.locals(n=long, key=double, seq=long, i=long, child=long,
-                   right=long, k=double)
+                   right=long, k=double, up=long)
     cpdef (double, long, long, long, long) pop(self) except *
     cpdef double first_key(self) except? -1.0
 

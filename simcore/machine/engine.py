@@ -185,24 +185,31 @@ class Heap:
         n = self.n - 1
         self.n = n
         if n:
-            # the last entry sinks from the root (the arrays read through self, as in push)
+            # the last entry takes the root's place, as heapq does it: the hole at the root
+            # sinks to a leaf along the smaller children, then the last entry rises from
+            # there (it belongs near the bottom).  Which child is smaller is a coin toss
+            # that the processor would mispredict as a branch, so it is computed as a
+            # number: child + 1 when the right child exists and comes first.  (The right
+            # child's index is at most n, and entry n, the one moving, is still in place.)
             key, seq = self.key[n], self.order[n]
-            i = 0
-            while True:
-                child = 2 * i + 1
-                if child >= n:
-                    break
+            i, child = 0, 1
+            while child < n:
                 right = child + 1
-                if right < n and (self.key[right] < self.key[child] or (
-                        self.key[right] == self.key[child]
-                        and self.order[right] < self.order[child])):
-                    child = right
-                k = self.key[child]
-                if key < k or (key == k and seq < self.order[child]):
-                    break
-                self.key[i], self.order[i] = k, self.order[child]
+                child += (right < n) & ((self.key[right] < self.key[child]) | (
+                    (self.key[right] == self.key[child])
+                    & (self.order[right] < self.order[child])))
+                self.key[i], self.order[i] = self.key[child], self.order[child]
                 self.a[i], self.b[i], self.c[i] = self.a[child], self.b[child], self.c[child]
                 i = child
+                child = 2 * i + 1
+            while i > 0:                      # the last entry rises to its place
+                up = (i - 1) >> 1
+                k = self.key[up]
+                if k < key or (k == key and self.order[up] < seq):
+                    break
+                self.key[i], self.order[i] = k, self.order[up]
+                self.a[i], self.b[i], self.c[i] = self.a[up], self.b[up], self.c[up]
+                i = up
             self.key[i], self.order[i] = key, seq
             self.a[i], self.b[i], self.c[i] = self.a[n], self.b[n], self.c[n]
         return top
