@@ -404,13 +404,20 @@ def _resolved_edges(p: Program, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def _region_accesses(p: Program) -> TaskRegions:
     r = p.regions
-    order = np.lexsort((r.write, r.task))     # per task, reads before writes
-    task = r.task[order]
-    lines = r.lines[order].astype(np.uint64)
+    # per task, reads before writes, ties in the Program's order: one stable sort of
+    # task * 2 + write (the order np.lexsort((write, task)) gives, in half the time)
+    task = r.task.astype(np.int64)
+    order = np.argsort(task * 2 + r.write, kind="stable")
+    # (each column gathered by ``order`` is a new array: astype need not copy it again)
+    lines = r.lines[order].astype(np.uint64, copy=False)
     region = region_slots(r.region)[order]
+    # task t's rows start after the rows of the tasks before it
+    ptr = np.zeros(p.leaf_tasks + 1, np.int64)
+    np.cumsum(np.bincount(task, minlength=p.leaf_tasks), out=ptr[1:])
     return TaskRegions(
-        ptr=np.searchsorted(task, np.arange(p.leaf_tasks + 1)).astype(np.int64),
-        region=region.astype(np.int64), nbytes=r.bytes[order].astype(np.float64),
+        ptr=ptr,
+        region=region.astype(np.int64, copy=False),
+        nbytes=r.bytes[order].astype(np.float64, copy=False),
         lines=lines, nlines=np.bitwise_count(lines).astype(np.int64),
         write=r.write[order].astype(np.int8), bypass=r.bypass[order].astype(np.int8))
 
