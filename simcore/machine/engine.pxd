@@ -19,12 +19,10 @@ cdef class Heap:
     cdef long[::1] order, a, b, c
 
     cdef void _grow(self) except *
-    @cython.locals(seq=long, i=long, up=long, k=double, keys="double[::1]",
-                   order="long[::1]")
+    @cython.locals(seq=long, i=long, up=long, k=double)
     cpdef void push(self, double key, long a, long b, long c) except *
-    @cython.locals(keys="double[::1]", order="long[::1]", k0=double, s0=long, a0=long,
-                   b0=long, c0=long, n=long, key=double, seq=long, i=long, child=long,
-                   right=long, k=double)
+    @cython.locals(n=long, key=double, seq=long, i=long, child=long,
+                   right=long, k=double, up=long)
     cpdef (double, long, long, long, long) pop(self) except *
     cpdef double first_key(self) except? -1.0
 
@@ -53,16 +51,15 @@ cdef class Cores:
     @cython.locals(n=long, k=long, th=long)
     cdef long _round(self, long[::1] counts, long core_type) except? -2
     @cython.locals(th=long, first=double, lowest=long, t=long, f=double, c=long, g=long,
-                   n=long, idle_of="long[::1]", idle="long[::1]")
+                   n=long)
     cdef long take_idle(self, long core_type, double[::1] free, long batch) except? -2
-    @cython.locals(th=long, key=double, t=long, n_pend="long[::1]")
+    @cython.locals(th=long, key=double, t=long)
     cdef long take_any_pend(self, long core_type, double[::1] free, long batch) except? -2
     @cython.locals(g=long, left=long, core=long)
     cdef long take_own_idle(self, long th, long core_type) except? -2
     @cython.locals(g=long, n=long)
     cdef void slot_free(self, long core, long th, long core_type) except *
-    @cython.locals(g=long, n=long, head=long, core=long, busy="signed char[::1]",
-                   pending="long[::1]", queued="signed char[::1]")
+    @cython.locals(g=long, n=long, head=long, core=long)
     cdef long take_pend(self, long th, long core_type) except? -2
     cdef bint has_pend(self, long th, long core_type) except -1
     @cython.locals(t=long)
@@ -113,34 +110,30 @@ cdef class Run:
     cdef bint on_task_done(self, double now, long task, long core) except -1
     @cython.locals(went_on=bint, th=long, f=double, ct=long, g=long, direct=bint, lo=long,
                    hi=long, noticed=double, s=long, c=long, at=double, ready=list,
-                   rest=list, cores=Cores, free="double[::1]", indegree="long[::1]",
-                   core_type="const long[::1]", succ_ptr="const long[::1]",
-                   succ="const long[::1]", i=long, last=long, readied=list, edges=long,
+                   rest=list, cores=Cores, i=long, last=long, readied=list, edges=long,
                    n_tasks=long, j=long, h=long)
     cdef void on_notice(self, double now, long task, long core) except *
     @cython.locals(cores=Cores, ct=long, c=long)
     cdef bint send_directly(self, long task, long th, double now) except -1
     @cython.locals(q=TaskQueue)
     cdef void on_task_ready(self, double now, long task) except *
-    @cython.locals(cores=Cores, n_idle="long[::1]", n_pend="long[::1]",
-                   free="double[::1]", n=long, core_type=long, batch=long, core=long,
+    @cython.locals(cores=Cores, n=long, core_type=long, batch=long, core=long,
                    i=long, lifo=bint, q=TaskQueue, queues=tuple)
     cdef void dispatch(self, double now) except *
-    @cython.locals(th=long, f=double, at=double, free="double[::1]")
+    @cython.locals(th=long, f=double, at=double)
     cdef double send(self, long core, double now) except? -1.0
     cdef void start_task(self, long task, long core, double now) except *
     cdef void pend_task(self, long task, long core, double now) except *
     @cython.locals(hit=double, miss=double, latency=double, l2=double, asked=double,
                    fixed=double, floor=double)
     cdef void begin(self, long t, long core, double at) except *
-    @cython.locals(dt=double, n="long[::1]", drained="double[::1]", rate="double[::1]")
+    @cython.locals(dt=double)
     cdef void _advance(self, double now) except *
-    @cython.locals(n="long[::1]", fetched="double[::1]", asked="double[::1]",
-                   caps="double[::1]", rate="double[::1]", over_v=double, over_c=double,
-                   rate_v=double, rate_c=double)
+    @cython.locals(n_v=long, n_c=long, over_v=double, over_c=double, cap_v=double,
+                   cap_c=double, rate_v=double, rate_c=double)
     cdef bint _rates(self) except -1
     @cython.locals(best=double, best_type=long, ct=long, dt=double, done=double,
-                   heap=Heap, drained="double[::1]", rate="double[::1]")
+                   heap=Heap, loaders=tuple)
     cdef void _next_drained(self, double now) except *
     @cython.locals(ct=long, heap=Heap, asked=double, target=double)
     cdef void on_join(self, double now, long t, long core) except *

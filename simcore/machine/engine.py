@@ -162,47 +162,55 @@ class Heap:
             return
         if self.n == self.cap:
             self._grow()
-        keys, order = self.key, self.order
+        # the arrays are read through self: a typed-array local costs compiled code an
+        # atomic reference count when taken and when dropped, more than the sift itself
         i = self.n
         self.n = i + 1
         while i > 0:                          # sift up
             up = (i - 1) >> 1
-            k = keys[up]
-            if k < key or (k == key and order[up] < seq):
+            k = self.key[up]
+            if k < key or (k == key and self.order[up] < seq):
                 break
-            keys[i], order[i] = k, order[up]
+            self.key[i], self.order[i] = k, self.order[up]
             self.a[i], self.b[i], self.c[i] = self.a[up], self.b[up], self.c[up]
             i = up
-        keys[i], order[i], self.a[i], self.b[i], self.c[i] = key, seq, a, b, c
+        self.key[i], self.order[i], self.a[i], self.b[i], self.c[i] = key, seq, a, b, c
 
     def pop(self) -> tuple[float, int, int, int, int]:
         """The first entry (one must exist), removed."""
         if not cython.compiled:
             self.n -= 1
             return heappop(self.items)
-        keys, order = self.key, self.order
-        top = (keys[0], order[0], self.a[0], self.b[0], self.c[0])
+        top = (self.key[0], self.order[0], self.a[0], self.b[0], self.c[0])
         n = self.n - 1
         self.n = n
         if n:
-            # the last entry sinks from the root
-            key, seq = keys[n], order[n]
-            i = 0
-            while True:
-                child = 2 * i + 1
-                if child >= n:
-                    break
+            # the last entry takes the root's place, as heapq does it: the hole at the root
+            # sinks to a leaf along the smaller children, then the last entry rises from
+            # there (it belongs near the bottom).  Which child is smaller is a coin toss
+            # that the processor would mispredict as a branch, so it is computed as a
+            # number: child + 1 when the right child exists and comes first.  (The right
+            # child's index is at most n, and entry n, the one moving, is still in place.)
+            key, seq = self.key[n], self.order[n]
+            i, child = 0, 1
+            while child < n:
                 right = child + 1
-                if right < n and (keys[right] < keys[child] or (
-                        keys[right] == keys[child] and order[right] < order[child])):
-                    child = right
-                k = keys[child]
-                if key < k or (key == k and seq < order[child]):
-                    break
-                keys[i], order[i] = k, order[child]
+                child += (right < n) & ((self.key[right] < self.key[child]) | (
+                    (self.key[right] == self.key[child])
+                    & (self.order[right] < self.order[child])))
+                self.key[i], self.order[i] = self.key[child], self.order[child]
                 self.a[i], self.b[i], self.c[i] = self.a[child], self.b[child], self.c[child]
                 i = child
-            keys[i], order[i] = key, seq
+                child = 2 * i + 1
+            while i > 0:                      # the last entry rises to its place
+                up = (i - 1) >> 1
+                k = self.key[up]
+                if k < key or (k == key and self.order[up] < seq):
+                    break
+                self.key[i], self.order[i] = k, self.order[up]
+                self.a[i], self.b[i], self.c[i] = self.a[up], self.b[up], self.c[up]
+                i = up
+            self.key[i], self.order[i] = key, seq
             self.a[i], self.b[i], self.c[i] = self.a[n], self.b[n], self.c[n]
         return top
 
@@ -396,13 +404,20 @@ def _resolved_edges(p: Program, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def _region_accesses(p: Program) -> TaskRegions:
     r = p.regions
-    order = np.lexsort((r.write, r.task))     # per task, reads before writes
-    task = r.task[order]
-    lines = r.lines[order].astype(np.uint64)
+    # per task, reads before writes, ties in the Program's order: one stable sort of
+    # task * 2 + write (the order np.lexsort((write, task)) gives, in half the time)
+    task = r.task.astype(np.int64)
+    order = np.argsort(task * 2 + r.write, kind="stable")
+    # (each column gathered by ``order`` is a new array: astype need not copy it again)
+    lines = r.lines[order].astype(np.uint64, copy=False)
     region = region_slots(r.region)[order]
+    # task t's rows start after the rows of the tasks before it
+    ptr = np.zeros(p.leaf_tasks + 1, np.int64)
+    np.cumsum(np.bincount(task, minlength=p.leaf_tasks), out=ptr[1:])
     return TaskRegions(
-        ptr=np.searchsorted(task, np.arange(p.leaf_tasks + 1)).astype(np.int64),
-        region=region.astype(np.int64), nbytes=r.bytes[order].astype(np.float64),
+        ptr=ptr,
+        region=region.astype(np.int64, copy=False),
+        nbytes=r.bytes[order].astype(np.float64, copy=False),
         lines=lines, nlines=np.bitwise_count(lines).astype(np.int64),
         write=r.write[order].astype(np.int8), bypass=r.bypass[order].astype(np.int8))
 
@@ -470,33 +485,31 @@ class Cores:
         thread that took the previous core in this dispatch pass, or -1.  A thread's pass
         sends a batch, to as many of its idle cores as there are queued tasks
         (upstream ``TryBatchSendTask``), so without ``fair`` it keeps the next core."""
-        idle_of = self.idle_of
         if self.fair:
-            th = self._round(idle_of, core_type)
-        elif batch >= 0 and idle_of[batch * 2 + core_type]:
+            th = self._round(self.idle_of, core_type)
+        elif batch >= 0 and self.idle_of[batch * 2 + core_type]:
             th = batch
         else:
             # the thread free first; a tie goes to the lower core index
-            idle, n = self.idle, self.n
+            n = self.n
             th, first, lowest = -1, 0.0, 0
             for t in range(self.n_threads):
                 g = t * 2 + core_type
-                if idle_of[g]:
-                    f, c = free[t], idle[g * n + idle_of[g] - 1]
+                if self.idle_of[g]:
+                    f, c = free[t], self.idle[g * n + self.idle_of[g] - 1]
                     if th < 0 or f < first or (f == first and c < lowest):
                         th, first, lowest = t, f, c
         return self.take_own_idle(th, core_type)
 
     def take_any_pend(self, core_type: int, free: list[float], batch: int) -> int:
         """A busy core with a free pending slot (one must exist), as ``take_idle`` picks."""
-        n_pend = self.n_pend
         if self.fair:
-            return self.take_pend(self._round(n_pend, core_type), core_type)
-        if batch >= 0 and n_pend[batch * 2 + core_type]:
+            return self.take_pend(self._round(self.n_pend, core_type), core_type)
+        if batch >= 0 and self.n_pend[batch * 2 + core_type]:
             return self.take_pend(batch, core_type)
         th, key = -1, 0.0
         for t in range(self.n_threads):
-            if n_pend[t * 2 + core_type] and (th < 0 or free[t] < key):
+            if self.n_pend[t * 2 + core_type] and (th < 0 or free[t] < key):
                 th, key = t, free[t]
         return self.take_pend(th, core_type)
 
@@ -527,14 +540,14 @@ class Cores:
     def take_pend(self, th: int, core_type: int) -> int:
         """A busy core of thread ``th`` with a free pending slot (one must exist)."""
         g = th * 2 + core_type
-        n, busy, pending, queued = self.n, self.busy, self.pending, self.queued
+        n = self.n
         while True:
             head = self.pend_head[g]
             core = self.pend_q[g * n + head]
             self.pend_head[g] = (head + 1) % n
             self.pend_len[g] -= 1
-            queued[core] = False
-            if busy[core] and pending[core] < 0:
+            self.queued[core] = False
+            if self.busy[core] and self.pending[core] < 0:
                 self.n_pend[g] -= 1
                 self.n_pend_all[core_type] -= 1
                 return core
@@ -815,10 +828,9 @@ class Run:
         if went_on:
             core = ~core
         th = core % self.n_threads
-        free = self.thread_free
-        f = free[th]
-        core_type, cores = self.core_type, self.cores
-        ct = core_type[task]
+        f = self.thread_free[th]
+        cores = self.cores
+        ct = self.core_type[task]
         # (now if now > f else f) is max(now, f) without a builtin call, here and in
         # send: both run once per task
         f = now if now > f else f
@@ -826,7 +838,7 @@ class Run:
         if self.end_of[task] > self.pass_start[g]:     # a new pass (ResolveDepForAllAiCore)
             self.pass_start[g] = f
             f += self.completion_us
-        free[th] = f
+        self.thread_free[th] = f
         if went_on:
             if cores.unnoticed[core]:
                 cores.unnoticed[core] = False
@@ -842,23 +854,25 @@ class Run:
         direct = self.direct_send
         if not direct:
             self.dispatch(now)
-        succ_ptr, indegree, succ = self.succ_ptr, self.indegree, self.succ
-        lo, hi = succ_ptr[task], succ_ptr[task + 1]
+        # the per-task arrays are read through self here and in every handler, not taken
+        # into locals: compiled, a typed-array local costs an atomic reference count when
+        # taken and again when dropped, which measured more than the work it saved
+        lo, hi = self.succ_ptr[task], self.succ_ptr[task + 1]
         # the edge to a successor this task was the last to wait for only reads its count;
         # the others decrement it atomically (upstream ResolveDepDyn: ``predCounts[s] == 1
         # || __atomic_sub_fetch(...) == 0``)
         if lo == hi:                          # no successor: nothing to resolve
-            if free[th] > self.end_of_dev:
-                self.end_of_dev = free[th]
+            if self.thread_free[th] > self.end_of_dev:
+                self.end_of_dev = self.thread_free[th]
             return
         # most resolves ready nothing (an end hub's edges, a successor that still waits):
         # the list is made only for a task this thread readies
         readied = None
         edges, last, n_tasks = hi - lo, 0, self.n_tasks
         for i in range(lo, hi):
-            s = succ[i]
-            indegree[s] -= 1
-            if indegree[s] == 0:
+            s = self.succ[i]
+            self.indegree[s] -= 1
+            if self.indegree[s] == 0:
                 last += 1
                 if s < n_tasks:
                     if readied is None:
@@ -866,18 +880,19 @@ class Run:
                     readied.append(s)
                 else:
                     # a hub: its edges are resolved now, by this thread (ResolveDepDyn)
-                    edges += succ_ptr[s + 1] - succ_ptr[s]
-                    for j in range(succ_ptr[s], succ_ptr[s + 1]):
-                        h = succ[j]
-                        indegree[h] -= 1
-                        if indegree[h] == 0:
+                    edges += self.succ_ptr[s + 1] - self.succ_ptr[s]
+                    for j in range(self.succ_ptr[s], self.succ_ptr[s + 1]):
+                        h = self.succ[j]
+                        self.indegree[h] -= 1
+                        if self.indegree[h] == 0:
                             last += 1
                             if readied is None:
                                 readied = []
                             readied.append(h)
-        noticed = free[th] + self.resolve_edge_us * (edges - last) \
+        # (dispatch may have sent from this thread since: free[th] read again)
+        noticed = self.thread_free[th] + self.resolve_edge_us * (edges - last) \
             + self.ready_edge_us * last
-        free[th] = noticed
+        self.thread_free[th] = noticed
         if noticed > self.end_of_dev:
             self.end_of_dev = noticed
         if readied is None:
@@ -890,7 +905,7 @@ class Run:
             return
         rest = []
         for s in reversed(ready):             # most recent first
-            c = cores.take_own_idle(th, core_type[s])
+            c = cores.take_own_idle(th, self.core_type[s])
             if c < 0:
                 rest.append(s)
             else:
@@ -921,24 +936,22 @@ class Run:
         """Send queued tasks, AIC first as the runtime walks its cores, to idle cores, then
         into free pending slots of busy ones."""
         queues, cores = self.queues, self.cores
-        n_idle, n_pend = cores.n_idle, cores.n_pend_all
         # most events leave nothing queued, or no core (idle or with a free pending slot)
         # for what is queued
-        if not ((queues[AIC] and (n_idle[AIC] or n_pend[AIC]))
-                or (queues[AIV] and (n_idle[AIV] or n_pend[AIV]))):
+        if not ((queues[AIC] and (cores.n_idle[AIC] or cores.n_pend_all[AIC]))
+                or (queues[AIV] and (cores.n_idle[AIV] or cores.n_pend_all[AIV]))):
             return
-        free = self.thread_free
         n, lifo = self.n_threads, self.lifo
         for i in range(2):
             core_type = AIC - i                  # AIC first, then AIV
             q = queues[core_type]
             batch = -1
             while q:
-                if n_idle[core_type]:
-                    core = cores.take_idle(core_type, free, batch)
+                if cores.n_idle[core_type]:
+                    core = cores.take_idle(core_type, self.thread_free, batch)
                     self.start_task(q.pop() if lifo else q.popleft(), core, now)
-                elif n_pend[core_type]:
-                    core = cores.take_any_pend(core_type, free, batch)
+                elif cores.n_pend_all[core_type]:
+                    core = cores.take_any_pend(core_type, self.thread_free, batch)
                     self.pend_task(q.pop() if lifo else q.popleft(), core, now)
                 else:
                     break
@@ -947,10 +960,9 @@ class Run:
     def send(self, core: int, now: float) -> float:
         """The core's owner thread sends a task once free: when the send is done."""
         th = core % self.n_threads
-        free = self.thread_free
-        f = free[th]
+        f = self.thread_free[th]
         at = (now if now > f else f) + self.dispatch_us
-        free[th] = at
+        self.thread_free[th] = at
         self.dispatches[th] += 1
         if self.first_send[th] < 0.0:
             self.first_send[th] = at
@@ -1004,28 +1016,26 @@ class Run:
         """Every loader has drained at its rate from the last change until ``now``."""
         dt = now - self.drained_at
         if dt:
-            n, drained, rate = self.n_loaders, self.drained, self.rate
-            if n[AIV]:
-                drained[AIV] += rate[AIV] * dt
-            if n[AIC]:
-                drained[AIC] += rate[AIC] * dt
+            if self.n_loaders[AIV]:
+                self.drained[AIV] += self.rate[AIV] * dt
+            if self.n_loaders[AIC]:
+                self.drained[AIC] += self.rate[AIC] * dt
             self.drained_at = now
 
     def _rates(self) -> bool:
         """Re-price every loader for the loaders now active; False if nothing changed."""
-        n, fetched, asked = self.n_loaders, self.fetched, self.asked
-        over_v = fetched[AIV] / asked[AIV] if n[AIV] else 1.0
-        over_c = fetched[AIC] / asked[AIC] if n[AIC] else 1.0
-        caps = self.caps
+        n_v, n_c = self.n_loaders[AIV], self.n_loaders[AIC]
+        over_v = self.fetched[AIV] / self.asked[AIV] if n_v else 1.0
+        over_c = self.fetched[AIC] / self.asked[AIC] if n_c else 1.0
+        cap_v, cap_c = self.caps[AIV], self.caps[AIC]
         # at their caps the loaders take over * cap of HBM each: if that fits, no sharing
-        if n[AIV] * caps[AIV] * over_v + n[AIC] * caps[AIC] * over_c <= self.hbm_total:
-            rate_v, rate_c = caps[AIV], caps[AIC]
+        if n_v * cap_v * over_v + n_c * cap_c * over_c <= self.hbm_total:
+            rate_v, rate_c = cap_v, cap_c
         else:
-            rate_v, rate_c = self.mte2.rates(n[AIV], n[AIC], over_v, over_c)
-        rate = self.rate
-        if rate_v == rate[AIV] and rate_c == rate[AIC]:
+            rate_v, rate_c = self.mte2.rates(n_v, n_c, over_v, over_c)
+        if rate_v == self.rate[AIV] and rate_c == self.rate[AIC]:
             return False
-        rate[AIV], rate[AIC] = rate_v, rate_c
+        self.rate[AIV], self.rate[AIC] = rate_v, rate_c
         return True
 
     def _next_drained(self, now: float) -> None:
@@ -1033,11 +1043,11 @@ class Run:
         in flight; the previous one goes stale."""
         self.version += 1
         best, best_type = -1.0, -1
-        loaders, drained, rate = self.loaders, self.drained, self.rate
+        loaders = self.loaders
         for ct in range(2):                   # AIV (0), then AIC (1)
             heap = loaders[ct]
             if heap.n:
-                dt = (heap.first_key() - drained[ct]) / rate[ct]
+                dt = (heap.first_key() - self.drained[ct]) / self.rate[ct]
                 done = now + dt if dt > 0.0 else now
                 if best_type < 0 or done < best:
                     best, best_type = done, ct

@@ -23,9 +23,10 @@ cdef class L2Cache:
 
     @cython.locals(a=long, r=long, last=long, prev=long, nxt=long, used=long, cap=long,
                    line=long, fresh=long, hit=double, miss=double, missed=double,
+                   size=double, count=long, end=long,
                    mask="unsigned long", held="unsigned long", new="unsigned long",
                    kept="unsigned long", region=long)
     cpdef (double, double) access(self, long task)
 
-    @cython.locals(cap=long, oldest=long, nxt=long)
+    @cython.locals(cap=long, oldest=long, nxt=long, end=long)
     cdef long _evict(self, long used) except? -1

@@ -136,61 +136,62 @@ class L2Cache:
         return float(self.used_lines * self.line_bytes)
 
     def access(self, task: int) -> tuple[float, float]:
-        regions, sizes, masks, counts, writes, bypass = self.region, self.nbytes, \
-            self.lines, self.nlines, self.write, self.bypass
-        present, held_by_region = self.present, self.held
-        after, before, end = self.after, self.before, self.end
+        # the columns are read through self, not taken into locals: compiled, a typed-array
+        # local costs an atomic reference count when taken and again when dropped (twenty
+        # per call for these ten), more than the lookups themselves
+        end = self.end
         hit = miss = 0.0
         # ``used`` kept in a local until the end: this runs once per access of every task
         used, cap, line = self.used_lines, self.capacity_lines, self.line_bytes
         for a in range(self.ptr[task], self.ptr[task + 1]):
-            region, mask = regions[a], masks[a]
-            if not present[region]:
-                if not writes[a]:
+            region, mask = self.region[a], self.lines[a]
+            size, count = self.nbytes[a], self.nlines[a]
+            if not self.present[region]:
+                if not self.write[a]:
                     # a miss brings whole lines from HBM, more than asked when the box
                     # covers a line only in part
-                    miss += counts[a] * line if counts[a] * line > sizes[a] else sizes[a]
-                if bypass[a]:
+                    miss += count * line if count * line > size else size
+                if self.bypass[a]:
                     continue
-                present[region] = True
-                held_by_region[region] = mask
-                used += counts[a]
+                self.present[region] = True
+                self.held[region] = mask
+                used += count
                 # the newest: linked in before the tail
-                last = before[end]
-                after[last], before[region] = region, last
-                after[region], before[end] = end, region
+                last = self.before[end]
+                self.after[last], self.before[region] = region, last
+                self.after[region], self.before[end] = end, region
             else:
-                held = held_by_region[region]
-                if after[region] != end:        # not the newest yet: unlink, relink last
-                    prev, nxt = before[region], after[region]
-                    after[prev], before[nxt] = nxt, prev
-                    last = before[end]
-                    after[last], before[region] = region, last
-                    after[region], before[end] = end, region
+                held = self.held[region]
+                if self.after[region] != end:   # not the newest yet: unlink, relink last
+                    prev, nxt = self.before[region], self.after[region]
+                    self.after[prev], self.before[nxt] = nxt, prev
+                    last = self.before[end]
+                    self.after[last], self.before[region] = region, last
+                    self.after[region], self.before[end] = end, region
                 new = mask & ~held
-                if not writes[a]:
+                if not self.write[a]:
                     if not new:
-                        hit += sizes[a]
+                        hit += size
                         continue
                     # the access's bytes taken as spread evenly over its lines
                     fresh = _bits(new)
-                    hit += sizes[a] * (counts[a] - fresh) / counts[a]
-                    missed = sizes[a] * fresh / counts[a]
+                    hit += size * (count - fresh) / count
+                    missed = size * fresh / count
                     miss += fresh * line if fresh * line > missed else missed
-                    if bypass[a]:
+                    if self.bypass[a]:
                         continue
-                elif bypass[a]:
+                elif self.bypass[a]:
                     kept = held & ~mask
                     used -= _bits(held & mask)
-                    held_by_region[region] = kept
+                    self.held[region] = kept
                     if not kept:                # nothing left of it: unlinked
-                        present[region] = False
-                        prev, nxt = before[region], after[region]
-                        after[prev], before[nxt] = nxt, prev
+                        self.present[region] = False
+                        prev, nxt = self.before[region], self.after[region]
+                        self.after[prev], self.before[nxt] = nxt, prev
                     continue
                 if not new:
                     continue
-                held_by_region[region] = held | new
+                self.held[region] = held | new
                 used += _bits(new)
             if used > cap:
                 used = self._evict(used)
@@ -199,14 +200,12 @@ class L2Cache:
 
     def _evict(self, used: int) -> int:
         """Drop least recently used regions until the cache fits again."""
-        present, held_by_region = self.present, self.held
-        after, before, end = self.after, self.before, self.end
-        cap = self.capacity_lines
-        while used > cap and after[end] != end:
-            oldest = after[end]
-            nxt = after[oldest]
-            after[end], before[nxt] = nxt, end
-            used -= _bits(held_by_region[oldest])
-            held_by_region[oldest] = 0
-            present[oldest] = False
+        end, cap = self.end, self.capacity_lines
+        while used > cap and self.after[end] != end:
+            oldest = self.after[end]
+            nxt = self.after[oldest]
+            self.after[end], self.before[nxt] = nxt, end
+            used -= _bits(self.held[oldest])
+            self.held[oldest] = 0
+            self.present[oldest] = False
         return used
