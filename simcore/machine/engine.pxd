@@ -19,10 +19,11 @@ cdef class Heap:
     cdef long[::1] order, a, b, c
 
     cdef void _grow(self) except *
-    @cython.locals(seq=long, i=long, up=long, k=double)
+    @cython.locals(seq=long, i=long)
     cpdef void push(self, double key, long a, long b, long c) except *
-    @cython.locals(n=long, key=double, seq=long, i=long, child=long,
-                   right=long, k=double, up=long)
+    @cython.locals(up=long, k=double)
+    cdef inline void _rise(self, long i, double key, long seq, long a, long b, long c) noexcept
+    @cython.locals(n=long, key=double, seq=long, i=long, child=long, right=long)
     cpdef (double, long, long, long, long) pop(self) except *
     cpdef double first_key(self) except? -1.0
 

@@ -162,11 +162,15 @@ class Heap:
             return
         if self.n == self.cap:
             self._grow()
-        # the arrays are read through self: a typed-array local costs compiled code an
-        # atomic reference count when taken and when dropped, more than the sift itself
         i = self.n
         self.n = i + 1
-        while i > 0:                          # sift up
+        self._rise(i, key, seq, a, b, c)
+
+    def _rise(self, i: int, key: float, seq: int, a: int, b: int, c: int) -> None:
+        """Put the entry in hole ``i`` or above it, moving the parents it precedes down.
+        The arrays are read through self: a typed-array local costs compiled code an atomic
+        reference count when taken and when dropped, more than the sift itself."""
+        while i > 0:
             up = (i - 1) >> 1
             k = self.key[up]
             if k < key or (k == key and self.order[up] < seq):
@@ -202,16 +206,7 @@ class Heap:
                 self.a[i], self.b[i], self.c[i] = self.a[child], self.b[child], self.c[child]
                 i = child
                 child = 2 * i + 1
-            while i > 0:                      # the last entry rises to its place
-                up = (i - 1) >> 1
-                k = self.key[up]
-                if k < key or (k == key and self.order[up] < seq):
-                    break
-                self.key[i], self.order[i] = k, self.order[up]
-                self.a[i], self.b[i], self.c[i] = self.a[up], self.b[up], self.c[up]
-                i = up
-            self.key[i], self.order[i] = key, seq
-            self.a[i], self.b[i], self.c[i] = self.a[n], self.b[n], self.c[n]
+            self._rise(i, key, seq, self.a[n], self.b[n], self.c[n])   # the last entry
         return top
 
     def first_key(self) -> float:
