@@ -235,3 +235,51 @@ def test_a_composite_tile_op_counts_its_flops_once():
     p = _program([("erfc", ["x"], {})], (64, 64), (64, 64))
     per_element = sum(count for _, count in COMPOSITES["erfc"])
     assert p.work.flops.sum() == 64 * 64 * per_element
+
+
+def test_the_row_expand_takes_its_tile_and_its_own_leaf_function():
+    """The expand writes a tile of the result's size where the [M, 1] operand was counted
+    as one, and adds the operand itself at a 32-byte block a row: a [56, 256] fp32 tile
+    that upstream fits (x, out, expanded and the padded column, about 170 KB) fits here.
+    A task with the expand runs other code than one without: another leaf function.  A
+    rank-3 [T, H, 1] operand and a lower-rank one expand as well."""
+    tensors = {"x": {"shape": [56, 256], "role": "input"}, "s": {"shape": [56, 1], "role": "input"},
+               "y": {"shape": [56, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [56, 256]}, {"op": "mul", "inputs": ["x", "s"], "out": "m"},
+            {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}]
+    k = Kernel.model_validate({"name": "k", "tensors": tensors, "body": body})
+    assert "rowexpand" in compile_kernel(k, HW).work.vector.kinds
+    # two loop iterations, the second under combine_axis: two leaf functions
+    t2 = {"x": {"shape": [128, 64], "role": "input"}, "s": {"shape": [128, 1], "role": "input"},
+          "y": {"shape": [128, 64], "role": "output"}}
+    step = [{"op": "view", "inputs": ["x"], "out": "xv", "shape": [64, 64], "offsets": ["i*64", 0]},
+            {"op": "view", "inputs": ["s"], "out": "sv", "shape": [64, 1], "offsets": ["i*64", 0]},
+            {"op": "mul", "inputs": ["xv", "sv"], "out": "m"},
+            {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": ["i*64", 0]},
+            {"set_operation_options": {"combine_axis": True}}]
+    loop = [{"set_vec_tile_shapes": [64, 64]},
+            {"loop": {"name": "L", "idx": "i", "trip": 2, "style": "for"}, "body": step}]
+    p = compile_kernel(Kernel.model_validate({"name": "k", "tensors": t2, "body": loop}), HW)
+    assert p.leaf_tasks == 2 and len(set(p.task_leaf.tolist())) == 2
+    for scale in ([4, 64, 1], [64, 1]):
+        t3 = {"x": {"shape": [4, 64, 64], "role": "input"},
+              "s": {"shape": scale, "role": "input"},
+              "y": {"shape": [4, 64, 64], "role": "output"}}
+        b3 = [{"set_vec_tile_shapes": [1, 64, 64]}, {"op": "mul", "inputs": ["x", "s"], "out": "m"},
+              {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0, 0]}]
+        k3 = Kernel.model_validate({"name": "k", "tensors": t3, "body": b3})
+        assert "rowexpand" in compile_kernel(k3, HW).work.vector.kinds, scale
+
+
+def test_operation_options_left_out_keep_the_value_in_force():
+    """An empty set_operation_options changes nothing; every chip prices the row expand."""
+    on = {"set_operation_options": {"combine_axis": True}}
+    tensors = {"x": {"shape": [64, 64], "role": "input"}, "s": {"shape": [64, 1], "role": "input"},
+               "y": {"shape": [64, 64], "role": "output"}}
+    body = [on, {"set_operation_options": {}}, {"set_vec_tile_shapes": [64, 64]},
+            {"op": "mul", "inputs": ["x", "s"], "out": "m"},
+            {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}]
+    k = Kernel.model_validate({"name": "k", "tensors": tensors, "body": body})
+    assert "rowexpand" not in compile_kernel(k, HW).work.vector.kinds
+    for name in ("dav_2201", "dav_3510"):
+        assert load_hardware(name).pipes.vector["rowexpand"].row_cycles > 0, name

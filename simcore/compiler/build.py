@@ -67,7 +67,7 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks
     leaf_ids = []
     for b in batches:
         ids = np.asarray([leaves.get(root, sig, b.core, b.label,
-                                     ops=tuple(op for op, _, _ in sig[0]), op_shapes=sig[3],
+                                     ops=tuple(node[0] for node in sig[0]), op_shapes=sig[3],
                                      srcs=b.srcs)
                           for sig in b.sig_table], np.int64)
         leaf_ids.append(ids[b.sig_index] if b.size else np.zeros(0, np.int64))

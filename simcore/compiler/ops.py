@@ -19,7 +19,7 @@ from ..spec.kernel import BINARY_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
 from .limits import Limits
 from .program import CoreType
 from .trace import TracedOp
-from .values import MAX_RANK, GmValue, LocalValue, grid
+from .values import MAX_RANK, UB_BLOCK_BYTES, GmValue, LocalValue, grid
 
 Value = GmValue | LocalValue
 FRACTAL = 16
@@ -179,9 +179,12 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
         # upstream expands an input broadcast along the last axis to the result's shape
         # first (BroadcastOperandTensor, framework/src/interface/operation/vector/
         # binary.cpp, unless combine_axis is set, which defaults off): a TROWEXPAND of the
-        # tile into a UB tile of its own, then the op on equal tiles (docs/sources.md §2)
+        # tile into a UB tile of its own, then the op on equal tiles (docs/sources.md §2).
+        # UB then holds the expanded tile where ``ub`` counted the operand as one, plus the
+        # operand itself, a 32-byte block a row
         parts = (("rowexpand", 1), (kind, 1))
-        ub = ub + n * elem
+        column = next(i for i, s in enumerate(shapes) if s[-1] == 1)
+        ub = ub + _elements(in_lo[column], in_hi[column]) * UB_BLOCK_BYTES
     _check_ub(limits, op, tile, ub)
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi, flops=flops,
@@ -190,11 +193,10 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
 
 
 def _expands_rows(shapes: list[tuple[int, ...]], out_shape: tuple[int, ...]) -> bool:
-    """A binary op one of whose inputs has the result's leading dims and a last axis of 1
-    where the result's is longer: that input is expanded along its rows."""
-    return len(shapes) == 2 and out_shape[-1] != 1 and any(
-        len(s) == len(out_shape) and s[-1] == 1 and tuple(s[:-1]) == tuple(out_shape[:-1])
-        for s in shapes)
+    """A binary op one of whose inputs has a last axis of 1 where the result's is longer:
+    its expand to the result's shape runs along the rows (whatever it does to the
+    leading axes, which the model does not price)."""
+    return len(shapes) == 2 and out_shape[-1] != 1 and any(s[-1] == 1 for s in shapes)
 
 
 def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:

@@ -799,7 +799,11 @@ class RootCallTiler:
         sizes = np.concatenate([n.out_hi - n.out_lo for n in nodes]
                                + [h - l for n in nodes for l, h in zip(n.in_lo, n.in_hi)],
                                axis=1) if not one_task else np.zeros((1, 1), np.int64)
-        structure = tuple((n.op.op, n.out_dtype, n.kind) for n in nodes)
+        # a composite's instructions are part of what the leaf function runs (a binary op
+        # with and without its row expand are two leaf functions)
+        structure = tuple((n.op.op, n.out_dtype, n.kind) + ((n.vector_parts,) if
+                                                           n.vector_parts else ())
+                          for n in nodes)
         inverse, first = row_ids(sizes) if len(sizes) > 1 else \
             (np.zeros(len(sizes), np.int64), np.zeros(len(sizes), np.int64))
         sig_table = [(structure, one_task, tuple(map(int, sizes[i])), _op_details(nodes, i))

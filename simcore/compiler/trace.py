@@ -175,7 +175,8 @@ class _Tracer:
             elif isinstance(stmt, ScopeStmt):
                 self.scope = Scope(*stmt.sg_set_scope, tuple(sorted(self.loop_env.items())))
             elif isinstance(stmt, OperationOptionsStmt):
-                self.combine_axis = stmt.set_operation_options.combine_axis
+                if stmt.set_operation_options.combine_axis is not None:
+                    self.combine_axis = stmt.set_operation_options.combine_axis
             elif isinstance(stmt, OpStmt):
                 if stmt.cond is None or self._value(stmt.cond, env, f"{here}.cond"):
                     self.current.ops.append(self._op(stmt, env, here))

@@ -194,8 +194,9 @@ class ScopeStmt(Strict):
 class OperationOptions(Strict):
     """``pypto.experimental.set_operation_options``: ``combine_axis`` lets an op apply an
     operand broadcast along the last axis ([M, 1] with [M, N]) in place; off (upstream's
-    default), the operand is expanded to [M, N] first (a TROWEXPAND, docs/sources.md §2)."""
-    combine_axis: bool
+    default), the operand is expanded to [M, N] first (a TROWEXPAND, docs/sources.md §2).
+    An option left out keeps the value in force, as upstream's call does."""
+    combine_axis: bool | None = None
 
 
 class OperationOptionsStmt(Strict):
