@@ -127,17 +127,27 @@ class LocalValue:
         geometry (RemoveUnalignedReshape, which tests the padding PadLocalBuffer gave the
         raw tensors; docs/sources.md §2).  The boxes are in the coordinates of that
         reshape's output when only reshapes lie between it and the producer, else in the
-        producer's (the bytes are the same, the runs only approximately)."""
+        producer's (the bytes are the same, the runs only approximately).  Consecutive
+        reshapes count as one, from the first's input to the last's output, as upstream's
+        RemoveRedundantReshape leaves no reshape of a reshape."""
         steps = self.path
+        shape_after = lambda j: self.shape if j + 1 == len(steps) else \
+            steps[j + 1][2 if steps[j + 1][0] == "view" else 1]
         raw = tuple(producer_shape)          # the raw tensor a step's input is a view of
-        for k, step in enumerate(steps):
-            if step[0] != "reshape":
+        k = 0
+        while k < len(steps):
+            if steps[k][0] != "reshape":
+                k += 1
                 continue
-            out = self.shape if k + 1 == len(steps) else \
-                steps[k + 1][2 if steps[k + 1][0] == "view" else 1]
-            if (raw[-1] * elem) % UB_BLOCK_BYTES or (out[-1] * elem) % UB_BLOCK_BYTES:
+            last = k
+            while last + 1 < len(steps) and steps[last + 1][0] == "reshape":
+                last += 1
+            out = tuple(shape_after(last))
+            if out != tuple(steps[k][1]) and (
+                    (raw[-1] * elem) % UB_BLOCK_BYTES or (out[-1] * elem) % UB_BLOCK_BYTES):
+                k = last
                 break
-            raw = out
+            raw, k = out, last + 1
         else:
             return None
         if any(s[0] == "view" for s in steps[:k]):
