@@ -283,3 +283,20 @@ def test_operation_options_left_out_keep_the_value_in_force():
     assert "rowexpand" not in compile_kernel(k, HW).work.vector.kinds
     for name in ("dav_2201", "dav_3510"):
         assert load_hardware(name).pipes.vector["rowexpand"].row_cycles > 0, name
+
+
+def test_a_column_reduction_issues_an_instruction_per_row():
+    """A sum over the rows (axis 0) is pto-isa's TCOLSUM: a scalar loop issuing one vadd per
+    row, unlike a row sum, one instruction over the tile.  pto-isa's cost-model test records
+    1263 cycles for a 64 x 64 fp32 column sum; the model is within 5 % of it, and the same
+    sum along the last axis costs a fraction of that."""
+    tensors = {"x": {"shape": [64, 64], "role": "input"},
+               "y": {"shape": [1, 64], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [64, 64]},
+            {"op": "sum", "inputs": ["x"], "axis": 0, "out": "s"},
+            {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}]
+    column = compile_kernel(Kernel.model_validate({"name": "k", "tensors": tensors,
+                                                   "body": body}), HW)
+    assert _cycles(column)[0] == pytest.approx(1263, rel=0.05)
+    row = _program([("sum", ["x"], {"axis": -1})], (64, 64), (64, 64))
+    assert _cycles(row)[0] < _cycles(column)[0] / 2

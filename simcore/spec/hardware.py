@@ -99,11 +99,14 @@ class VectorIssue(Strict):
     Every tile op pays ``issue_cycles`` of scalar issue; an op that reads the result
     of an earlier op of its leaf task waits ``dependency_cycles`` for the pipe to
     drain (pipe_barrier(PIPE_V)), and so does each folding step of a row reduction.
+    A tile op that runs a loop of instructions on the scalar unit (a column reduction:
+    one instruction per row) pays ``loop_instruction_cycles`` of issue for each.
     """
     repeat_bytes: PositiveInt
     max_repeats: PositiveInt
     issue_cycles: float = Field(ge=0)
     dependency_cycles: float = Field(ge=0)
+    loop_instruction_cycles: float = Field(ge=0)
 
 
 class ScalarUnit(Strict):
