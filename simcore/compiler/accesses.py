@@ -83,5 +83,15 @@ class Accesses:
                    np.concatenate([m[p.buffer] for p, m in zip(parts, maps)]), **cols)
 
 
+def used_rank(buffers, lo: np.ndarray, hi: np.ndarray) -> int:
+    """How many leading box columns matter: the rank of the largest buffer when every
+    box has the unused dims after it as 0 .. 1 (each a dim of size 1 covered whole),
+    else every column."""
+    rank = min(max([len(b.shape) for b in buffers] + [1]), lo.shape[1])
+    if rank < lo.shape[1] and not ((lo[:, rank:] == 0).all() and (hi[:, rank:] == 1).all()):
+        return lo.shape[1]
+    return rank
+
+
 # dataclasses.fields is slow enough to show in the tiler's per-group work: compute once
 _ACCESS_COLUMNS = tuple(f.name for f in fields(Accesses) if f.name != "buffers")

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..spec.hardware import Hardware
 from ..spec.kernel import Kernel
-from .accesses import Accesses, GmBuffer
+from .accesses import Accesses, GmBuffer, used_rank
 from .callcache import CallCache, call_key
 from .deps import region_edges
 from .encode import encode_call_edges, end_hubs
@@ -287,17 +287,26 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     if not acc.size:
         return RegionAccesses.empty()
     buffers, lo, hi = fractal_boxes(acc)
-    boxes = np.concatenate([acc.buffer[:, None], lo, hi], axis=1).astype(np.int64, copy=False)
+    # unused trailing dims cut nothing: per-box temporaries only as wide as the buffers
+    rank = used_rank(buffers, lo, hi)
+    boxes = np.concatenate([acc.buffer[:, None], lo[:, :rank], hi[:, :rank]],
+                           axis=1).astype(np.int64, copy=False)
     # distinct boxes by row hash (np.unique on rows sorts them as bytes, far slower); the
     # rows come out per access, so the order the distinct boxes are cut in does not show
     box_of, first = distinct_row_ids(boxes)
     unique = boxes if first.size == len(boxes) else boxes[first]
+    del boxes
     owner, index, nbytes, lines = _box_lines(buffers, unique)
-    ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
-    count = ptr[box_of + 1] - ptr[box_of]
     storage = np.unique([b.base for b in acc.buffers], return_inverse=True)[1].ravel()
-    if np.all(count == 1):      # every box inside one region: a row per access, in place
-        r = ptr[box_of]
+    if owner.size == len(unique) and np.array_equal(owner, np.arange(owner.size)):
+        # a row per box (every box inside one region, the usual case): the box's row is
+        # the access's, found with no search
+        count, ptr = None, None
+    else:
+        ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
+        count = ptr[box_of + 1] - ptr[box_of]
+    if count is None or np.all(count == 1):      # a row per access, in place
+        r = box_of if ptr is None else ptr[box_of]
         del box_of
         return RegionAccesses(
             task=acc.task.astype(np.int64, copy=False),
@@ -384,53 +393,77 @@ def _box_lines_slice(buffers, boxes: np.ndarray):
     shape_of = np.ones((len(buffers), rank), np.int64)   # unused trailing dims: size 1
     for i, whole in enumerate(buffers):
         shape_of[i, :len(whole.shape)] = whole.shape
-    shape = shape_of[buffer]
-    elem = np.asarray([b.elem for b in buffers], np.int64)[buffer]
-    stride = np.ones((n, rank), np.int64)                # elements, row-major
+    step_of = np.ones_like(shape_of)                     # bytes per step of a dim, row-major
     for d in range(rank - 2, -1, -1):
-        stride[:, d] = stride[:, d + 1] * shape[:, d + 1]
+        step_of[:, d] = step_of[:, d + 1] * shape_of[:, d + 1]
+    step_of *= np.asarray([b.elem for b in buffers], np.int64)[:, None]
+    step = step_of[buffer]
+    ext = hi - lo
     # the run's dimension: the last one the box does not cover whole (0 if it covers all)
-    partial = (lo != 0) | (hi != shape)
+    partial = (lo != 0) | (hi != shape_of[buffer])
     run_dim = np.where(partial.any(axis=1), rank - 1 - np.argmax(partial[:, ::-1], axis=1), 0)
-    col = np.arange(rank)
-    run_len = (hi - lo)[np.arange(n), run_dim] * stride[np.arange(n), run_dim] * elem
-    outer = np.where(col < run_dim[:, None], hi - lo, 1)  # rows of runs per outer dim
-    inner = np.cumprod(outer[:, ::-1], axis=1)[:, ::-1]
-    runs = np.where(run_len > 0, inner[:, 0], 0)
-    inner = np.concatenate([inner[:, 1:], np.ones((n, 1), np.int64)], axis=1)
-    base = (lo * stride).sum(axis=1) * elem
-    # one row per run, in increasing address order within its box
-    row = np.repeat(np.arange(n), runs)
-    k = np.arange(row.size) - np.repeat(np.cumsum(runs) - runs, runs)
-    start = base[row]
-    for d in range(rank - 1):
-        if (outer[:, d] > 1).any():          # dims every box covers in one step add nothing
-            start += (k // inner[row, d]) % outer[row, d] * (stride[row, d] * elem[row])
-    end = start + run_len[row]
-    # one row per (run, region it touches); most runs stay inside one region
-    per_region = L2_REGION_BYTES // L2_LINE_BYTES
-    first, last = start // L2_LINE_BYTES, (end - 1) // L2_LINE_BYTES
-    count = last // per_region - first // per_region + 1
-    if (count == 1).all():
-        piece, region = np.arange(row.size), first // per_region
+    del partial
+    run_dim = run_dim[:, None]
+    run_len = (np.take_along_axis(ext, run_dim, 1) * np.take_along_axis(step, run_dim, 1))[:, 0]
+    base = (lo * step).sum(axis=1)
+    outer = np.where(np.arange(rank) < run_dim, ext, 1)  # rows of runs per outer dim
+    runs = np.where(run_len > 0, outer.prod(axis=1), 0)
+    single = bool((runs == 1).all())
+    if single:
+        # one run per box (its outer dims one row each): the run starts at the box
+        row, start = np.arange(n), base
     else:
-        piece = np.repeat(np.arange(row.size), count)
-        region = first[piece] // per_region + \
-            (np.arange(piece.size) - np.repeat(np.cumsum(count) - count, count))
-    low = np.maximum(first[piece], region * per_region) - region * per_region
-    high = np.minimum(last[piece], region * per_region + per_region - 1) - region * per_region
-    mask = (np.uint64(2 ** 64 - 1) >> (63 - (high - low)).astype(np.uint64)) \
-        << low.astype(np.uint64)
-    inside = np.minimum(end[piece], (region + 1) * L2_REGION_BYTES) \
-        - np.maximum(start[piece], region * L2_REGION_BYTES)
+        row, start = _run_starts(runs, base, outer, step)
+    end = start + run_len[row]
+    owner, region, inside, mask = _run_regions(row, start, end)
+    if single or not owner.size:
+        # a box's pieces are then its one run's pieces, each in a region of its own:
+        # nothing to join
+        return owner, region, inside.astype(float), mask
     # runs of one box that meet in a region become one row
-    owner = row[piece]
-    if not owner.size:
-        return owner, owner, np.zeros(0), np.zeros(0, np.uint64)
     head = np.flatnonzero(np.concatenate([[True], (owner[1:] != owner[:-1])
                                           | (region[1:] != region[:-1])]))
     return owner[head], region[head], np.add.reduceat(inside, head).astype(float), \
         np.bitwise_or.reduceat(mask, head)
+
+
+def _run_starts(runs, base, outer, step):
+    """(box, first byte) of every run of every box, in increasing address order per box."""
+    # runs per step of each outer dim: the product of the outer dims after it
+    inner = np.cumprod(outer[:, :0:-1], axis=1)[:, ::-1]
+    inner = np.concatenate([inner, np.ones((len(runs), 1), np.int64)], axis=1)
+    row = np.repeat(np.arange(len(runs)), runs)
+    k = np.arange(row.size) - np.repeat(np.cumsum(runs) - runs, runs)
+    start = base[row]
+    for d in range(outer.shape[1] - 1):
+        if (outer[:, d] > 1).any():          # dims every box covers in one step add nothing
+            start += (k // inner[row, d]) % outer[row, d] * step[row, d]
+    return row, start
+
+
+def _run_regions(row, start, end):
+    """Per (run, region it touches): its box, region index, bytes inside and line bitmap."""
+    per_region = L2_REGION_BYTES // L2_LINE_BYTES
+    first, last = start // L2_LINE_BYTES, (end - 1) // L2_LINE_BYTES
+    region = first // per_region
+    count = last // per_region - region + 1
+    if (count == 1).all():
+        # most runs stay inside one region: their lines and bytes need no clipping
+        low, high = first - region * per_region, last - region * per_region
+        return row, region, end - start, _line_mask(low, high)
+    piece = np.repeat(np.arange(row.size), count)
+    region = region[piece] + (np.arange(piece.size) - np.repeat(np.cumsum(count) - count, count))
+    low = np.maximum(first[piece], region * per_region) - region * per_region
+    high = np.minimum(last[piece], region * per_region + per_region - 1) - region * per_region
+    inside = np.minimum(end[piece], (region + 1) * L2_REGION_BYTES) \
+        - np.maximum(start[piece], region * L2_REGION_BYTES)
+    return row[piece], region, inside, _line_mask(low, high)
+
+
+def _line_mask(low, high):
+    """The uint64 bitmap of lines low .. high (inclusive) of a region."""
+    return (np.uint64(2 ** 64 - 1) >> (63 - (high - low)).astype(np.uint64)) \
+        << low.astype(np.uint64)
 
 
 def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,

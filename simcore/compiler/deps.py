@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .accesses import used_rank
 from .rows import distinct_row_ids
 from .values import MAX_RANK
 
@@ -105,18 +106,28 @@ def _windows(qgeo, q_from, q_to, g, b_from, b_to):
     [query start - longest box of its geometry, query end): every box of the query's
     geometry whose span on this one axis overlaps the query's."""
     n_geo = int(max(g.max(), qgeo.max())) + 1
-    reach = np.zeros(n_geo, np.int64)
-    np.maximum.at(reach, g, b_to - b_from)
+    length = b_to - b_from
     # a geometry's keys lie in [g * span, g * span + largest coordinate]: a window, which
-    # reaches at most ``reach`` below its query, never enters another geometry's keys
-    span = int(max(b_to.max(), q_to.max(), 0)) + int(reach.max()) + 1
+    # reaches at most its geometry's longest box below its query, never enters another
+    # geometry's keys
+    span = int(max(b_to.max(), q_to.max(), 0)) + max(int(length.max()), 0) + 1
     key = g * span + b_from
     order = np.argsort(key, kind="stable")
     key = key[order]
+    reach = _longest_per_geometry(g[order], length[order], n_geo)
     base = qgeo * span
     start = np.searchsorted(key, base + q_from - reach[qgeo], side="right")
     stop = np.searchsorted(key, base + q_to, side="left")
     return order, start, stop
+
+
+def _longest_per_geometry(g_sorted, length, n_geo: int) -> np.ndarray:
+    """Per geometry the longest of its boxes (0 without any), from boxes grouped by
+    geometry: one reduce per group instead of an unbuffered maximum.at per box."""
+    reach = np.zeros(n_geo, np.int64)
+    heads = np.flatnonzero(np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]]))
+    reach[g_sorted[heads]] = np.maximum(np.maximum.reduceat(length, heads), 0)
+    return reach
 
 
 def _geometry_pairs(qrows, qgeo, qlo, qhi, boxes, box_geo, box_lo, box_hi, layout=None):
@@ -188,6 +199,11 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
     if w.size == 0:
         return empty
     geo, store, mixed, layout = _geometries(buf, buffers)
+    rank = used_rank(buffers, lo, hi) if buffers else lo.shape[1]
+    if rank < lo.shape[1]:
+        # unused trailing dims overlap every box and add no byte offset: every per-row
+        # temporary after this is only as wide as the buffers
+        lo, hi = np.ascontiguousarray(lo[:, :rank]), np.ascontiguousarray(hi[:, :rank])
     box_id, first = _box_ids(geo[w], lo[w], hi[w], tag[w])
     box_row = w[first]
     box_lo, box_hi, box_tag = lo[box_row], hi[box_row], tag[box_row]
