@@ -301,12 +301,14 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     if owner.size == len(unique) and np.array_equal(owner, np.arange(owner.size)):
         # a row per box (every box inside one region, the usual case): the box's row is
         # the access's, found with no search
-        count, ptr = None, None
+        ptr = count = None
     else:
         ptr = np.searchsorted(owner, np.arange(len(unique) + 1))
         count = ptr[box_of + 1] - ptr[box_of]
-    if count is None or np.all(count == 1):      # a row per access, in place
-        r = box_of if ptr is None else ptr[box_of]
+        if np.all(count == 1):
+            box_of, ptr = ptr[box_of], None       # the one row of each access
+    if ptr is None:      # a row per access, in place
+        r = box_of
         del box_of
         return RegionAccesses(
             task=acc.task.astype(np.int64, copy=False),

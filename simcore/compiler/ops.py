@@ -102,10 +102,11 @@ def _vec_tile(op: TracedOp, shape: tuple[int, ...]) -> tuple[int, ...]:
 def _check_tail_alignment(op: TracedOp, tile: tuple[int, ...], dtype: str) -> None:
     """The tail axis of a vector tile must be 32-byte aligned unless it spans the axis."""
     tail_bytes = tile[-1] * DTYPE_BYTES[dtype]
-    if tail_bytes % 32:
+    if tail_bytes % UB_BLOCK_BYTES:
         raise ConfigError(f"field '{op.where}': vector TileShape {list(op.vec_tile)} gives a tail "
                           f"axis of {tail_bytes} bytes for '{op.op}' ({dtype}); the tail axis "
-                          f"must be a multiple of 32 bytes ({32 // DTYPE_BYTES[dtype]} elements).")
+                          f"must be a multiple of {UB_BLOCK_BYTES} bytes "
+                          f"({UB_BLOCK_BYTES // DTYPE_BYTES[dtype]} elements).")
 
 
 def _check_ub(limits: Limits, op: TracedOp, tile, ub_bytes: np.ndarray) -> None:
@@ -433,7 +434,7 @@ def _scalar_transpose(in_lo, in_hi, lo, hi, elem: int) -> np.ndarray:
     (pto-isa TTrans.hpp ``TTransOperation`` and ``TransTailTiles``, docs/sources.md §2).
     An fp32 [8, i] -> [i, 8] tile takes the loop; a [16, 16] one the Vector path.
     """
-    per_block = 32 // elem
+    per_block = UB_BLOCK_BYTES // elem
     stride = lambda cols: -(-cols // per_block) * per_block
     src_cols, dst_cols = (in_hi - in_lo)[:, -1], (hi - lo)[:, -1]
     return (stride(dst_cols) % 16 != 0) | (stride(src_cols) % 8 != 0)

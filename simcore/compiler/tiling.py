@@ -121,6 +121,20 @@ class _AccessRows:
         return Accesses(buffers=tuple(self.buffers.values()), **rows)
 
 
+def _through_workspace(node: Node, i: int, box, carried, source: dict, bounds=None) -> None:
+    """Input ``i`` is read back from its producer's workspace in ``box`` (lo, hi, shape).
+    ``carried``: its boxes in the producer's coordinates, which a merge with the producer
+    can check, when every tile reads one; else the read is scattered over the producer's
+    rows, within ``bounds`` when they are known."""
+    node.extra.setdefault("via_workspace", {})[i] = box
+    if carried is not None:
+        source[i] = carried
+        return
+    node.extra.setdefault("scattered", set()).add(i)
+    if bounds is not None:
+        node.extra.setdefault("bounds", {})[i] = bounds
+
+
 class RootCallTiler:
     def __init__(self, kernel: Kernel, limits: Limits, call: RootCall, call_index: int):
         self.kernel, self.limits, self.call = kernel, limits, call
@@ -323,11 +337,7 @@ class RootCallTiler:
                 box = (lo, hi, self.nodes[value.node].out_shape) if ok.all() else \
                     value.workspace_box(node.in_lo[i], node.in_hi[i])
                 if box is not None:
-                    node.extra.setdefault("via_workspace", {})[i] = box
-                    if ok.all():
-                        source[i] = (lo, hi)     # boxes a merge with the concat can check
-                    else:
-                        node.extra.setdefault("scattered", set()).add(i)
+                    _through_workspace(node, i, box, (lo, hi) if ok.all() else None, source)
                     continue
             if not value.path:
                 continue
@@ -337,14 +347,10 @@ class RootCallTiler:
             lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i])
             if box is not None:
                 # out to the workspace and back even inside the producer's leaf task
-                node.extra.setdefault("via_workspace", {})[i] = box
                 node.extra.setdefault("unaligned", set()).add(i)
-                if ok.all():
-                    source[i] = (lo, hi)
-                else:
-                    node.extra.setdefault("scattered", set()).add(i)
-                    node.extra.setdefault("bounds", {})[i] = value.bounds(node.in_lo[i],
-                                                                        node.in_hi[i])
+                _through_workspace(node, i, box, (lo, hi) if ok.all() else None, source,
+                                   None if ok.all() else value.bounds(node.in_lo[i],
+                                                                      node.in_hi[i]))
                 continue
             if not ok.all():
                 # tiles that are no contiguous run of the reshaped rows: the producer's
@@ -352,12 +358,10 @@ class RootCallTiler:
                 # copy-out / copy-in a reshape costs when its layout cannot stay in UB)
                 box = value.workspace_box(node.in_lo[i], node.in_hi[i])
                 if box is not None:
-                    node.extra.setdefault("via_workspace", {})[i] = box
-                    node.extra.setdefault("scattered", set()).add(i)
                     # what it reads lies in these producer boxes: inside the producer's own
                     # tile, the read can stay in UB as a strided view (_keep_on_chip)
-                    node.extra.setdefault("bounds", {})[i] = value.bounds(node.in_lo[i],
-                                                                        node.in_hi[i])
+                    _through_workspace(node, i, box, None, source,
+                                       value.bounds(node.in_lo[i], node.in_hi[i]))
                     continue
                 bad = int(np.flatnonzero(~ok)[0])
                 step = next(s for s in reversed(value.path) if s[0] == "reshape")

@@ -131,23 +131,14 @@ class LocalValue:
         reshapes count as one, from the first's input to the last's output, as upstream's
         RemoveRedundantReshape leaves no reshape of a reshape."""
         steps = self.path
-        shape_after = lambda j: self.shape if j + 1 == len(steps) else \
-            steps[j + 1][2 if steps[j + 1][0] == "view" else 1]
         raw = tuple(producer_shape)          # the raw tensor a step's input is a view of
-        k = 0
-        while k < len(steps):
-            if steps[k][0] != "reshape":
-                k += 1
-                continue
-            last = k
-            while last + 1 < len(steps) and steps[last + 1][0] == "reshape":
-                last += 1
-            out = tuple(shape_after(last))
-            if out != tuple(steps[k][1]) and (
-                    (raw[-1] * elem) % UB_BLOCK_BYTES or (out[-1] * elem) % UB_BLOCK_BYTES):
-                k = last
+        padded = lambda shape: (shape[-1] * elem) % UB_BLOCK_BYTES != 0
+        for first, k in _reshape_runs(steps):
+            out = tuple(self.shape if k + 1 == len(steps) else
+                        steps[k + 1][2 if steps[k + 1][0] == "view" else 1])
+            if out != tuple(steps[first][1]) and (padded(raw) or padded(out)):
                 break
-            raw, k = out, last + 1
+            raw = out
         else:
             return None
         if any(s[0] == "view" for s in steps[:k]):
@@ -178,6 +169,18 @@ class LocalValue:
                 return None
             return lo, hi, tuple(shape)
         return None
+
+
+def _reshape_runs(steps):
+    """(first, last) step index of every run of consecutive reshapes in a path."""
+    k = 0
+    while k < len(steps):
+        if steps[k][0] == "reshape":
+            first = k
+            while k + 1 < len(steps) and steps[k + 1][0] == "reshape":
+                k += 1
+            yield first, k
+        k += 1
 
 
 def _carry(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], steps):

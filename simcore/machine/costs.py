@@ -60,14 +60,13 @@ def vector_cycles(hw: Hardware, vector: VectorWork, n: int) -> np.ndarray:
     tile_reps = np.where(red, 1.0, per_row) * tile_rows
     instr = tiles * np.ceil(tile_reps / issue.max_repeats)
     # a reduction's own instructions reduce each row once (its rate); a reduction that is
-    # not along the last axis is all folding, priced as the elementwise fold instruction
+    # not along the last axis is all folding, the elementwise fold instruction issued row
+    # by row from a scalar loop (pto-isa TColSum / TColMax): a start-up and the loop's
+    # issue for every row
     folds_only = np.asarray([kk in REDUCE_FOLD for kk in vector.kinds])[k] & ~red
-    cycles = instr * np.where(folds_only, fold_fixed[k], fixed[k]) \
+    cycles = np.where(folds_only, rows * (fold_fixed[k] + issue.loop_instruction_cycles),
+                      instr * fixed[k]) \
         + repeats * np.where(folds_only, fold_rep[k], per_rep[k])
-    # a reduction along another axis issues its fold instruction row by row from a scalar
-    # loop (pto-isa TColSum / TColMax): a start-up and the loop's issue for every row
-    cycles += np.where(folds_only, rows * (fold_fixed[k] + issue.loop_instruction_cycles)
-                       - instr * fold_fixed[k], 0.0)
     steps = np.where(red, np.maximum(per_row - 1.0, 0.0), 0.0)   # dependent fold steps per tile
     cycles += steps * (instr * fold_fixed[k] + rows * fold_rep[k] + tiles * issue.dependency_cycles)
     # a tile op that touches every row on the scalar unit pays that per row (row expand)
