@@ -80,6 +80,20 @@ def test_tail_axis_must_be_32_byte_aligned():
         compile_kernel(kernel(body, t), HW)
 
 
+def test_ub_checks_count_rows_padded_to_32_bytes():
+    """UB pads every row to a 32-byte block: an fp32 [n, 1] column takes 32 n bytes, eight
+    times its data, so a column tile that fits by its bytes (16384 x 4 x 2 = 128 KiB) is
+    OoO padded (16384 x 32 x 2 = 1 MiB), while the same elements as rows of 64 fit."""
+    column = {"x": {"shape": [16384, 1]}}
+    body = [{"set_vec_tile_shapes": [16384, 1]}, {"op": "exp", "inputs": ["x"], "out": "e"}]
+    with pytest.raises(OoOError) as err:
+        compile_kernel(kernel(body, column), HW)
+    assert err.value.buffer == "UB" and err.value.need == 2 * 16384 * 32
+    rows = {"x": {"shape": [256, 64]}}
+    body = [{"set_vec_tile_shapes": [256, 64]}, {"op": "exp", "inputs": ["x"], "out": "e"}]
+    assert compile_kernel(kernel(body, rows), HW).leaf_tasks == 1
+
+
 def test_unknown_op_and_shape_mismatch_are_clear(tmp_path):
     t = {"x": {"shape": [64, 64]}, "z": {"shape": [32, 64]}}
     with pytest.raises(ConfigError, match="must match or broadcast"):

@@ -19,7 +19,7 @@ from ..spec.kernel import BINARY_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
 from .limits import Limits
 from .program import CoreType
 from .trace import TracedOp
-from .values import MAX_RANK, UB_BLOCK_BYTES, GmValue, LocalValue, grid
+from .values import MAX_RANK, UB_BLOCK_BYTES, GmValue, LocalValue, grid, ub_bytes
 
 Value = GmValue | LocalValue
 FRACTAL = 16
@@ -166,13 +166,13 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
     elem = max([DTYPE_BYTES[dtype]] + [DTYPE_BYTES[v.dtype] for v in inputs])
     kind = op.op + "s" if op.get("scalar") is not None else op.op
     kind = "dup" if op.op == "full" else kind
-    ub = (len(inputs) + 1) * n * elem
+    ub = (len(inputs) + 1) * ub_bytes(lo, hi, elem)
     parts = COMPOSITES.get(op.op, ())
     if parts:
         if dtype != "fp32":
             raise ConfigError(f"field '{op.where}': '{op.op}' works on fp32, got {dtype}; cast "
                               f"to fp32 first (upstream casts fp16 and bf16 around it).")
-        ub = ub + COMPOSITE_SCRATCH[op.op] * n * DTYPE_BYTES["fp32"]
+        ub = ub + COMPOSITE_SCRATCH[op.op] * ub_bytes(lo, hi, DTYPE_BYTES["fp32"])
     flops = n.astype(np.float64) if op.op != "full" else np.zeros(len(n))
     if parts:
         flops = flops * sum(c for _, c in parts)
@@ -213,7 +213,7 @@ def reduce(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     out_hi[:, axis] = out_lo[:, axis] + 1
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[src.dtype]
-    ub = n * elem + _elements(out_lo, out_hi) * elem
+    ub = ub_bytes(lo, hi, elem) + ub_bytes(out_lo, out_hi, elem)
     _check_ub(limits, op, tile, ub)
     if splits == 1 and not op.get("keepdim", True):
         out_shape, out_lo, out_hi = squeeze(out_shape, out_lo, out_hi, axis)
@@ -253,8 +253,8 @@ def combine(index: int, partial: Node, value: LocalValue) -> Node:
         final, lo, hi = squeeze(final, lo, hi, axis)
     return Node(index=index, op=op, kind="vector", inputs=[value], out_shape=final,
                 out_dtype=partial.out_dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo], in_hi=[in_hi],
-                flops=n.astype(np.float64), ub_bytes=n * elem * 2, in_flight=np.ones(len(n)),
-                vector_kind=f"row{op.op}", vector_bytes=n * elem, combine_of=partial.index,
+                flops=n.astype(np.float64), ub_bytes=2 * ub_bytes(in_lo, in_hi, elem),
+                in_flight=np.ones(len(n)), vector_kind=f"row{op.op}", vector_bytes=n * elem, combine_of=partial.index,
                 **_rows(in_lo, in_hi, elem), vector_reduce=vector_reduce)
 
 
@@ -415,7 +415,7 @@ def transpose(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> 
     lo, hi = in_lo[:, perm], in_hi[:, perm]
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[src.dtype]
-    ub = 2 * n * elem
+    ub = ub_bytes(in_lo, in_hi, elem) + ub_bytes(lo, hi, elem)
     _check_ub(limits, op, tile, ub)
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo],
@@ -475,8 +475,8 @@ def _copy(index: int, op: TracedOp, inputs: list[Value], axis: int) -> Node:
     elem = DTYPE_BYTES[inputs[0].dtype]
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=inputs[0].dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi,
-                flops=np.zeros(len(n)), ub_bytes=2 * n * elem, in_flight=np.ones(len(n)),
-                vector_kind="copy", vector_bytes=n * elem, **_rows(lo, hi, elem))
+                flops=np.zeros(len(n)), ub_bytes=2 * ub_bytes(lo, hi, elem),
+                in_flight=np.ones(len(n)), vector_kind="copy", vector_bytes=n * elem, **_rows(lo, hi, elem))
 
 
 def gather_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
@@ -504,7 +504,8 @@ def gather_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limit
     src_lo[:, axis], src_hi[:, axis] = 0, src.shape[axis]
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[src.dtype]
-    ub = n * elem + n * DTYPE_BYTES[idx.dtype] + _elements(src_lo, src_hi) * elem
+    ub = (ub_bytes(lo, hi, elem) + ub_bytes(lo, hi, DTYPE_BYTES[idx.dtype])
+          + ub_bytes(src_lo, src_hi, elem))
     _check_ub(limits, op, tile, ub)
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[src_lo, lo],
@@ -541,7 +542,8 @@ def scatter_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limi
     n = _elements(lo, hi)
     elem = DTYPE_BYTES[src.dtype]
     ni = _elements(i_lo, i_hi)
-    ub = 2 * n * elem + ni * (DTYPE_BYTES[idx.dtype] + (elem if len(inputs) == 3 else 0))
+    ub = (2 * ub_bytes(lo, hi, elem) + ub_bytes(i_lo, i_hi, DTYPE_BYTES[idx.dtype])
+          + (ub_bytes(i_lo, i_hi, elem) if len(inputs) == 3 else 0))
     _check_ub(limits, op, tile, ub)
     extra = len(inputs) - 2               # a src tensor is read like the index
     in_lo, in_hi = [lo, i_lo] + [i_lo] * extra, [hi, i_hi] + [i_hi] * extra

@@ -28,7 +28,7 @@ from .ops import Node
 from .program import CoreType
 from .rows import row_ids
 from .trace import RootCall, Scope, TracedOp
-from .values import GmValue, LocalValue, Piece, contiguous_bytes, pad, padded
+from .values import GmValue, LocalValue, Piece, contiguous_bytes, pad, padded, ub_bytes
 from .work import CubeWork, VectorWork, Work
 from .groupcache import GroupCache
 
@@ -1017,7 +1017,7 @@ def _op_details(nodes: list[Node], task: int) -> tuple:
 
 
 def _tile_bytes(lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:
-    return int((hi - lo).prod(axis=1).max()) * DTYPE_BYTES[dtype] if len(lo) else 0
+    return int(ub_bytes(lo, hi, DTYPE_BYTES[dtype]).max()) if len(lo) else 0
 
 
 def _check_inside(op: TracedOp, offsets, shape, outer) -> None:

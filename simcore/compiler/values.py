@@ -333,3 +333,13 @@ def contiguous_bytes(lo: np.ndarray, hi: np.ndarray, buffer_shape: tuple[int, ..
         # fractal blocks of a tile lie back to back: one stream per box
         burst = ext.prod(axis=1) * elem
     return np.maximum(burst, 1)
+
+
+def ub_bytes(lo: np.ndarray, hi: np.ndarray, elem: int) -> np.ndarray:
+    """The UB bytes a tile of each box takes: every row padded to whole 32-byte blocks, as
+    upstream's PadLocalBuffer lays UB tensors out (so an fp32 [n, 1] column takes 32 n
+    bytes, not 4 n)."""
+    ext = hi - lo
+    rows = ext[:, :-1].prod(axis=1) if ext.shape[1] > 1 else np.ones(len(ext), np.int64)
+    tail = ext[:, -1] if ext.shape[1] else np.ones(len(ext), np.int64)
+    return rows * (-(-(tail * elem) // UB_BLOCK_BYTES) * UB_BLOCK_BYTES)
