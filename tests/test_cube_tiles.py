@@ -74,3 +74,45 @@ def test_no_padding_when_the_m_tile_divides_m(tmp_path, m_tile):
     a_bytes = M * K * 2 * (N // 128)                     # A once per n L0 block
     b_bytes = K * N * 2 * (M // m_tile)                  # B once per m L0 block
     assert p.work.mte1_bytes.sum() == a_bytes + b_bytes
+
+
+GEMM = """
+name: gemm
+params: {M: 256, K: 2048, N: 1024}
+tensors:
+  a: {shape: [M, K], dtype: fp16, role: input}
+  b: {shape: [K, N], dtype: fp16, role: input}
+  c: {shape: [M, N], dtype: fp32, role: output}
+tiles:
+  cube: {m: [256, 256], k: [KT, KT], n: [128, 128]}
+body:
+  - set_cube_tile_shapes: cube
+  - {op: matmul, inputs: [a, b], dtype: fp32, out: o}
+  - {op: assemble, inputs: [o], out: c, offsets: [0, 0]}
+"""
+
+
+def test_an_l0_tile_over_half_the_buffer_loses_mte1_double_buffering(tmp_path):
+    """PyPTO's matmul guide: 32 KiB L0A/L0B tiles 'just enable MTE1 double buffer'.  A
+    [256, 128] fp16 L0A tile is 64 KiB, the whole L0A: each k step's L1 -> L0 move waits
+    for the multiply before it, so MTE1 and the Cube add up.  Halving k to 64 makes it
+    32 KiB; the same bytes and fractals then overlap, and the compute-heavy GEMM is faster
+    even though it pays twice the k steps' fixed cycles."""
+    from simcore.machine.costs import busiest_pipe_us
+    runs = {}
+    for kt in (128, 64):
+        path = tmp_path / f"gemm_{kt}.yaml"
+        path.write_text(GEMM.replace("KT", str(kt)))
+        kernel = resolve_kernel(path, {})
+        p = compile_kernel(kernel, HW)
+        runs[kt] = p, simulate(HW, p, kernel.options.runtime_options)
+    (whole, tl_whole), (half, tl_half) = runs[128], runs[64]
+    assert np.allclose(whole.work.l0_serial_steps, whole.work.mte1_steps)
+    assert not half.work.l0_serial_steps.any()
+    assert np.allclose(whole.work.cube.fractals, half.work.cube.fractals)
+    pipes = static_pipe_us(HW, whole)
+    assert np.allclose(busiest_pipe_us(pipes, whole.work), pipes["mte1"] + pipes["cube"])
+    pipes = static_pipe_us(HW, half)
+    assert np.allclose(busiest_pipe_us(pipes, half.work),
+                       np.maximum(pipes["mte1"], pipes["cube"]))
+    assert tl_half.kernel_us < tl_whole.kernel_us

@@ -56,6 +56,7 @@ class Node:
     k_steps: np.ndarray | None = None        # per tile: L1 k steps
     fixp_bytes: np.ndarray | None = None     # per tile: the result out of L0C
     accumulate: bool = False      # split-K partial sums accumulate in GM
+    l0_single: bool = False       # an L0A or L0B tile fills over half its buffer
     combine_of: int | None = None
     extra: dict = field(default_factory=dict)
 
@@ -258,6 +259,15 @@ def combine(index: int, partial: Node, value: LocalValue) -> Node:
                 **_rows(in_lo, in_hi, elem), vector_reduce=vector_reduce)
 
 
+def _l0_tiles(op: TracedOp, a_dtype: str, b_dtype: str) -> tuple[int, int]:
+    """Bytes of one L0A and one L0B tile, dims rounded up to fractal alignment."""
+    t = op.cube_tile
+    align = 32 if "int8" in (a_dtype, b_dtype) else FRACTAL
+    up = lambda x: -(-x // align) * align
+    return (up(t.m[0]) * up(t.k[0]) * DTYPE_BYTES[a_dtype],
+            up(t.n[0]) * up(t.k[0]) * DTYPE_BYTES[b_dtype])
+
+
 def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
     """L0A/L0B/L0C/L1 checks of set_cube_tile_shapes, dims rounded up to fractal alignment."""
     t = op.cube_tile
@@ -266,8 +276,9 @@ def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
     sa, sb = DTYPE_BYTES[a_dtype], DTYPE_BYTES[b_dtype]
     sc = 4
     (m0, m1), (k0, ka1, kb1), (n0, n1) = t.m, t.k, t.n
-    checks = (("L0A", up(m0) * up(k0) * sa, limits.buffers.l0a, [m0, k0]),
-              ("L0B", up(n0) * up(k0) * sb, limits.buffers.l0b, [k0, n0]),
+    l0a, l0b = _l0_tiles(op, a_dtype, b_dtype)
+    checks = (("L0A", l0a, limits.buffers.l0a, [m0, k0]),
+              ("L0B", l0b, limits.buffers.l0b, [k0, n0]),
               ("L0C", up(m0) * up(n0) * sc, limits.buffers.l0c, [m0, n0]),
               ("L1", up(m1) * up(ka1) * sa + up(n1) * up(kb1) * sb, limits.buffers.l1,
                [m1, max(ka1, kb1), n1]))
@@ -386,11 +397,17 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     # A is fed to L0A once per n L0 block, B to L0B once per m L0 block.
     mte1_bytes = padded_m * ks * sa * np.ceil(ns / t.n[0]) + ks * ns * sb * np.ceil(ms / t.m[0])
     steps = np.ceil(ks / t.k[1])
+    # L0A and L0B take a tile at their head, the next at their tail (upstream's BufferPool
+    # in the OoO scheduler): a tile over half the buffer leaves no room for a second, so the
+    # next k step's L1 -> L0 move waits for this step's multiply (docs/sources.md §2)
+    l0a, l0b = _l0_tiles(op, a.dtype, b.dtype)
+    single = 2 * l0a > limits.buffers.l0a or 2 * l0b > limits.buffers.l0b
     node = Node(index=index, op=op, kind="cube", inputs=inputs, out_shape=(*batch, m, n),
                 out_dtype=out_dtype, out_lo=lo, out_hi=hi, in_lo=in_lo,
                 in_hi=in_hi, flops=2.0 * ms * ns * ks, ub_bytes=np.zeros(len(ms)),
                 in_flight=steps, cube_dtype=a.dtype, fractals=fractals, mte1_bytes=mte1_bytes,
-                k_steps=steps, fixp_bytes=ms * ns * sc, accumulate=split_k)
+                k_steps=steps, fixp_bytes=ms * ns * sc, accumulate=split_k,
+                l0_single=single)
     if nb:
         node.extra["k_lo"] = lo3[:, nb + 2]   # split-K writers, by K chunk
     return node

@@ -926,6 +926,7 @@ class _TaskSums:
         self.vector: list[tuple] = []        # VectorWork rows, op by op
         self.cube: dict[str, tuple[np.ndarray, np.ndarray]] = {}     # dtype: fractals, tiles
         self.mte1_bytes, self.mte1_steps = np.zeros(n), np.zeros(n)
+        self.l0_serial_steps = np.zeros(n)
         self.fixp_bytes, self.fixp_tiles = np.zeros(n), np.zeros(n)
         self.mte3_bytes, self.flops, self.in_flight = np.zeros(n), np.zeros(n), np.zeros(n)
         self.round_trips = np.zeros(n)
@@ -967,6 +968,8 @@ class _TaskSums:
             self.put(tiles, tasks, frac)
             self.put(self.mte1_bytes, tasks, node.mte1_bytes * frac)
             self.put(self.mte1_steps, tasks, node.k_steps * frac)
+            if node.l0_single:
+                self.put(self.l0_serial_steps, tasks, node.k_steps * frac)
             self.put(self.fixp_bytes, tasks, node.fixp_bytes * frac)
             self.put(self.fixp_tiles, tasks, frac)
         self.put(self.flops, tasks, node.flops * frac)
@@ -995,7 +998,8 @@ class _TaskSums:
         return Work.from_columns(
             VectorWork.of_rows(tuple(self.vector_kinds), self.vector),
             CubeWork.per_task(self.cube), self.n,
-            mte1_bytes=self.mte1_bytes, mte1_steps=self.mte1_steps, fixp_bytes=self.fixp_bytes,
+            mte1_bytes=self.mte1_bytes, mte1_steps=self.mte1_steps,
+            l0_serial_steps=self.l0_serial_steps, fixp_bytes=self.fixp_bytes,
             fixp_tiles=self.fixp_tiles, mte3_bytes=self.mte3_bytes, flops=self.flops,
             in_flight=self.in_flight, round_trips=self.round_trips,
             scalar_elements=self.scalar_elements, scalar_loops=self.scalar_loops)

@@ -157,6 +157,9 @@ class Work:
     cube: CubeWork
     mte1_bytes: np.ndarray      # L1 -> L0A/L0B
     mte1_steps: np.ndarray      # k steps, each paying MTE1's fixed cycles
+    # of those, steps whose L0A or L0B tile fills over half the buffer: no second tile
+    # fits, so each step's L1 -> L0 move waits for the multiply before it
+    l0_serial_steps: np.ndarray
     fixp_bytes: np.ndarray      # L0C -> GM
     fixp_tiles: np.ndarray      # cube tiles written out, each paying FIXP's fixed cycles
     mte3_bytes: np.ndarray      # UB -> GM, one copy-out latency per task

@@ -115,6 +115,22 @@ def static_pipe_us(hw: Hardware, program: Program) -> dict[str, np.ndarray]:
     return {k: v / clock for k, v in pipe_cycles(hw, program.work).items()}
 
 
+def busiest_pipe_us(pipes: dict[str, np.ndarray], work: Work) -> np.ndarray:
+    """Per task, the pipe (other than MTE2) that sets the pace once its tiles pipeline:
+    the longest, except that k steps whose L0A or L0B tile leaves no room for a second
+    (``Work.l0_serial_steps``) run their L1 -> L0 move and their multiply one after the
+    other, as one pipe: PyPTO's matmul guide gets MTE1 double buffering from 32 KiB L0
+    tiles, none from larger ones (docs/sources.md §2)."""
+    busiest = np.stack(list(pipes.values())).max(axis=0)
+    if not work.l0_serial_steps.any():
+        return busiest
+    mte1, cube = pipes["mte1"], pipes["cube"]
+    share = np.divide(work.l0_serial_steps, work.mte1_steps,
+                      out=np.zeros(work.tasks), where=work.mte1_steps > 0)
+    serial = share * (mte1 + cube) + (1.0 - share) * np.maximum(mte1, cube)
+    return np.maximum(busiest, serial)
+
+
 class Mte2Model:
     """MTE2 time of a task: a latency, then its HBM bytes at the bandwidth share of the moment.
 

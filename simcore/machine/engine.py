@@ -90,7 +90,7 @@ except ImportError:         # Cython is needed only to build the compiled engine
 from ..compiler.program import CoreType, Program
 from ..spec.hardware import Aicpu, Hardware
 from ..spec.options import RuntimeOptions
-from .costs import Mte2Model, static_pipe_us
+from .costs import Mte2Model, busiest_pipe_us, static_pipe_us
 from .l2 import L2Cache, TaskRegions, region_slots
 from .timeline import SchedThread, Timeline
 
@@ -361,7 +361,7 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         loads=w.mte2_loads.astype(f64), bursts=w.mte2_bursts.astype(f64),
         in_flight=w.in_flight.astype(f64),
         static_sum=stack.sum(axis=0) if n else np.zeros(0),
-        static_max=stack.max(axis=0) if n else np.zeros(0),
+        static_max=busiest_pipe_us(pipes, w) if n else np.zeros(0),
         # writes leave through FIXP (Cube) or MTE3 (Vector) and share HBM with the loads
         read_bytes=np.bincount(p.regions.task[~p.regions.write],
                                weights=p.regions.bytes[~p.regions.write], minlength=n),
