@@ -706,9 +706,11 @@ class Run:
     def retired(self, built: np.ndarray, dev_end: np.ndarray) -> float:
         """When the control thread has retired every finished dev task.
 
-        Retiring (freeing a dev task's task table and workspace) costs per leaf task and
-        runs on the control thread once it has built everything, so it overlaps later dev
-        tasks' execution; only the last dev task's retirement delays the exit.
+        The documented end-to-end figures show time after a dev task that grows with its
+        leaf tasks; upstream's runtime has no per-leaf retiring at the guide's commit, so
+        the model charges ``release_per_leaf_task_us`` to the control thread once it has
+        built everything, where it overlaps later dev tasks' execution and only the last
+        dev task's share delays the exit (docs/sources.md §4: what is and is not known).
         """
         per_task = self.plan.aicpu.release_per_leaf_task_us
         free = float(built[built.size - 1]) if built.size else self.plan.ctrl_ready

@@ -168,7 +168,7 @@ class Aicpu(Strict):
     # the chip's AICPU runs them.
     action_scale: float = Field(1.0, gt=0, le=10)
     dev_task_sync_us: float = Field(ge=0)      # hand-over between two dev tasks
-    release_per_leaf_task_us: float = Field(ge=0)  # control thread retires a finished dev task
+    release_per_leaf_task_us: float = Field(ge=0)  # per leaf task, after a dev task ends (docs/sources.md §4)
     exit_us: float = Field(ge=0)
     launch_gap_us: float = Field(ge=0)         # host gap between two launches (rounds)
 
