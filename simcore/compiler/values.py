@@ -340,6 +340,6 @@ def ub_bytes(lo: np.ndarray, hi: np.ndarray, elem: int) -> np.ndarray:
     upstream's PadLocalBuffer lays UB tensors out (so an fp32 [n, 1] column takes 32 n
     bytes, not 4 n)."""
     ext = hi - lo
-    rows = ext[:, :-1].prod(axis=1) if ext.shape[1] > 1 else np.ones(len(ext), np.int64)
-    tail = ext[:, -1] if ext.shape[1] else np.ones(len(ext), np.int64)
-    return rows * (-(-(tail * elem) // UB_BLOCK_BYTES) * UB_BLOCK_BYTES)
+    # the product over no leading dims is 1: a 1-D tile is one row
+    return ext[:, :-1].prod(axis=1) * ((ext[:, -1] * elem + UB_BLOCK_BYTES - 1)
+                                       // UB_BLOCK_BYTES * UB_BLOCK_BYTES)
