@@ -6,7 +6,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, BinaryIO, Iterator, TextIO
 
 
 def _umask() -> int:
@@ -43,13 +43,30 @@ def open_text(path: Path) -> Iterator[TextIO]:
     """A UTF-8 text handle on a temporary file beside ``path``, renamed into place when
     the block ends cleanly and removed otherwise: big files are written piece by piece
     without ever holding the whole text."""
+    with _replaced(path) as fd:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="", buffering=1 << 20) as handle:
+            yield handle
+
+
+@contextmanager
+def open_bytes(path: Path) -> Iterator[BinaryIO]:
+    """``open_text`` for writers that make their bytes themselves (any bytes-like pieces;
+    big ones go to the file without a copy)."""
+    with _replaced(path) as fd:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
+            yield handle
+
+
+@contextmanager
+def _replaced(path: Path) -> Iterator[int]:
+    """A descriptor of a temporary file beside ``path``; the file replaces ``path`` when
+    the block ends cleanly (the block closes the descriptor) and is removed otherwise."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="", buffering=1 << 20) as handle:
-            yield handle
-        os.chmod(tmp, 0o666 & ~_umask())
+        yield fd
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; outputs are for everyone
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
