@@ -108,3 +108,12 @@ def test_events_from_ticks_match_the_float_path(monkeypatch, name):
     monkeypatch.setattr(jt, "grid_of", lambda cycles, freq: None)
     assert b"".join(sw.merged_swimlane_texts(program, tl, freq)) == fast
     assert name != "softmax" or b'"ph": "s"' in fast
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4)), max_size=60), st.booleans())
+def test_core_order_is_the_lexsort(pairs, big_cores):
+    from pipeline.emit.tasks import core_order
+    core = np.asarray([c * (1 << 20 if big_cores else 1) for c, _ in pairs], np.int64)
+    key = np.asarray([k / 2 for _, k in pairs], float)
+    assert core_order(core, key).tolist() == np.lexsort((key, core)).tolist()

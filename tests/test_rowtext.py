@@ -50,3 +50,4 @@ def test_layout_repeats_fields_and_keeps_other_percent_signs():
     lines = want.encode().splitlines(keepends=True)
     assert ends.tolist() == np.cumsum([len(line) for line in lines]).tolist()
     assert bytes(text) == want.encode()
+

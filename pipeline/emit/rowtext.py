@@ -105,18 +105,20 @@ class Layout:
         return memoryview(matrix[keep]), np.cumsum(keep.sum(axis=1))
 
     def _matrix(self, n: int, fields: dict[str, np.ndarray]) -> np.ndarray:
-        """A row per record: the literals, and each field in a slot of its width."""
+        """A row per record: the literals, and each field in a slot of its width.  A
+        field with one row for all is part of the row the matrix starts from."""
         row, slots, at = [], [], 0
         for lit, name in zip(self.literals, self.names + [None]):
             row.append(np.frombuffer(lit, np.uint8))
             at += len(lit)
             if name is not None:
-                width = fields[name].shape[1]
-                row.append(np.zeros(width, np.uint8))
-                slots.append((at, width, fields[name]))
-                at += width
+                value = fields[name]
+                row.append(value[0] if value.shape[0] == 1 else np.zeros(value.shape[1], np.uint8))
+                if value.shape[0] != 1:
+                    slots.append((at, value))
+                at += value.shape[1]
         matrix = np.empty((n, at), np.uint8)
         matrix[:] = np.concatenate(row)
-        for at, width, value in slots:
-            matrix[:, at:at + width] = value
+        for at, value in slots:
+            matrix[:, at:at + value.shape[1]] = value
         return matrix

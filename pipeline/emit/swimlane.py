@@ -19,7 +19,7 @@ from ..formats.task_id import formal_name, func_id, op_idx, task_key
 from . import jsontext as jt
 from . import rowtext as rt
 from .atomic import open_bytes, write_text
-from .tasks import TaskView
+from .tasks import TaskView, core_order
 from .topo import call_ops
 
 BASE_CYCLES = 1_000_000   # device counters are absolute; start the run at a fixed, nonzero tick
@@ -338,16 +338,19 @@ def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
     pred_ready = np.full(v.size, min_start)
     np.maximum.at(pred_ready, v.edge_dst, te[v.edge_src])
     blocks, top_all = [], []
-    seq, task_id = v.seq.tolist(), v.task_id.tolist()
-    for block in np.unique(tl.task_core):
-        idx = np.flatnonzero(tl.task_core == block)
-        idx = idx[np.argsort(ts[idx], kind="stable")]
+    seq, task_id = v.seq, v.task_id
+    # per core its tasks by start (ties by index, as a stable sort of each core's tasks)
+    by_core = core_order(tl.task_core, ts)
+    cut = np.flatnonzero(np.diff(tl.task_core[by_core])) + 1
+    for idx in np.split(by_core, cut) if by_core.size else ():
+        block = tl.task_core[idx[0]]
         prev_end = np.concatenate([[min_start], te[idx][:-1]])
         gaps = ts[idx] - prev_end
         wait_sched = np.maximum(ts[idx] - np.maximum(prev_end, pred_ready[idx]), 0.0)
         # the ten longest waits, ties in time order (a stable sort, as sorted() was)
         first = np.argsort(-wait_sched, kind="stable")[:10]
-        top = [(wait_sched[k], task_key(seq[t], task_id[t]), formal_name(seq[t], task_id[t]))
+        top = [(wait_sched[k], task_key(int(seq[t]), int(task_id[t])),
+                formal_name(int(seq[t]), int(task_id[t])))
                for k, t in zip(first.tolist(), idx[first].tolist())]
         top_all += top
         blocks.append(fmt.bubble_core_block(
@@ -382,7 +385,7 @@ _L1_CORE_END = b"\n        ]\n    }"
 def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: Path) -> None:
     """``l1_prof_data`` written as ``write_json`` would, a slice of tasks at a time."""
     v, tl = TaskView.of(program), timeline
-    order = np.lexsort((tl.task_start, tl.task_core))
+    order = core_order(tl.task_core, tl.task_start)
     block = tl.task_core[order]
     start, end = to_cycles(tl.task_start, freq)[order], to_cycles(tl.task_end, freq)[order]
     seq, leaf, tid = v.seq[order], v.leaf[order], v.task_id[order]
@@ -518,7 +521,7 @@ def merged_swimlane_texts(program: Program, timeline: Timeline,
     head += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
              for b in np.unique(tl.task_core)]
     yield jt.compact_items(head).encode()
-    order = np.lexsort((tl.task_start, tl.task_core))
+    order = core_order(tl.task_core, tl.task_start)
     yield from _task_event_texts(v, program, tl, freq, order, ts, te)
     yield from _flow_texts(v, tl, freq, ts, te)
     yield from _counter_texts(v, order, to_cycles(tl.task_start, freq),
