@@ -17,17 +17,8 @@ def _umask() -> int:
 
 def write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file beside the target, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; outputs are for everyone
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _replaced(path) as fd, os.fdopen(fd, "wb") as handle:
+        handle.write(data)
 
 
 def write_text(path: Path, text: str) -> None:
