@@ -95,18 +95,20 @@ class Layout:
 
     def render(self, n: int, **fields: np.ndarray) -> memoryview:
         """The text of ``n`` records, each field a (n, w) or (1, w) byte matrix."""
-        matrix = self._matrix(n, fields)
-        return memoryview(matrix[matrix != 0])
+        # bytearray.replace drops the NULs with memchr and memcpy, about twice as fast
+        # as a boolean index over the matrix, and the matrix lives in the bytearray
+        return memoryview(self._matrix(n, fields).replace(b"\0", b""))
 
     def render_rows(self, n: int, **fields: np.ndarray) -> tuple[memoryview, np.ndarray]:
         """``render``'s text, and the offset in it where each record's text ends."""
-        matrix = self._matrix(n, fields)
-        keep = matrix != 0
-        return memoryview(matrix[keep]), np.cumsum(keep.sum(axis=1))
+        text = self._matrix(n, fields)
+        rows = np.frombuffer(text, np.uint8).reshape(n, -1)
+        return memoryview(text.replace(b"\0", b"")), np.cumsum(np.count_nonzero(rows, axis=1))
 
-    def _matrix(self, n: int, fields: dict[str, np.ndarray]) -> np.ndarray:
-        """A row per record: the literals, and each field in a slot of its width.  A
-        field with one row for all is part of the row the matrix starts from."""
+    def _matrix(self, n: int, fields: dict[str, np.ndarray]) -> bytearray:
+        """A row per record (numpy fills a bytearray): the literals, and each field in a
+        slot of its width.  A field with one row for all is part of the row the matrix
+        starts from."""
         row, slots, at = [], [], 0
         for lit, name in zip(self.literals, self.names + [None]):
             row.append(np.frombuffer(lit, np.uint8))
@@ -117,8 +119,9 @@ class Layout:
                 if value.shape[0] != 1:
                     slots.append((at, value))
                 at += value.shape[1]
-        matrix = np.empty((n, at), np.uint8)
+        text = bytearray(n * at)
+        matrix = np.frombuffer(text, np.uint8).reshape(n, at)
         matrix[:] = np.concatenate(row)
         for at, value in slots:
             matrix[:, at:at + value.shape[1]] = value
-        return matrix
+        return text
