@@ -9,8 +9,9 @@ JSON writes it as ``\\u0000``, UTF-8 uses it for nothing else and numbers have n
 
 A field's bytes are a (n, w) uint8 matrix (a (1, w) one stands for every row), made by
 ``decimal`` (integers), ``grid_decimal`` (jsontext's 1e-4 grid), ``texts`` (any
-strings) or ``pick`` (rows of a table of texts).  At 10^6 records this is about ten
-times faster than an f-string per record, and no Python object is made per record.
+strings) or ``pick`` (rows of a table of texts).  No Python object is made per record:
+the 10^6 task events of merged_swimlane.json take about 0.9 s instead of 4.6 s with an
+f-string each.
 """
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ class Layout:
     def render_rows(self, n: int, **fields: np.ndarray) -> tuple[memoryview, np.ndarray]:
         """``render``'s text, and the offset in it where each record's text ends."""
         text = self._matrix(n, fields)
-        rows = np.frombuffer(text, np.uint8).reshape(n, -1)
+        rows = np.frombuffer(text, np.uint8).reshape(n, len(text) // max(n, 1))
         return memoryview(text.replace(b"\0", b"")), np.cumsum(np.count_nonzero(rows, axis=1))
 
     def _matrix(self, n: int, fields: dict[str, np.ndarray]) -> bytearray:
@@ -115,8 +116,10 @@ class Layout:
             at += len(lit)
             if name is not None:
                 value = fields[name]
-                row.append(value[0] if value.shape[0] == 1 else np.zeros(value.shape[1], np.uint8))
-                if value.shape[0] != 1:
+                if value.shape[0] == 1:
+                    row.append(value[0])
+                else:
+                    row.append(np.zeros(value.shape[1], np.uint8))
                     slots.append((at, value))
                 at += value.shape[1]
         text = bytearray(n * at)
