@@ -48,6 +48,14 @@ def one_study_copy(dest: Path, study: str) -> Path:
     return dest
 
 
+def rt_lines(rows) -> list[str]:
+    """A rowtext byte matrix (one value a row) as the strings it writes."""
+    from pipeline.emit import rowtext as rt
+    if not len(rows):
+        return []
+    return bytes(rt.Layout("%(v)s\n").render(len(rows), v=rows)).decode().split("\n")[:-1]
+
+
 def draw_task_view(data, n_max: int, start_hi: int, length_hi: int):
     """A random swimlane TaskView for hypothesis tests of the writers: up to ``n_max`` tasks
     in dev tasks 0-3, edges between them, two core types, start stamps in [0, start_hi] and

@@ -4,15 +4,21 @@ bisection, execution hints on whole columns."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.emit import jsontext as jt
+from pipeline.emit import rowtext as rt
 from pipeline.emit import swimlane as sw
 from pipeline.formats import swimlane as fmt
 from pipeline.formats.task_id import formal_name
 
-from conftest import draw_task_view
+from conftest import draw_task_view, rt_lines
+
+
+def _grid_texts(m):
+    return rt_lines(rt.grid_decimal(m))
 
 
 def test_grid_texts_are_the_rounded_floats():
@@ -20,13 +26,18 @@ def test_grid_texts_are_the_rounded_floats():
     ticks = np.concatenate([np.arange(0, 5000), rng.integers(0, 5 * 10 ** 9, 20000)])
     for freq in (50, 1000, 1):
         m = jt.grid_of(ticks, freq)
-        assert jt.grid_texts(m) == [float.__repr__(round(x, 4)) for x in (ticks / freq).tolist()]
-        # differences of two stamps, and a stamp less one grid step (a flow's lead)
+        stamps = (ticks / freq).tolist()
+        assert _grid_texts(m) == [float.__repr__(round(x, 4)) for x in stamps]
+        # differences of two stamps
         later = ticks + rng.integers(0, 900, ticks.size)
         d = jt.grid_of(later, freq) - m
-        want = [float.__repr__(round(b - a, 4))
-                for a, b in zip((ticks / freq).tolist(), (later / freq).tolist())]
-        assert jt.grid_texts(d) == want
+        want = [float.__repr__(round(b - a, 4)) for a, b in zip(stamps, (later / freq).tolist())]
+        assert _grid_texts(d) == want
+        # a stamp less one grid step (a flow's lead)
+        lead = round(fmt.DEP_LEAD_US * jt.GRID)
+        assert _grid_texts(m[m >= lead] - lead) == [
+            float.__repr__(round(x - fmt.DEP_LEAD_US, 4))
+            for x, k in zip(stamps, m.tolist()) if k >= lead]
     # ticks that are not on the grid, or too large for 15 digits, take the float path
     assert jt.grid_of(ticks, 3) is None and jt.grid_of(ticks, 1.5) is None
     assert jt.grid_of(np.asarray([10 ** 13]), 50) is None
@@ -40,7 +51,8 @@ def test_counter_texts_on_the_grid_match_the_event_loop(data):
     freq = data.draw(st.sampled_from([50, 1000]))
     start_c, end_c = start + 10 ** 6, start + length + 10 ** 6
     want = jt.compact_items(sw.ready_counters(v, order, start_c, end_c, freq))
-    assert ", ".join(p for p in sw._counter_texts(v, order, start_c, end_c, freq) if p) == want
+    assert b", ".join(p for p in sw._counter_texts(v, order, start_c, end_c, freq)
+                     if p).decode() == want
 
 
 def _hints_by_loop(v, order, ts, te):
@@ -78,18 +90,30 @@ def test_execution_hints_pick_the_first_longest_and_shortest_in_order():
         assert got == want and list(got) == list(want)
 
 
-def test_task_events_from_ticks_match_the_float_path(monkeypatch):
-    """The merged swimlane's task events: the grid path and the per-float path agree."""
+@pytest.mark.parametrize("name", ["multi_stitch_add", "softmax"])
+def test_events_from_ticks_match_the_float_path(monkeypatch, name):
+    """The merged swimlane's task, flow and counter events: the grid path and the
+    per-float path agree (softmax has dependencies, hence flows)."""
     from pipeline.runner import resolve_kernel
     from simcore.compiler import compile_kernel
     from simcore.machine import simulate
     from simcore.spec.hardware import load_hardware
-    kernel = resolve_kernel("configs/kernels/multi_stitch_add.yaml", {})
+    kernel = resolve_kernel(f"configs/kernels/{name}.yaml", {})
     hw = load_hardware("dav_2201")
     program = compile_kernel(kernel, hw)
     tl = simulate(hw, program, kernel.options.runtime_options)
     freq = hw.aicpu.profile_freq_mhz
     assert jt.grid_of(sw.to_cycles(tl.task_start, freq), freq) is not None
-    fast = list(sw.merged_swimlane_texts(program, tl, freq))
+    fast = b"".join(sw.merged_swimlane_texts(program, tl, freq))
     monkeypatch.setattr(jt, "grid_of", lambda cycles, freq: None)
-    assert list(sw.merged_swimlane_texts(program, tl, freq)) == fast
+    assert b"".join(sw.merged_swimlane_texts(program, tl, freq)) == fast
+    assert name != "softmax" or b'"ph": "s"' in fast
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4)), max_size=60), st.booleans())
+def test_core_order_is_the_lexsort(pairs, big_cores):
+    from pipeline.emit.tasks import core_order
+    core = np.asarray([c * (1 << 20 if big_cores else 1) for c, _ in pairs], np.int64)
+    key = np.asarray([k / 2 for _, k in pairs], float)
+    assert core_order(core, key).tolist() == np.lexsort((key, core)).tolist()

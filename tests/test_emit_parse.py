@@ -1,4 +1,5 @@
 """Emitted files follow upstream's layouts, and parsing them gives back the metrics."""
+import io
 import json
 
 import pytest
@@ -96,3 +97,35 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
         write_text(target, "new and longer")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]   # no temp file left behind
+
+
+def test_open_bytes_writes_pieces_in_order_and_leaves_nothing_on_failure(tmp_path,
+                                                                         monkeypatch):
+    """The pieces go to the file in order (a thread writes them); an error in the block,
+    or in a write, leaves the old file and no temp file."""
+    from pipeline.emit.atomic import open_bytes
+    target = tmp_path / "f.bin"
+    pieces = [bytes([k % 251]) * (k * 997 % 5000) for k in range(300)]
+    with open_bytes(target) as out:
+        out.writelines(pieces[:100])
+        for piece in pieces[100:]:
+            out.write(memoryview(piece))
+    assert target.read_bytes() == b"".join(pieces)
+    with pytest.raises(ValueError, match="in the block"):
+        with open_bytes(target) as out:
+            out.write(b"x" * 10_000)
+            raise ValueError("in the block")
+    assert target.read_bytes() == b"".join(pieces)
+
+    class Full(io.BufferedWriter):
+        def write(self, data):
+            raise OSError("disk full")
+
+    monkeypatch.setattr("pipeline.emit.atomic.os.fdopen",
+                        lambda fd, *a, **k: Full(io.FileIO(fd, "w")))
+    with pytest.raises(OSError, match="disk full"):
+        with open_bytes(target) as out:
+            for piece in pieces:
+                out.write(piece)
+    assert target.read_bytes() == b"".join(pieces)
+    assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]

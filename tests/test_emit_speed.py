@@ -197,7 +197,8 @@ def test_counter_walk_on_columns_matches_the_event_loop(data):
     freq = 1.5
     start_c, end_c = start * 7, (start + length) * 7
     want = jt.compact_items(sw.ready_counters(v, order, start_c, end_c, freq))
-    assert ", ".join(p for p in sw._counter_texts(v, order, start_c, end_c, freq) if p) == want
+    assert b", ".join(p for p in sw._counter_texts(v, order, start_c, end_c, freq)
+                     if p).decode() == want
 
 
 def _bubble_log_by_full_sort(program, timeline, freq):

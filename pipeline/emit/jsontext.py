@@ -59,7 +59,8 @@ def indented(obj: Any, indent: int, level: int) -> str:
     return pad + json.dumps(obj, indent=indent, ensure_ascii=False).replace("\n", "\n" + pad)
 
 
-CHUNK = 1 << 16     # records per piece: big enough to amortise the calls, small next to a file
+CHUNK = 1 << 14     # records per piece: amortises the calls; rowtext's byte matrix of a piece of
+                    # the longest records (swimlane task events) stays near 9 MB
 
 
 def chunks(n: int, size: int | None = None) -> Iterable[tuple[int, int]]:
@@ -75,25 +76,15 @@ def chunks(n: int, size: int | None = None) -> Iterable[tuple[int, int]]:
 # that multiple written in decimal: no more than 15 significant digits name one double.
 GRID = 10_000                   # 4 decimals
 GRID_MAX = 10 ** 14             # at most 15 significant digits
-_FRACTION = None
 
 
 def grid_of(cycles: np.ndarray, freq: float) -> np.ndarray | None:
     """``cycles / freq`` in units of 1e-4 (int64), or None when the ticks do not fall on
-    that grid exactly (then the caller rounds each float)."""
+    that grid exactly (then the caller rounds each float).  rowtext.grid_decimal writes
+    the values."""
     if freq != int(freq) or freq <= 0 or GRID % int(freq):
         return None
     m = np.asarray(cycles, np.int64) * (GRID // int(freq))
     if m.size and (m.min() < 0 or m.max() >= GRID_MAX):
         return None
     return m
-
-
-def grid_texts(m: np.ndarray) -> list[str]:
-    """``float.__repr__(round(k / 10^4, 4))`` of every non-negative ``k`` below GRID_MAX."""
-    global _FRACTION
-    if _FRACTION is None:
-        _FRACTION = np.asarray([".0"] + ["." + f"{i:04d}".rstrip("0") for i in range(1, GRID)],
-                               object)
-    whole, frac = np.divmod(m, GRID)
-    return [f"{w}{f}" for w, f in zip(whole.tolist(), _FRACTION[frac].tolist())]

@@ -104,23 +104,41 @@ def _sched_lane(th, block: int, freq: float, limit: int) -> _Lane:
 
 def _core_lanes(tl: Timeline, freq: float) -> list[_Lane]:
     """SCHEDk-AIC/AIV lanes: per dev task a core ran, first receive and last finish."""
-    dev_of_task = np.searchsorted(tl.dev_start, tl.task_start, side="right") - 1
+    runs = _core_dev_runs(tl)
     lanes = []
     for b in range(tl.aic_cores + tl.aiv_cores):
         kind = kind_of_block(b, tl.aic_cores)
         lane = _Lane(b + 1, sched_core_lane(tl.core_owner(b) + 1, kind), freq)
         lane.add("BEGIN", tl.core_begin)
         lane.add("INIT", tl.core_init)
-        mine = np.flatnonzero(tl.task_core == b)
-        for k in np.unique(dev_of_task[mine]):
-            on_k = mine[dev_of_task[mine] == k]
-            lane.add("DEV_TASK_RCV_MODEL", tl.dev_start[k], int(k))
-            lane.add("DEV_TASK_WAIT_RCV_FIRST_LEAF_TASK", tl.task_start[on_k].min(), int(k))
-            lane.add("DEV_TASK_ALL_LEAF_TASK_EXEC", tl.task_end[on_k].max(), int(k))
+        for k, first, last in runs.get(b, ()):
+            lane.add("DEV_TASK_RCV_MODEL", tl.dev_start[k], k)
+            lane.add("DEV_TASK_WAIT_RCV_FIRST_LEAF_TASK", first, k)
+            lane.add("DEV_TASK_ALL_LEAF_TASK_EXEC", last, k)
         lane.add("WAIT_EXIT_NOTIFY", tl.core_exit[b])
         del lane.stamps[AICORE_STAMPS_MAX:]
         lanes.append(lane)
     return lanes
+
+
+def _core_dev_runs(tl: Timeline) -> dict[int, list[tuple[int, float, float]]]:
+    """Per core, the dev tasks it ran tasks of, in order: (dev task, first task start,
+    last task end), from one (core, dev task) table rather than a pass per core."""
+    slots = len(tl.dev_start) + 1       # a dev task index, from -1 (before the first)
+    dev = np.searchsorted(tl.dev_start, tl.task_start, side="right") - 1
+    key = tl.task_core.astype(np.int64) * slots + dev + 1
+    size = (tl.aic_cores + tl.aiv_cores) * slots
+    first = np.full(size, np.inf)
+    np.minimum.at(first, key, tl.task_start)
+    last = np.full(size, -np.inf)
+    np.maximum.at(last, key, tl.task_end)
+    ran = np.flatnonzero(np.bincount(key, minlength=size))
+    core, k = np.divmod(ran, slots)
+    runs: dict[int, list[tuple[int, float, float]]] = {}
+    for b, d, f, e in zip(core.tolist(), (k - 1).tolist(), first[ran].tolist(),
+                          last[ran].tolist()):
+        runs.setdefault(b, []).append((d, f, e))
+    return runs
 
 
 def lane_templates(tl: Timeline, freq: float, limit: int) -> tuple[list[_Lane], bool]:

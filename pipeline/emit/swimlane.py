@@ -15,10 +15,11 @@ from simcore.machine import Timeline
 
 from ..formats import swimlane as fmt
 from ..formats.cores import kind_of_block
-from ..formats.task_id import FUNC_BITS, OP_BITS, formal_name, task_key
+from ..formats.task_id import formal_name, func_id, op_idx, task_key
 from . import jsontext as jt
-from .atomic import open_text, write_text
-from .tasks import TaskView
+from . import rowtext as rt
+from .atomic import open_bytes, write_text
+from .tasks import TaskView, core_order
 from .topo import call_ops
 
 BASE_CYCLES = 1_000_000   # device counters are absolute; start the run at a fixed, nonzero tick
@@ -113,18 +114,46 @@ def iter_ready_counters(v: TaskView, order: np.ndarray, start_c: np.ndarray,
 
 
 def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: np.ndarray,
-                   freq: float) -> Iterator[str]:
-    """``iter_ready_counters``' events as compact JSON, the walk done on whole columns.
+                   freq: float) -> Iterator[memoryview]:
+    """``iter_ready_counters``' events as compact JSON, the walk done on whole columns
+    (``_ready_walk``), a slice of events at a time."""
+    if order.size == 0:
+        return
+    ticks, diff, resolved = _ready_walk(v, order, start_c, end_c)
+    now = (ticks / freq).tolist()
+    dep_groups, dep_open, dep_rate = _dep_windows(now, resolved)
+    ready = np.cumsum(diff, axis=1)
+    # the events in time point order, at one point AIC, AIV, Total, Dependence Solving: a
+    # counter has an event where it changes, Dependence Solving where a window closes
+    present = np.zeros((ticks.size, 4), bool)
+    present[:, :2] = diff.T != 0
+    present[:, 2] = diff[0] + diff[1] != 0
+    present[dep_groups, 3] = True
+    point, which = np.divmod(np.flatnonzero(present), 4)
+    counts = np.vstack([ready, ready[0] + ready[1], np.zeros_like(ready[0])])
+    count = counts[which, point]        # AIC, AIV, Total (Dependence Solving has a rate)
+    rate = np.zeros(ticks.size)
+    rate[dep_groups] = dep_rate
+    rate = np.where(which == 3, rate[point], 0.0)
+    opened = np.arange(ticks.size)
+    opened[dep_groups] = dep_open
+    point = np.where(which == 3, opened[point], point)     # a window is stamped at its opening
+    stamp = ticks[point] / freq         # now[point]
+    yield from _counter_pieces(which, count, rate, stamp, jt.grid_of(ticks[point], freq))
+
+
+def _ready_walk(v: TaskView, order: np.ndarray, start_c: np.ndarray,
+                end_c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ReadyCount walk of ``iter_ready_counters`` on whole columns: per time point its
+    ticks, the change of the AIC and AIV ready counts (2 x points) and the successor edges
+    resolved.
 
     Same walk: stamps in (time, position in ``order``, start before end) order, grouped
     by time point.  Per group, a counter's change is: the new dev task's initially ready
     tasks (when the group's first stamp opens a dev task), minus the tasks starting,
-    plus the tasks whose last predecessor (in walk order) ends in the group.  Only the
-    Dependence Solving windows need a sequential pass, over time points.
+    plus the tasks whose last predecessor (in walk order) ends in the group.
     """
     n = order.size
-    if n == 0:
-        return
     same = v.seq[v.edge_src] == v.seq[v.edge_dst]
     src, dst = v.edge_src[same], v.edge_dst[same]
     indeg = np.bincount(dst, minlength=v.size)
@@ -161,11 +190,15 @@ def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
     np.add.at(diff, (kind[waits], group[last_pred[waits]]), 1)
     resolved = np.zeros(n_groups, np.int64)
     np.add.at(resolved, group[ends], nsucc[task[ends]])
-    ready = np.cumsum(diff, axis=1)
-    now = (times[first] / freq).tolist()
-    # Dependence Solving: a window closes at the first time point more than
-    # DEP_WINDOW_US after it opened, stamped at its opening
-    dep_groups, dep_ts, dep_rate, dep_open = [], [], [], []
+    return times[first], diff, resolved
+
+
+def _dep_windows(now: list[float], resolved: np.ndarray) -> tuple[list[int], list[int],
+                                                                  list[float]]:
+    """Dependence Solving: a window closes at the first time point more than
+    DEP_WINDOW_US after it opened; per window, the point closing it, the point opening it
+    and the edges resolved per us in between."""
+    dep_groups, dep_open, dep_rate = [], [], []
     window = fmt.DEP_WINDOW_US
     # window by window rather than point by point: time points increase, so the closing
     # one is found by bisection (then nudged to the exact float test the walk makes), and
@@ -182,40 +215,35 @@ def _counter_texts(v: TaskView, order: np.ndarray, start_c: np.ndarray, end_c: n
         if g >= len(now):
             break
         dep_groups.append(g)
-        dep_ts.append(start)
         dep_open.append(opened)
         dep_rate.append((resolved_sum[g] - before) / (now[g] - start))
         opened, before = g, resolved_sum[g]
-    total = ready[0] + ready[1]
-    slots = [np.flatnonzero(diff[0]), np.flatnonzero(diff[1]),
-             np.flatnonzero(diff[0] + diff[1]), np.asarray(dep_groups, np.int64)]
-    # events in group order, within a group AIC, AIV, Total, Dependence Solving
-    merged = np.argsort(np.concatenate([slots[k] * 4 + k for k in range(4)]), kind="stable")
-    which = np.concatenate([np.full(slots[k].size, k, np.int64) for k in range(4)])[merged]
-    now_a = np.asarray(now)
-    stamp = np.concatenate([now_a[slots[0]], now_a[slots[1]], now_a[slots[2]],
-                            np.asarray(dep_ts, float)])[merged]
-    count_v = np.concatenate([ready[0][slots[0]], ready[1][slots[1]], total[slots[2]],
-                              np.zeros(len(dep_groups), np.int64)])[merged]
-    rate_v = np.concatenate([np.zeros(slots[0].size + slots[1].size + slots[2].size),
-                             np.asarray(dep_rate, float)])[merged]
-    del now, now_a
-    heads = [f'{{"name": {jt.string(name)}, "pid": {fmt.MACHINE_PID}, '
-             f'"tid": {fmt.COUNTER_TID}, "ph": "C", "ts": '
-             for name in (*fmt.READY_COUNTERS, fmt.DEP_SOLVING)]
-    real = jt.real_for(stamp, rate_v)
-    at = jt.grid_of(times[first], freq)
-    if at is not None:
-        at = at[np.concatenate([slots[0], slots[1], slots[2],
-                                np.asarray(dep_open, np.int64)])][merged]
-        stamps = lambda lo, hi: jt.grid_texts(at[lo:hi])
-    else:
-        stamps = lambda lo, hi: [real(round(t, 4)) for t in stamp[lo:hi].tolist()]
-    for lo, hi in jt.chunks(merged.size):
-        rows = zip(which[lo:hi].tolist(), stamps(lo, hi), count_v[lo:hi].tolist(),
-                   rate_v[lo:hi].tolist())
-        yield ", ".join([f'{heads[k]}{t}, "args": {{"size": '
-                         f'{real(r) if k == 3 else c}}}}}' for k, t, c, r in rows])
+    return dep_groups, dep_open, dep_rate
+
+
+# a counter event (fmt.counter_event) after the ", " separating it from the one before;
+# head: its name and what comes before the time stamp
+_COUNTER = rt.Layout(', %(head)s%(ts)s, "args": {"size": %(size)s}}')
+_COUNTER_HEADS = rt.texts([f'{{"name": {jt.string(name)}, "pid": {fmt.MACHINE_PID}, '
+                           f'"tid": {fmt.COUNTER_TID}, "ph": "C", "ts": '
+                           for name in (*fmt.READY_COUNTERS, fmt.DEP_SOLVING)])
+
+
+def _counter_pieces(which: np.ndarray, count: np.ndarray, rate: np.ndarray, stamp: np.ndarray,
+                    grid: np.ndarray | None) -> Iterator[memoryview]:
+    """The counter events' text: ``which`` counter (3: Dependence Solving, whose size is
+    its ``rate``; the others' is their ``count``), at ``stamp`` us (``grid``: the same
+    on jsontext's grid, when it is)."""
+    real = jt.real_for(stamp, rate)
+    for lo, hi in jt.chunks(which.size):
+        k = which[lo:hi]
+        size = rt.decimal(count[lo:hi])
+        dep = np.flatnonzero(k == 3)
+        if dep.size:
+            size = rt.overlay(size, dep, rt.texts([real(r) for r in rate[lo:hi][dep].tolist()]))
+        ts = (rt.grid_decimal(grid[lo:hi]) if grid is not None else
+              rt.texts([real(round(t, 4)) for t in stamp[lo:hi].tolist()]))
+        yield _COUNTER.render(hi - lo, head=rt.pick(_COUNTER_HEADS, k), ts=ts, size=size)[2:]
 
 
 def _execution_hints(v: TaskView, order: np.ndarray, ts: np.ndarray,
@@ -310,16 +338,19 @@ def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
     pred_ready = np.full(v.size, min_start)
     np.maximum.at(pred_ready, v.edge_dst, te[v.edge_src])
     blocks, top_all = [], []
-    seq, task_id = v.seq.tolist(), v.task_id.tolist()
-    for block in np.unique(tl.task_core):
-        idx = np.flatnonzero(tl.task_core == block)
-        idx = idx[np.argsort(ts[idx], kind="stable")]
+    seq, task_id = v.seq, v.task_id
+    # per core its tasks by start (ties by index, as a stable sort of each core's tasks)
+    by_core = core_order(tl.task_core, ts)
+    cut = np.flatnonzero(np.diff(tl.task_core[by_core])) + 1
+    for idx in np.split(by_core, cut) if by_core.size else ():
+        block = tl.task_core[idx[0]]
         prev_end = np.concatenate([[min_start], te[idx][:-1]])
         gaps = ts[idx] - prev_end
         wait_sched = np.maximum(ts[idx] - np.maximum(prev_end, pred_ready[idx]), 0.0)
         # the ten longest waits, ties in time order (a stable sort, as sorted() was)
         first = np.argsort(-wait_sched, kind="stable")[:10]
-        top = [(wait_sched[k], task_key(seq[t], task_id[t]), formal_name(seq[t], task_id[t]))
+        top = [(wait_sched[k], task_key(int(seq[t]), int(task_id[t])),
+                formal_name(int(seq[t]), int(task_id[t])))
                for k, t in zip(first.tolist(), idx[first].tolist())]
         top_all += top
         blocks.append(fmt.bubble_core_block(
@@ -344,118 +375,155 @@ def write_swimlane_files(program: Program, timeline: Timeline, freq: float, out:
 
 # tilefwk_L1_prof_data.json as json.dumps(l1_prof_data(...), indent=4) lays it out
 _L1_CORE = '    {\n        "blockIdx": %d,\n        "coreType": %s,\n        "tasks": [\n'
-_L1_TASK = ('            {\n                "seqNo": %d,\n                "leafIndex": %d,\n'
-            '                "subGraphId": %d,\n                "taskId": %d,\n'
-            '                "execStart": %d,\n                "execEnd": %d\n            }')
-_L1_CORE_END = "\n        ]\n    }"
+_L1_TASK = rt.Layout(
+    ',\n            {\n                "seqNo": %(seq)s,\n                "leafIndex": %(leaf)s,\n'
+    '                "subGraphId": %(leaf)s,\n                "taskId": %(tid)s,\n'
+    '                "execStart": %(start)s,\n                "execEnd": %(end)s\n            }')
+_L1_CORE_END = b"\n        ]\n    }"
 
 
 def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: Path) -> None:
     """``l1_prof_data`` written as ``write_json`` would, a slice of tasks at a time."""
     v, tl = TaskView.of(program), timeline
-    order = np.lexsort((tl.task_start, tl.task_core))
+    order = core_order(tl.task_core, tl.task_start)
     block = tl.task_core[order]
     start, end = to_cycles(tl.task_start, freq)[order], to_cycles(tl.task_end, freq)[order]
     seq, leaf, tid = v.seq[order], v.leaf[order], v.task_id[order]
     bounds = np.flatnonzero(np.diff(block)) + 1
     runs = zip(np.concatenate([[0], bounds]).tolist(),
                np.concatenate([bounds, [order.size]]).tolist())
-    with open_text(path) as out:
+    with open_bytes(path) as out:
         if order.size == 0:
-            out.write("[]\n")
+            out.write(b"[]\n")
             return
-        out.write("[\n")
+        out.write(b"[\n")
         for k, (lo, hi) in enumerate(runs):
             b = int(block[lo])
             kind = jt.string(kind_of_block(b, tl.aic_cores))
-            out.write((",\n" if k else "") + _L1_CORE % (b, kind))
+            out.write(((",\n" if k else "") + _L1_CORE % (b, kind)).encode())
             for a, z in jt.chunks(hi - lo):
-                cols = (c[lo + a:lo + z].tolist() for c in (seq, leaf, leaf, tid, start, end))
-                out.write((",\n" if a else "") + ",\n".join(_L1_TASK % r for r in zip(*cols)))
+                cut = slice(lo + a, lo + z)
+                text = _L1_TASK.render(
+                    z - a, seq=rt.decimal(seq[cut]), leaf=rt.decimal(leaf[cut]),
+                    tid=rt.decimal(tid[cut]), start=rt.decimal(start[cut]),
+                    end=rt.decimal(end[cut]))
+                out.write(text if a else text[2:])      # a run's first task has no ",\n"
             out.write(_L1_CORE_END)
-        out.write("\n]\n")
+        out.write(b"\n]\n")
 
 
 def _time_texts(tl: Timeline, freq: float, ts: np.ndarray, te: np.ndarray):
-    """For tasks ``o``: the texts of ``round(ts, 4)`` and ``round(te - ts, 4)``, from the
-    counter ticks when they lie on jsontext's grid, else float by float."""
+    """For tasks ``o``: the texts of ``round(ts, 4)`` and ``round(te - ts, 4)`` as byte rows,
+    from the counter ticks when they lie on jsontext's grid, else float by float."""
     ms = jt.grid_of(to_cycles(tl.task_start, freq), freq)
     me = jt.grid_of(to_cycles(tl.task_end, freq), freq) if ms is not None else None
     if me is not None and not np.any(me < ms):
-        return lambda o: (jt.grid_texts(ms[o]), jt.grid_texts(me[o] - ms[o]))
+        return lambda o: (rt.grid_decimal(ms[o]), rt.grid_decimal(me[o] - ms[o]))
     real = jt.real_for(ts, te)
-    return lambda o: ([real(round(a, 4)) for a in ts[o].tolist()],
-                      [real(round(b - a, 4)) for a, b in zip(ts[o].tolist(), te[o].tolist())])
+    return lambda o: (rt.texts([real(round(a, 4)) for a in ts[o].tolist()]),
+                      rt.texts([real(round(b - a, 4))
+                                for a, b in zip(ts[o].tolist(), te[o].tolist())]))
+
+
+# a task event of merged_swimlane (fmt.event_hint, fmt.task_name), after the ", " that
+# separates it from the event before
+_TASK_EVENT = rt.Layout(
+    ', {"args": {"event-hint": "Task:[%(seq)s-%(fid)s-%(opi)s], rootHash:%(root_hash)s, '
+    'callOpMagic:%(magic)s, leafHash:%(leaf_hash)s, TaskId:%(tid)s%(tail)s"%(middle)s'
+    '"taskId": %(tid)s, "seqNo": %(seq)s, "wrapId": -1%(extra)s}, "cat": "event", '
+    '"id": %(id)s, "name": "%(seq)s-%(fid)s-%(opi)s-%(root)s-%(op)s%(label)s", "ph": "X", '
+    '"pid": %(pid)s, "tid": %(lane)s, "ts": %(ts)s, "dur": %(dur)s}')
+
+
+def _leaf_parts(program: Program, hints: dict[int, str]) -> dict[str, np.ndarray]:
+    """Per leaf function, the parts of its task events that do not change from task to
+    task, as tables of byte rows."""
+    leaves = program.leaf_functions
+    order_hints = ["\n".join(f.merge_info) for f in leaves]
+    return {
+        "tail": rt.texts([jt.string("\n" + h)[1:-1] if h else "" for h in order_hints]),
+        "middle": rt.texts([
+            f', "ioperand-hint": "[]", "ooperand-hint": "[]", "execution-hint": '
+            f'{jt.string(hints[k]) if k in hints else ""}, "color": {jt.string(f.label)}, '
+            for k, f in enumerate(leaves)]),
+        "extra": rt.texts([f', "hashOrder-hint": {jt.string(h)}' if h else ""
+                           for h in order_hints]),
+        "label": rt.texts([jt.string(f"({f.label})")[1:-1] for f in leaves])}
 
 
 def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: float,
-                      order: np.ndarray, ts: np.ndarray, te: np.ndarray) -> Iterator[str]:
+                      order: np.ndarray, ts: np.ndarray, te: np.ndarray) -> Iterator[memoryview]:
     """The task events of ``merged_swimlane``, as compact JSON, a slice at a time."""
     tl = timeline
     opmagic, _ = call_ops(v)
-    hints = _execution_hints(v, order, ts, te)
-    leaves = program.leaf_functions
-    order_hints = ["\n".join(f.merge_info) for f in leaves]
-    # per leaf function, the parts of an event that do not change from task to task
-    tail = [jt.string("\n" + h)[1:-1] if h else "" for h in order_hints]
-    middle = [f', "ioperand-hint": "[]", "ooperand-hint": "[]", "execution-hint": '
-              f'{jt.string(hints[k]) if k in hints else ""}, "color": {jt.string(f.label)}, '
-              for k, f in enumerate(leaves)]
-    extra = [f', "hashOrder-hint": {jt.string(h)}' if h else "" for h in order_hints]
-    label = [jt.string(f"({f.label})")[1:-1] for f in leaves]
-    root_hash, leaf_hash = v.root_hash, v.leaf_hash
-    tid_of = fmt.thread_id(tl.task_core)
+    per_leaf = _leaf_parts(program, _execution_hints(v, order, ts, te))
+    root_hash = rt.texts([str(h) for h in v.root_hash])
+    leaf_hash = rt.texts([str(h) for h in v.leaf_hash])
+    pid = rt.texts([str(fmt.MACHINE_PID)])
+    lanes = fmt.thread_id(tl.task_core)
     texts = _time_texts(tl, freq, ts, te)
-    ob, fm, om = OP_BITS, (1 << FUNC_BITS) - 1, (1 << OP_BITS) - 1   # formal_name, inlined
-    pid = fmt.MACHINE_PID
     for lo, hi in jt.chunks(order.size):
         o = order[lo:hi]
-        cols = zip(o.tolist(), *(c[o].tolist() for c in (v.seq, v.task_id, v.leaf, v.root, v.op,
-                                                          opmagic, tid_of)), *texts(o))
-        parts = []
-        for t, seq, tid, leaf, root, op, magic, lane, start, dur in cols:
-            name = f"{seq}-{(tid >> ob) & fm}-{tid & om}"
-            parts.append(
-                f'{{"args": {{"event-hint": "Task:[{name}], rootHash:{root_hash[root]}, '
-                f'callOpMagic:{magic}, leafHash:{leaf_hash[leaf]}, TaskId:{tid}{tail[leaf]}"'
-                f'{middle[leaf]}"taskId": {tid}, "seqNo": {seq}, "wrapId": -1{extra[leaf]}}}, '
-                f'"cat": "event", "id": {t}, "name": "{name}-{root}-{op}{label[leaf]}", '
-                f'"ph": "X", "pid": {pid}, "tid": {lane}, "ts": {start}, "dur": {dur}}}')
-        yield ", ".join(parts)
+        tid, leaf, root = v.task_id[o], v.leaf[o], v.root[o]
+        start, dur = texts(o)
+        yield _TASK_EVENT.render(
+            hi - lo, seq=rt.decimal(v.seq[o]), fid=rt.decimal(func_id(tid)),
+            opi=rt.decimal(op_idx(tid)), root_hash=rt.pick(root_hash, root),
+            magic=rt.decimal(opmagic[o]), leaf_hash=rt.pick(leaf_hash, leaf),
+            tid=rt.decimal(tid), id=rt.decimal(o), root=rt.decimal(root),
+            op=rt.decimal(v.op[o]), pid=pid, lane=rt.decimal(lanes[o]), ts=start, dur=dur,
+            **{name: rt.pick(table, leaf) for name, table in per_leaf.items()})[2:]
 
 
-def _flow_texts(v: TaskView, lanes: np.ndarray, ts_a: np.ndarray,
-                te_a: np.ndarray) -> Iterator[str]:
+# the two flow events of a dependency edge (fmt.flow_events)
+_FLOW = rt.Layout(
+    ', {"cat": %(cat)s, "id": %(id)s, "name": %(cat)s, "ph": "s", "pid": %(pid)s, '
+    '"tid": %(src_lane)s, "ts": %(src_ts)s}, {"bp": "e", "cat": %(cat)s, "id": %(id)s, '
+    '"name": %(cat)s, "ph": "f", "pid": %(pid)s, "tid": %(dst_lane)s, "ts": %(dst_ts)s}')
+
+
+def _flow_stamps(tl: Timeline, freq: float, ts: np.ndarray, te: np.ndarray):
+    """For edges (a, b): the texts of ``round(te[a] - DEP_LEAD_US, 4)`` and
+    ``round(ts[b], 4)`` as byte rows; on jsontext's grid the lead is one step."""
+    ms = jt.grid_of(to_cycles(tl.task_start, freq), freq)
+    me = jt.grid_of(to_cycles(tl.task_end, freq), freq) if ms is not None else None
+    lead = round(fmt.DEP_LEAD_US * jt.GRID)
+    if me is not None and lead == fmt.DEP_LEAD_US * jt.GRID and np.all(me >= lead):
+        return lambda a, b: (rt.grid_decimal(me[a] - lead), rt.grid_decimal(ms[b]))
+    real = jt.real_for(ts, te)
+    return lambda a, b: (rt.texts([real(round(t - fmt.DEP_LEAD_US, 4)) for t in te[a].tolist()]),
+                         rt.texts([real(round(t, 4)) for t in ts[b].tolist()]))
+
+
+def _flow_texts(v: TaskView, tl: Timeline, freq: float, ts: np.ndarray,
+                te: np.ndarray) -> Iterator[memoryview]:
     """Two flow events per dependency edge, as compact JSON, a slice at a time."""
     if v.edge_src.size == 0:
         return
-    cat, pid, lead = jt.string(fmt.DEP_CATEGORY), fmt.MACHINE_PID, fmt.DEP_LEAD_US
-    real = jt.real_for(ts_a, te_a)
-    lanes, ts, te = lanes.tolist(), ts_a.tolist(), te_a.tolist()
-    src_all, dst_all = v.edge_src, v.edge_dst
-    for lo, hi in jt.chunks(src_all.size):
-        parts = []
-        for k, a, b in zip(range(lo, hi), src_all[lo:hi].tolist(), dst_all[lo:hi].tolist()):
-            parts.append(
-                f'{{"cat": {cat}, "id": {k}, "name": {cat}, "ph": "s", "pid": {pid}, '
-                f'"tid": {lanes[a]}, "ts": {real(round(te[a] - lead, 4))}}}, '
-                f'{{"bp": "e", "cat": {cat}, "id": {k}, "name": {cat}, "ph": "f", "pid": {pid}, '
-                f'"tid": {lanes[b]}, "ts": {real(round(ts[b], 4))}}}')
-        yield ", ".join(parts)
+    cat, pid = rt.texts([jt.string(fmt.DEP_CATEGORY)]), rt.texts([str(fmt.MACHINE_PID)])
+    lanes = fmt.thread_id(tl.task_core)
+    stamps = _flow_stamps(tl, freq, ts, te)
+    for lo, hi in jt.chunks(v.edge_src.size):
+        a, b = v.edge_src[lo:hi], v.edge_dst[lo:hi]
+        src_ts, dst_ts = stamps(a, b)
+        yield _FLOW.render(hi - lo, cat=cat, pid=pid, id=rt.decimal(np.arange(lo, hi)),
+                           src_lane=rt.decimal(lanes[a]), src_ts=src_ts,
+                           dst_lane=rt.decimal(lanes[b]), dst_ts=dst_ts)[2:]
 
 
-def merged_swimlane_texts(program: Program, timeline: Timeline, freq: float) -> Iterator[str]:
-    """``merged_swimlane``'s events as compact JSON pieces (each a run of events joined
-    by ", "), in the same order, never all held at once."""
+def merged_swimlane_texts(program: Program, timeline: Timeline,
+                          freq: float) -> Iterator[bytes | memoryview]:
+    """``merged_swimlane``'s events as compact JSON pieces, UTF-8 (each a run of events
+    joined by ", "), in the same order, never all held at once."""
     v, tl = TaskView.of(program), timeline
     ts, te = to_cycles(tl.task_start, freq) / freq, to_cycles(tl.task_end, freq) / freq
     head = [fmt.process_meta()]
     head += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
              for b in np.unique(tl.task_core)]
-    yield jt.compact_items(head)
-    order = np.lexsort((tl.task_start, tl.task_core))
+    yield jt.compact_items(head).encode()
+    order = core_order(tl.task_core, tl.task_start)
     yield from _task_event_texts(v, program, tl, freq, order, ts, te)
-    yield from _flow_texts(v, fmt.thread_id(tl.task_core), ts, te)
+    yield from _flow_texts(v, tl, freq, ts, te)
     yield from _counter_texts(v, order, to_cycles(tl.task_start, freq),
                               to_cycles(tl.task_end, freq), freq)
 
@@ -464,12 +532,14 @@ def write_merged_swimlane(program: Program, timeline: Timeline, freq: float, pat
                           aicpu_views: list[str] = ()) -> None:
     """``{"traceEvents": aicpu_views (last first) + merged_swimlane events}``, written as
     ``write_json(..., indent=None)`` would."""
-    with open_text(path) as out:
-        out.write('{"traceEvents": [')
+    views = [view.encode() for view in reversed(list(aicpu_views))]
+    with open_bytes(path) as out:
+        out.write(b'{"traceEvents": [')
         first = True
-        for piece in chain(reversed(list(aicpu_views)),
-                           merged_swimlane_texts(program, timeline, freq)):
+        for piece in chain(views, merged_swimlane_texts(program, timeline, freq)):
             if piece:
-                out.write(piece if first else ", " + piece)
+                if not first:
+                    out.write(b", ")
+                out.write(piece)
                 first = False
-        out.write("]}\n")
+        out.write(b"]}\n")

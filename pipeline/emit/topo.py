@@ -11,7 +11,8 @@ from simcore.compiler import Program
 
 from ..formats import program as pj
 from ..formats import topo as fmt
-from .atomic import open_text, write_json
+from .atomic import open_bytes, write_json
+from . import rowtext as rt
 from .jsontext import chunks
 from .tasks import TaskView
 
@@ -46,11 +47,11 @@ def call_ops(view: TaskView) -> tuple[np.ndarray, list[list[tuple[int, int]]]]:
 
 
 def dyn_topo_text(program: Program) -> str:
-    return "".join(_dyn_topo_pieces(program))
+    return b"".join(_dyn_topo_pieces(program)).decode()
 
 
-def _dyn_topo_pieces(program: Program) -> Iterator[str]:
-    """``dyn_topo.txt`` a slice of task lines at a time, each piece ending in a newline."""
+def _dyn_topo_pieces(program: Program) -> Iterator[bytes | memoryview]:
+    """``dyn_topo.txt`` a slice of task lines at a time."""
     v = TaskView.of(program)
     opmagic, _ = call_ops(v)
     # a dev task's successors only (dev tasks are synchronisation points); per task, those
@@ -60,22 +61,50 @@ def _dyn_topo_pieces(program: Program) -> Iterator[str]:
     src, dst = src[keep], dst[keep]
     same_call = v.call[src] == v.call[dst]
     order = np.lexsort((np.arange(src.size), ~same_call, src))
-    succ_ids = v.task_id[dst[order]].tolist()
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))]).tolist()
+    succ_ids = v.task_id[dst[order]]
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))])
     static = np.bincount(src[same_call], minlength=v.size)
-    cols = (v.seq, v.task_id, v.root, opmagic, v.leaf, v.core_type, v.op, static)
-    root_hash, leaf_hash = v.root_hash, v.leaf_hash
-    yield fmt.HEADER + "\n"
-    # fmt.row's line, its fixed fields filled in one template; successors joined only
-    # where a task has them
-    nw = fmt.NO_WRAP
+    root_hash = rt.texts([str(h) for h in v.root_hash])
+    leaf_hash = rt.texts([str(h) for h in v.leaf_hash])
+    wrap = rt.texts([str(fmt.NO_WRAP)])
+    # each line starts with the newline that ends the one before, so that a task's
+    # successors go at the end of its text
+    yield fmt.HEADER.encode()
     for lo, hi in chunks(v.size):
-        rows = zip(range(lo, hi), *(c[lo:hi].tolist() for c in cols))
-        yield "\n".join(
-            f"{seq},{tid},{root},{root_hash[root]},{magic},{leaf},{leaf_hash[leaf]},{core},"
-            f"{op},{nw},{n_static}" + ("," + ",".join(map(str, succ_ids[ptr[t]:ptr[t + 1]]))
-                                       if ptr[t + 1] > ptr[t] else "")
-            for t, seq, tid, root, magic, leaf, core, op, n_static in rows) + "\n"
+        root, leaf = v.root[lo:hi], v.leaf[lo:hi]
+        fields = dict(seq=rt.decimal(v.seq[lo:hi]), tid=rt.decimal(v.task_id[lo:hi]),
+                      root=rt.decimal(root), root_hash=rt.pick(root_hash, root),
+                      magic=rt.decimal(opmagic[lo:hi]), leaf=rt.decimal(leaf),
+                      leaf_hash=rt.pick(leaf_hash, leaf), core=rt.decimal(v.core_type[lo:hi]),
+                      op=rt.decimal(v.op[lo:hi]), wrap=wrap, static=rt.decimal(static[lo:hi]))
+        if ptr[hi] == ptr[lo]:
+            yield _TOPO_LINE.render(hi - lo, **fields)
+        else:
+            yield from _with_successors(*_TOPO_LINE.render_rows(hi - lo, **fields),
+                                        succ_ids[ptr[lo]:ptr[hi]], ptr[lo:hi + 1] - ptr[lo])
+    yield b"\n"
+
+
+# a task's line of dyn_topo.txt (fmt.row) after the newline ending the line before, without
+# its successors
+_TOPO_LINE = rt.Layout("\n%(seq)s,%(tid)s,%(root)s,%(root_hash)s,%(magic)s,%(leaf)s,"
+                       "%(leaf_hash)s,%(core)s,%(op)s,%(wrap)s,%(static)s")
+_SUCCESSOR = rt.Layout(",%(id)s")
+
+
+def _with_successors(lines: memoryview, line_ends: np.ndarray, succ_ids: np.ndarray,
+                     ptr: np.ndarray) -> Iterator[memoryview]:
+    """``lines`` with each task's successors (``succ_ids[ptr[t]:ptr[t + 1]]``) after its
+    fixed fields."""
+    succ, succ_ends = _SUCCESSOR.render_rows(succ_ids.size, id=rt.decimal(succ_ids))
+    succ_at = np.concatenate([[0], succ_ends])[ptr].tolist()
+    at = 0
+    for t in np.flatnonzero(np.diff(ptr)).tolist():
+        end = int(line_ends[t])
+        yield lines[at:end]
+        yield succ[succ_at[t]:succ_at[t + 1]]
+        at = end
+    yield lines[at:]
 
 
 def _leaf_ops(leaf) -> tuple[list[dict], list[dict], list[dict]]:
@@ -121,7 +150,7 @@ def program_json(program: Program) -> dict:
 def write_compile_files(program: Program, out: Path) -> dict:
     counts = program.counts()
     write_json(out / "program.json", program_json(program), indent=1)
-    with open_text(out / "dyn_topo.txt") as handle:
+    with open_bytes(out / "dyn_topo.txt") as handle:
         handle.writelines(_dyn_topo_pieces(program))
     write_json(out / "compile.json", {"kernel": program.kernel, **counts,
                                       "edges": int(program.edge_src.size),
