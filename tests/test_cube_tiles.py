@@ -15,13 +15,13 @@ HW = load_hardware("dav_2201")
 
 MATMUL = """
 name: mm
-params: {M: 16, K: 1024, N: 1024}
+params: {M: %(M)d, K: %(K)d, N: 1024}
 tensors:
   a: {shape: [M, K], dtype: fp16, role: input}
   b: {shape: [K, N], dtype: fp16, role: input}
   c: {shape: [M, N], dtype: fp32, role: output}
 tiles:
-  cube: {m: [MT, MT], k: [64, 256], n: [128, 128]}
+  cube: {m: [%(m)d, %(m)d], k: %(k)s, n: [128, 128]}
 body:
   - set_cube_tile_shapes: cube
   - {op: matmul, inputs: [a, b], dtype: fp32, out: o}
@@ -29,9 +29,11 @@ body:
 """
 
 
-def run(tmp_path, m_tile, M):
-    path = tmp_path / f"mm_{m_tile}_{M}.yaml"
-    path.write_text(MATMUL.replace("MT", str(m_tile)).replace("M: 16", f"M: {M}"))
+def run(tmp_path, m_tile, M, K=1024, k=(64, 256)):
+    """An [M, K] x [K, 1024] fp16 matmul with cube tiles m [m_tile, m_tile], k ``k``,
+    n [128, 128]: the Program and its simulated timeline."""
+    path = tmp_path / f"mm_{m_tile}_{M}_{K}_{k[0]}_{k[1]}.yaml"
+    path.write_text(MATMUL % {"M": M, "K": K, "m": m_tile, "k": list(k)})
     kernel = resolve_kernel(path, {})
     p = compile_kernel(kernel, HW)
     return p, simulate(HW, p, kernel.options.runtime_options)
@@ -76,22 +78,6 @@ def test_no_padding_when_the_m_tile_divides_m(tmp_path, m_tile):
     assert p.work.mte1_bytes.sum() == a_bytes + b_bytes
 
 
-GEMM = """
-name: gemm
-params: {M: 256, K: 2048, N: 1024}
-tensors:
-  a: {shape: [M, K], dtype: fp16, role: input}
-  b: {shape: [K, N], dtype: fp16, role: input}
-  c: {shape: [M, N], dtype: fp32, role: output}
-tiles:
-  cube: {m: [256, 256], k: [KT, KT], n: [128, 128]}
-body:
-  - set_cube_tile_shapes: cube
-  - {op: matmul, inputs: [a, b], dtype: fp32, out: o}
-  - {op: assemble, inputs: [o], out: c, offsets: [0, 0]}
-"""
-
-
 def test_an_l0_tile_over_half_the_buffer_loses_mte1_double_buffering(tmp_path):
     """PyPTO's matmul guide: 32 KiB L0A/L0B tiles 'just enable MTE1 double buffer'.  A
     [256, 128] fp16 L0A tile is 64 KiB, the whole L0A: each k step's L1 -> L0 move waits
@@ -99,14 +85,8 @@ def test_an_l0_tile_over_half_the_buffer_loses_mte1_double_buffering(tmp_path):
     32 KiB; the same bytes and fractals then overlap, and the compute-heavy GEMM is faster
     even though it pays twice the k steps' fixed cycles."""
     from simcore.machine.costs import busiest_pipe_us
-    runs = {}
-    for kt in (128, 64):
-        path = tmp_path / f"gemm_{kt}.yaml"
-        path.write_text(GEMM.replace("KT", str(kt)))
-        kernel = resolve_kernel(path, {})
-        p = compile_kernel(kernel, HW)
-        runs[kt] = p, simulate(HW, p, kernel.options.runtime_options)
-    (whole, tl_whole), (half, tl_half) = runs[128], runs[64]
+    whole, tl_whole = run(tmp_path, 256, M=256, K=2048, k=(128, 128))
+    half, tl_half = run(tmp_path, 256, M=256, K=2048, k=(64, 64))
     assert np.allclose(whole.work.l0_serial_steps, whole.work.mte1_steps)
     assert not half.work.l0_serial_steps.any()
     assert np.allclose(whole.work.cube.fractals, half.work.cube.fractals)
