@@ -255,8 +255,9 @@ def combine(index: int, partial: Node, value: LocalValue) -> Node:
     return Node(index=index, op=op, kind="vector", inputs=[value], out_shape=final,
                 out_dtype=partial.out_dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo], in_hi=[in_hi],
                 flops=n.astype(np.float64), ub_bytes=2 * ub_bytes(in_lo, in_hi, elem),
-                in_flight=np.ones(len(n)), vector_kind=f"row{op.op}", vector_bytes=n * elem, combine_of=partial.index,
-                **_rows(in_lo, in_hi, elem), vector_reduce=vector_reduce)
+                in_flight=np.ones(len(n)), vector_kind=f"row{op.op}", vector_bytes=n * elem,
+                combine_of=partial.index, **_rows(in_lo, in_hi, elem),
+                vector_reduce=vector_reduce)
 
 
 def _l0_tiles(op: TracedOp, a_dtype: str, b_dtype: str) -> tuple[int, int]:
@@ -493,7 +494,8 @@ def _copy(index: int, op: TracedOp, inputs: list[Value], axis: int) -> Node:
     return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=inputs[0].dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi,
                 flops=np.zeros(len(n)), ub_bytes=2 * ub_bytes(lo, hi, elem),
-                in_flight=np.ones(len(n)), vector_kind="copy", vector_bytes=n * elem, **_rows(lo, hi, elem))
+                in_flight=np.ones(len(n)), vector_kind="copy", vector_bytes=n * elem,
+                **_rows(lo, hi, elem))
 
 
 def gather_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
