@@ -260,20 +260,22 @@ def combine(index: int, partial: Node, value: LocalValue) -> Node:
                 vector_reduce=vector_reduce)
 
 
+def _fractal_up(a_dtype: str, b_dtype: str):
+    """Rounds a cube tile dim up to fractal alignment (32 with an int8 operand, else 16)."""
+    align = 32 if "int8" in (a_dtype, b_dtype) else FRACTAL
+    return lambda x: -(-x // align) * align
+
+
 def _l0_tiles(op: TracedOp, a_dtype: str, b_dtype: str) -> tuple[int, int]:
     """Bytes of one L0A and one L0B tile, dims rounded up to fractal alignment."""
-    t = op.cube_tile
-    align = 32 if "int8" in (a_dtype, b_dtype) else FRACTAL
-    up = lambda x: -(-x // align) * align
+    t, up = op.cube_tile, _fractal_up(a_dtype, b_dtype)
     return (up(t.m[0]) * up(t.k[0]) * DTYPE_BYTES[a_dtype],
             up(t.n[0]) * up(t.k[0]) * DTYPE_BYTES[b_dtype])
 
 
 def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
     """L0A/L0B/L0C/L1 checks of set_cube_tile_shapes, dims rounded up to fractal alignment."""
-    t = op.cube_tile
-    align = 32 if "int8" in (a_dtype, b_dtype) else FRACTAL
-    up = lambda x: -(-x // align) * align
+    t, up = op.cube_tile, _fractal_up(a_dtype, b_dtype)
     sa, sb = DTYPE_BYTES[a_dtype], DTYPE_BYTES[b_dtype]
     sc = 4
     (m0, m1), (k0, ka1, kb1), (n0, n1) = t.m, t.k, t.n

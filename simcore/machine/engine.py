@@ -341,7 +341,6 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         else np.argsort(dev, kind="stable")
     first_ready = order[indegree[order] == 0]
     pipes = static_pipe_us(hw, p)
-    stack = np.stack(list(pipes.values()))     # every pipe but MTE2, which the engine prices
     w = p.work
     i64, f64 = np.int64, np.float64
     plan = Plan(
@@ -360,7 +359,8 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         succ=dst.astype(i64), indegree=indegree.astype(i64),
         loads=w.mte2_loads.astype(f64), bursts=w.mte2_bursts.astype(f64),
         in_flight=w.in_flight.astype(f64),
-        static_sum=stack.sum(axis=0) if n else np.zeros(0),
+        # every pipe but MTE2, which the engine prices
+        static_sum=sum(pipes.values()) if n else np.zeros(0),
         static_max=busiest_pipe_us(pipes, w) if n else np.zeros(0),
         # writes leave through FIXP (Cube) or MTE3 (Vector) and share HBM with the loads
         read_bytes=np.bincount(p.regions.task[~p.regions.write],
