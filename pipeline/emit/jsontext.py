@@ -3,8 +3,9 @@
 
 ``json.dumps`` with an ``indent`` runs Python's pure-Python encoder and needs the
 whole document as Python objects; for 10^6 tasks that is minutes and gigabytes.
-The writers instead fill fixed per-record templates from plain lists, and use the
-C encoder (``indent=None``) only on short lists of small objects.  The rules
+The writers instead render fixed per-record templates for many records at once
+(rowtext.Layout), and use the C encoder (``indent=None``) only on short lists of small
+objects.  The rules
 followed are the standard library's (Lib/json/encoder.py): strings through
 ``encode_basestring``, floats through ``float.__repr__`` (``NaN``/``Infinity``
 spelled out), items of a compact list joined by ``", "``, of an indented one by

@@ -50,7 +50,7 @@ from ..formats.cores import type_of_blocks
 from ..formats.task_id import in_file
 from .atomic import write_bytes, write_text
 from .swimlane import to_cycles
-from .tasks import TaskView
+from .tasks import TaskView, core_order
 
 GROUP_ENV = "PYPTO_PROF_PMU_EVENT_TYPE"
 MSPROF_ENV = "PTOLAB_MSPROF_TASK_TIME"
@@ -188,11 +188,6 @@ def counter_matrix(program: Program, tl: Timeline, arch: str, group: int) -> np.
     return out
 
 
-def _core_order(tl: Timeline) -> np.ndarray:
-    """Tasks per core in execution order: the order a core's records fill."""
-    return np.lexsort((tl.task_start, tl.task_core))
-
-
 def _records(dtype: np.dtype, tl: Timeline, order: np.ndarray, per_record: int, data_type: int,
              freq: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Records of ``order``'s tasks, headers filled: (records, record of each entry,
@@ -217,7 +212,7 @@ def _records(dtype: np.dtype, tl: Timeline, order: np.ndarray, per_record: int, 
 
 def pmu_records(program: Program, tl: Timeline, freq: float, arch: str, group: int) -> bytes:
     """The PMU records: per task the total cycles and the group's ten counters."""
-    v, order = TaskView.of(program), _core_order(tl)
+    v, order = TaskView.of(program), core_order(tl.task_core, tl.task_start)
     records, rec_of, slot = _records(rec.PMU_RECORD, tl, order, rec.PMU_PER_RECORD,
                                      rec.PMU_TYPE, freq)
     entries = records["entries"]          # a view: filling it fills the records
@@ -232,7 +227,7 @@ def pmu_records(program: Program, tl: Timeline, freq: float, arch: str, group: i
 def log_records(program: Program, tl: Timeline, freq: float) -> bytes:
     """The LOG records: per task its seqNo, leaf function, taskId and the same start
     and end cycles as tilefwk_L1_prof_data.json."""
-    v, order = TaskView.of(program), _core_order(tl)
+    v, order = TaskView.of(program), core_order(tl.task_core, tl.task_start)
     records, rec_of, slot = _records(rec.LOG_RECORD, tl, order, rec.LOG_PER_RECORD,
                                      rec.LOG_TYPE, freq)
     entries = records["entries"]

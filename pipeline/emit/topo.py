@@ -46,10 +46,6 @@ def call_ops(view: TaskView) -> tuple[np.ndarray, list[list[tuple[int, int]]]]:
     return magic[inverse.reshape(-1)], ops
 
 
-def dyn_topo_text(program: Program) -> str:
-    return b"".join(_dyn_topo_pieces(program)).decode()
-
-
 def _dyn_topo_pieces(program: Program) -> Iterator[bytes | memoryview]:
     """``dyn_topo.txt`` a slice of task lines at a time."""
     v = TaskView.of(program)
@@ -80,8 +76,8 @@ def _dyn_topo_pieces(program: Program) -> Iterator[bytes | memoryview]:
         if ptr[hi] == ptr[lo]:
             yield _TOPO_LINE.render(hi - lo, **fields)
         else:
-            yield from _with_successors(*_TOPO_LINE.render_rows(hi - lo, **fields),
-                                        succ_ids[ptr[lo]:ptr[hi]], ptr[lo:hi + 1] - ptr[lo])
+            yield _with_successors(*_TOPO_LINE.render_rows(hi - lo, **fields),
+                                   succ_ids[ptr[lo]:ptr[hi]], ptr[lo:hi + 1] - ptr[lo])
     yield b"\n"
 
 
@@ -93,18 +89,19 @@ _SUCCESSOR = rt.Layout(",%(id)s")
 
 
 def _with_successors(lines: memoryview, line_ends: np.ndarray, succ_ids: np.ndarray,
-                     ptr: np.ndarray) -> Iterator[memoryview]:
+                     ptr: np.ndarray) -> bytes:
     """``lines`` with each task's successors (``succ_ids[ptr[t]:ptr[t + 1]]``) after its
-    fixed fields."""
+    fixed fields, as one piece (a piece per task would cost a hand-over to the writer
+    thread each)."""
     succ, succ_ends = _SUCCESSOR.render_rows(succ_ids.size, id=rt.decimal(succ_ids))
     succ_at = np.concatenate([[0], succ_ends])[ptr].tolist()
-    at = 0
+    ends = line_ends.tolist()
+    parts, at = [], 0
     for t in np.flatnonzero(np.diff(ptr)).tolist():
-        end = int(line_ends[t])
-        yield lines[at:end]
-        yield succ[succ_at[t]:succ_at[t + 1]]
-        at = end
-    yield lines[at:]
+        parts += (lines[at:ends[t]], succ[succ_at[t]:succ_at[t + 1]])
+        at = ends[t]
+    parts.append(lines[at:])
+    return b"".join(parts)
 
 
 def _leaf_ops(leaf) -> tuple[list[dict], list[dict], list[dict]]:
