@@ -4,6 +4,7 @@ block (formats: pipeline/formats/swimlane.py)."""
 from __future__ import annotations
 
 from bisect import bisect_right
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Iterator
@@ -19,7 +20,7 @@ from ..formats.task_id import formal_name, func_id, op_idx, task_key
 from . import jsontext as jt
 from . import rowtext as rt
 from .atomic import open_bytes, write_text
-from .tasks import TaskView, core_order
+from .tasks import TaskView, core_order, core_runs
 from .topo import call_ops
 
 BASE_CYCLES = 1_000_000   # device counters are absolute; start the run at a fixed, nonzero tick
@@ -27,6 +28,27 @@ BASE_CYCLES = 1_000_000   # device counters are absolute; start the run at a fix
 
 def to_cycles(t_us: np.ndarray | float, freq: float):
     return np.rint(np.asarray(t_us) * freq).astype(np.int64) + BASE_CYCLES
+
+
+@dataclass(frozen=True)
+class Stamps:
+    """A run's task times as the swimlane files stamp them: the counter ticks
+    (``start_c``, ``end_c``), the us those ticks stand for (``ts``, ``te``) and the same
+    us as integers on jsontext's 1e-4 grid (``ms``, ``me``; None when the ticks are off
+    it, and ``me`` None whenever ``ms`` is)."""
+    start_c: np.ndarray
+    end_c: np.ndarray
+    ts: np.ndarray
+    te: np.ndarray
+    ms: np.ndarray | None
+    me: np.ndarray | None
+
+    @classmethod
+    def of(cls, timeline: Timeline, freq: float) -> "Stamps":
+        start_c, end_c = to_cycles(timeline.task_start, freq), to_cycles(timeline.task_end, freq)
+        ms = jt.grid_of(start_c, freq)
+        me = jt.grid_of(end_c, freq) if ms is not None else None
+        return cls(start_c, end_c, start_c / freq, end_c / freq, ms, me)
 
 
 def l1_prof_data(program: Program, timeline: Timeline, freq: float) -> list[dict]:
@@ -283,8 +305,8 @@ def _execution_hints(v: TaskView, order: np.ndarray, ts: np.ndarray,
 
 
 def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
-    v, tl = TaskView.of(program), timeline
-    ts, te = to_cycles(tl.task_start, freq) / freq, to_cycles(tl.task_end, freq) / freq
+    v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq)
+    ts, te = st.ts, st.te
     opmagic, _ = call_ops(v)
     events: list[dict] = [fmt.process_meta()]
     events += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
@@ -311,8 +333,7 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
     lanes, ts_l, te_l = tid_of.tolist(), ts.tolist(), te.tolist()
     for k, (a, b) in enumerate(zip(v.edge_src.tolist(), v.edge_dst.tolist())):
         events += fmt.flow_events(k, lanes[a], te_l[a], lanes[b], ts_l[b])
-    events += ready_counters(v, order, to_cycles(tl.task_start, freq),
-                             to_cycles(tl.task_end, freq), freq)
+    events += ready_counters(v, order, st.start_c, st.end_c, freq)
     return {"traceEvents": events}
 
 
@@ -331,9 +352,8 @@ def aicore_summary(timeline: Timeline) -> tuple[float, float, str]:
 
 def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
     """Per core: work span, total wait, wait for the scheduler vs for predecessors."""
-    v, tl = TaskView.of(program), timeline
-    ts = to_cycles(tl.task_start, freq) / freq
-    te = to_cycles(tl.task_end, freq) / freq
+    v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq)
+    ts, te = st.ts, st.te
     min_start = float(ts.min()) if ts.size else 0.0
     pred_ready = np.full(v.size, min_start)
     np.maximum.at(pred_ready, v.edge_dst, te[v.edge_src])
@@ -341,8 +361,8 @@ def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
     seq, task_id = v.seq, v.task_id
     # per core its tasks by start (ties by index, as a stable sort of each core's tasks)
     by_core = core_order(tl.task_core, ts)
-    cut = np.flatnonzero(np.diff(tl.task_core[by_core])) + 1
-    for idx in np.split(by_core, cut) if by_core.size else ():
+    for lo, hi in core_runs(tl.task_core[by_core]):
+        idx = by_core[lo:hi]
         block = tl.task_core[idx[0]]
         prev_end = np.concatenate([[min_start], te[idx][:-1]])
         gaps = ts[idx] - prev_end
@@ -389,15 +409,12 @@ def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: 
     block = tl.task_core[order]
     start, end = to_cycles(tl.task_start, freq)[order], to_cycles(tl.task_end, freq)[order]
     seq, leaf, tid = v.seq[order], v.leaf[order], v.task_id[order]
-    bounds = np.flatnonzero(np.diff(block)) + 1
-    runs = zip(np.concatenate([[0], bounds]).tolist(),
-               np.concatenate([bounds, [order.size]]).tolist())
     with open_bytes(path) as out:
         if order.size == 0:
             out.write(b"[]\n")
             return
         out.write(b"[\n")
-        for k, (lo, hi) in enumerate(runs):
+        for k, (lo, hi) in enumerate(core_runs(block)):
             b = int(block[lo])
             kind = jt.string(kind_of_block(b, tl.aic_cores))
             out.write(((",\n" if k else "") + _L1_CORE % (b, kind)).encode())
@@ -412,11 +429,10 @@ def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: 
         out.write(b"\n]\n")
 
 
-def _time_texts(tl: Timeline, freq: float, ts: np.ndarray, te: np.ndarray):
+def _time_texts(st: Stamps):
     """For tasks ``o``: the texts of ``round(ts, 4)`` and ``round(te - ts, 4)`` as byte rows,
     from the counter ticks when they lie on jsontext's grid, else float by float."""
-    ms = jt.grid_of(to_cycles(tl.task_start, freq), freq)
-    me = jt.grid_of(to_cycles(tl.task_end, freq), freq) if ms is not None else None
+    ms, me, ts, te = st.ms, st.me, st.ts, st.te
     if me is not None and not np.any(me < ms):
         return lambda o: (rt.grid_decimal(ms[o]), rt.grid_decimal(me[o] - ms[o]))
     real = jt.real_for(ts, te)
@@ -451,17 +467,16 @@ def _leaf_parts(program: Program, hints: dict[int, str]) -> dict[str, np.ndarray
         "label": rt.texts([jt.string(f"({f.label})")[1:-1] for f in leaves])}
 
 
-def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, freq: float,
-                      order: np.ndarray, ts: np.ndarray, te: np.ndarray) -> Iterator[memoryview]:
+def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, order: np.ndarray,
+                      st: Stamps) -> Iterator[memoryview]:
     """The task events of ``merged_swimlane``, as compact JSON, a slice at a time."""
     tl = timeline
     opmagic, _ = call_ops(v)
-    per_leaf = _leaf_parts(program, _execution_hints(v, order, ts, te))
-    root_hash = rt.texts([str(h) for h in v.root_hash])
-    leaf_hash = rt.texts([str(h) for h in v.leaf_hash])
+    per_leaf = _leaf_parts(program, _execution_hints(v, order, st.ts, st.te))
+    root_hash, leaf_hash = v.hash_texts()
     pid = rt.texts([str(fmt.MACHINE_PID)])
     lanes = fmt.thread_id(tl.task_core)
-    texts = _time_texts(tl, freq, ts, te)
+    texts = _time_texts(st)
     for lo, hi in jt.chunks(order.size):
         o = order[lo:hi]
         tid, leaf, root = v.task_id[o], v.leaf[o], v.root[o]
@@ -482,11 +497,10 @@ _FLOW = rt.Layout(
     '"name": %(cat)s, "ph": "f", "pid": %(pid)s, "tid": %(dst_lane)s, "ts": %(dst_ts)s}')
 
 
-def _flow_stamps(tl: Timeline, freq: float, ts: np.ndarray, te: np.ndarray):
+def _flow_stamps(st: Stamps):
     """For edges (a, b): the texts of ``round(te[a] - DEP_LEAD_US, 4)`` and
     ``round(ts[b], 4)`` as byte rows; on jsontext's grid the lead is one step."""
-    ms = jt.grid_of(to_cycles(tl.task_start, freq), freq)
-    me = jt.grid_of(to_cycles(tl.task_end, freq), freq) if ms is not None else None
+    ms, me, ts, te = st.ms, st.me, st.ts, st.te
     lead = round(fmt.DEP_LEAD_US * jt.GRID)
     if me is not None and lead == fmt.DEP_LEAD_US * jt.GRID and np.all(me >= lead):
         return lambda a, b: (rt.grid_decimal(me[a] - lead), rt.grid_decimal(ms[b]))
@@ -495,14 +509,13 @@ def _flow_stamps(tl: Timeline, freq: float, ts: np.ndarray, te: np.ndarray):
                          rt.texts([real(round(t, 4)) for t in ts[b].tolist()]))
 
 
-def _flow_texts(v: TaskView, tl: Timeline, freq: float, ts: np.ndarray,
-                te: np.ndarray) -> Iterator[memoryview]:
+def _flow_texts(v: TaskView, tl: Timeline, st: Stamps) -> Iterator[memoryview]:
     """Two flow events per dependency edge, as compact JSON, a slice at a time."""
     if v.edge_src.size == 0:
         return
     cat, pid = rt.texts([jt.string(fmt.DEP_CATEGORY)]), rt.texts([str(fmt.MACHINE_PID)])
     lanes = fmt.thread_id(tl.task_core)
-    stamps = _flow_stamps(tl, freq, ts, te)
+    stamps = _flow_stamps(st)
     for lo, hi in jt.chunks(v.edge_src.size):
         a, b = v.edge_src[lo:hi], v.edge_dst[lo:hi]
         src_ts, dst_ts = stamps(a, b)
@@ -515,17 +528,15 @@ def merged_swimlane_texts(program: Program, timeline: Timeline,
                           freq: float) -> Iterator[bytes | memoryview]:
     """``merged_swimlane``'s events as compact JSON pieces, UTF-8 (each a run of events
     joined by ", "), in the same order, never all held at once."""
-    v, tl = TaskView.of(program), timeline
-    ts, te = to_cycles(tl.task_start, freq) / freq, to_cycles(tl.task_end, freq) / freq
+    v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq)
     head = [fmt.process_meta()]
     head += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
              for b in np.unique(tl.task_core)]
     yield jt.compact_items(head).encode()
     order = core_order(tl.task_core, tl.task_start)
-    yield from _task_event_texts(v, program, tl, freq, order, ts, te)
-    yield from _flow_texts(v, tl, freq, ts, te)
-    yield from _counter_texts(v, order, to_cycles(tl.task_start, freq),
-                              to_cycles(tl.task_end, freq), freq)
+    yield from _task_event_texts(v, program, tl, order, st)
+    yield from _flow_texts(v, tl, st)
+    yield from _counter_texts(v, order, st.start_c, st.end_c, freq)
 
 
 def write_merged_swimlane(program: Program, timeline: Timeline, freq: float, path: Path,

@@ -10,6 +10,7 @@ from simcore.compiler import Program
 
 from ..formats.cores import CoreType
 from ..formats.task_id import make_task_id
+from . import rowtext as rt
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,12 @@ class TaskView:
     @property
     def is_aic(self) -> np.ndarray:
         return self.core_type == int(CoreType.AIC)
+
+    def hash_texts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The root and the leaf functions' hashes in decimal, as rowtext byte rows that
+        the writers pick per task by ``root`` and ``leaf``."""
+        return (rt.texts([str(h) for h in self.root_hash]),
+                rt.texts([str(h) for h in self.leaf_hash]))
 
     @classmethod
     def of(cls, p: Program) -> "TaskView":
@@ -60,7 +67,12 @@ def core_order(core: np.ndarray, key: np.ndarray) -> np.ndarray:
     if core.size and 0 <= core.min() and core.max() < 1 << 15:
         core = core.astype(np.int16)
     by_core = np.argsort(core, kind="stable")
-    cut = np.flatnonzero(np.diff(core[by_core])) + 1
-    runs = np.split(by_core, cut) if by_core.size else []
+    runs = [by_core[lo:hi] for lo, hi in core_runs(core[by_core])]
     return np.concatenate([run[np.argsort(key[run], kind="stable")] for run in runs]
                           or [by_core])
+
+
+def core_runs(sorted_core: np.ndarray) -> list[tuple[int, int]]:
+    """(lo, hi) of each run of one core in ``sorted_core`` (a core column in core order)."""
+    bounds = (np.flatnonzero(np.diff(sorted_core)) + 1).tolist()
+    return list(zip([0] + bounds, bounds + [sorted_core.size])) if sorted_core.size else []

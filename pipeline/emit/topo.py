@@ -60,8 +60,7 @@ def _dyn_topo_pieces(program: Program) -> Iterator[bytes | memoryview]:
     succ_ids = v.task_id[dst[order]]
     ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))])
     static = np.bincount(src[same_call], minlength=v.size)
-    root_hash = rt.texts([str(h) for h in v.root_hash])
-    leaf_hash = rt.texts([str(h) for h in v.leaf_hash])
+    root_hash, leaf_hash = v.hash_texts()
     wrap = rt.texts([str(fmt.NO_WRAP)])
     # each line starts with the newline that ends the one before, so that a task's
     # successors go at the end of its text
