@@ -28,10 +28,10 @@ from simcore.spec.loader import read_mapping, validate
 
 from .emit.atomic import write_json
 from .emit.metrics import metrics
-from .emit.perf_trace import devtask_limit, write_perf_files
+from .emit.perf_trace import devtask_limit, round_ticks, write_perf_files
 from .emit.pmu import write_pmu_files
 from .emit.pmu_trace import write_pmu_trace
-from .emit.swimlane import aicore_summary, write_swimlane_files
+from .emit.swimlane import aicore_summary, launch_shift, write_swimlane_files
 from .emit.topo import write_compile_files
 
 # Above this many tile operations a build takes seconds: say what is happening on stderr.
@@ -175,7 +175,7 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
     progress.say("writing files")
     out.mkdir(parents=True, exist_ok=True)
     freq = hw.aicpu.profile_freq_mhz
-    summary = aicore_summary(timeline)[2]
+    summary = aicore_summary(timeline, freq)[2]
     debug = kernel.options.debug_options.runtime_debug_mode == 1
     views: list[str] = []   # the AICPU View of each perf file, for the merged swimlane
     if dump_perf:
@@ -187,7 +187,9 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
         else:
             for name in COMPILE_FILES:
                 shutil.copyfile(compiled / name, out / name)
-        summary = write_swimlane_files(program, timeline, freq, out, aicpu_views=views)
+        shift = launch_shift(rounds, round_ticks(timeline, freq, hw.aicpu.launch_gap_us))
+        summary = write_swimlane_files(program, timeline, freq, out, aicpu_views=views,
+                                       shift=shift)
     write_pmu_files(program, timeline, hw, env, out)
     if kernel.options.codegen_options.enable_pmu_trace:
         write_pmu_trace(program, timeline, hw, out)

@@ -64,6 +64,47 @@ def test_perf_trace_has_a_round_per_launch(run_dir):
     assert sum(t["name"].startswith("DEV_TASK_BUILD_0(") for t in ctrl) == 8
 
 
+def _l1_stamps(out):
+    cores = json.loads((out / "tilefwk_L1_prof_data.json").read_text())
+    return [(c["blockIdx"], t["taskId"], t["execStart"], t["execEnd"])
+            for c in cores for t in c["tasks"]]
+
+
+def test_swimlane_files_hold_the_last_launch(run_dir, msa_path, tmp_path):
+    """Every launch rewrites the L1 file, so after two launches it holds the second: the
+    same tasks as a single launch's, each stamped one launch period later, the period
+    the perf file puts between its two rounds; the merged swimlane's bars sit there too."""
+    out, _ = run_dir
+    once = tmp_path / "once"
+    run_simulate(msa_path, {**DEBUG, "runtime_options.stitch_function_max_num": 16},
+                 "dav_2201", once, rounds=1, env={"DUMP_DEVICE_PERF": "true"})
+    twice, single = _l1_stamps(out), _l1_stamps(once)
+    shifts = {a[2] - b[2] for a, b in zip(twice, single)} | \
+        {a[3] - b[3] for a, b in zip(twice, single)}
+    assert [a[:2] for a in twice] == [b[:2] for b in single] and len(shifts) == 1
+    ctrl = json.loads((out / "machine_trace_perf_data_0.json").read_text())[0]["tasks"]
+    begin = {t["name"]: t["end"] for t in ctrl if t["name"].startswith("BEGIN_")}
+    assert shifts == {begin["BEGIN_1"] - begin["BEGIN_0"]} and shifts.pop() > 0
+    events = json.loads((out / "merged_swimlane.json").read_text())["traceEvents"]
+    bars = [e["ts"] for e in events if e.get("ph") == "X" and e.get("pid") == 1]
+    assert min(bars) == pytest.approx(min(a[2] for a in twice) / 50.0)
+
+
+def test_printed_summary_is_upstream_summary_of_the_l1_file(msa_path, tmp_path):
+    """The AICORE Prof Summary is what upstream's print_aicore_summary computes from the
+    L1 file (stamps over the 50 MHz counter), not the unrounded simulated times (at stitch
+    64 the two differ in the second decimal)."""
+    out = tmp_path / "run"
+    result = run_simulate(msa_path, {**DEBUG, "runtime_options.stitch_function_max_num": 64},
+                          "dav_2201", out, env={})
+    stamps = [(s / 50.0, e / 50.0) for _, _, s, e in _l1_stamps(out)]
+    cores = json.loads((out / "tilefwk_L1_prof_data.json").read_text())
+    span = max(e for _, e in stamps) - min(s for s, _ in stamps)
+    util = sum(e - s for s, e in stamps) / (len(cores) * span)
+    assert f"AICore End-to-End Time: {span:.2f}" in result.summary
+    assert f"AICore Utilization:     {util * 100:.2f}%" in result.summary
+
+
 def test_parse_recomputes_metrics_from_files(run_dir, tmp_path):
     out, result = run_dir
     parsed = parse_run(out, tmp_path / "parsed")

@@ -190,6 +190,11 @@ def write_perf_data(path: Path, lanes: list[dict]) -> None:
         out.write("\n]\n")
 
 
+def round_ticks(tl: Timeline, freq: float, launch_gap_us: float) -> int:
+    """Counter ticks from one launch's start to the next's: the run plus the host's gap."""
+    return int(np.ceil((tl.e2e_us + launch_gap_us) * freq))
+
+
 def write_perf_files(tl: Timeline, freq: float, rounds: int, launch_gap_us: float, out: Path,
                      limit: int = DEVTASK_LIMIT_DEFAULT,
                      aicpu_views: list[str] | None = None) -> list[Path]:
@@ -203,7 +208,7 @@ def write_perf_files(tl: Timeline, freq: float, rounds: int, launch_gap_us: floa
     lanes, dropped = lane_templates(tl, freq, limit)
     if dropped:
         _warn(f"Dev task num larger than: {limit}, the excess part will not be recorded")
-    span_cycles = int(np.ceil((tl.e2e_us + launch_gap_us) * freq))
+    span_cycles = round_ticks(tl, freq, launch_gap_us)
     written = []
     for first in range(0, recorded, ROUNDS_PER_FILE):
         data = perf_lanes(lanes, range(first, min(first + ROUNDS_PER_FILE, recorded)),

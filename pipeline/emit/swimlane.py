@@ -35,7 +35,8 @@ class Stamps:
     """A run's task times as the swimlane files stamp them: the counter ticks
     (``start_c``, ``end_c``), the us those ticks stand for (``ts``, ``te``) and the same
     us as integers on jsontext's 1e-4 grid (``ms``, ``me``; None when the ticks are off
-    it, and ``me`` None whenever ``ms`` is)."""
+    it, and ``me`` None whenever ``ms`` is).  ``shift``: ticks added to every stamp, to
+    place the run as a later launch (``launch_shift``)."""
     start_c: np.ndarray
     end_c: np.ndarray
     ts: np.ndarray
@@ -44,19 +45,20 @@ class Stamps:
     me: np.ndarray | None
 
     @classmethod
-    def of(cls, timeline: Timeline, freq: float) -> "Stamps":
-        start_c, end_c = to_cycles(timeline.task_start, freq), to_cycles(timeline.task_end, freq)
+    def of(cls, timeline: Timeline, freq: float, shift: int = 0) -> "Stamps":
+        start_c = to_cycles(timeline.task_start, freq) + shift
+        end_c = to_cycles(timeline.task_end, freq) + shift
         ms = jt.grid_of(start_c, freq)
         me = jt.grid_of(end_c, freq) if ms is not None else None
         return cls(start_c, end_c, start_c / freq, end_c / freq, ms, me)
 
 
-def l1_prof_data(program: Program, timeline: Timeline, freq: float) -> list[dict]:
-    v = TaskView.of(program)
+def l1_prof_data(program: Program, timeline: Timeline, freq: float,
+                 shift: int = 0) -> list[dict]:
+    v, st = TaskView.of(program), Stamps.of(timeline, freq, shift)
     order = np.lexsort((timeline.task_start, timeline.task_core))
     cols = zip(timeline.task_core[order].tolist(), v.seq[order].tolist(), v.leaf[order].tolist(),
-               v.task_id[order].tolist(), to_cycles(timeline.task_start, freq)[order].tolist(),
-               to_cycles(timeline.task_end, freq)[order].tolist())
+               v.task_id[order].tolist(), st.start_c[order].tolist(), st.end_c[order].tolist())
     cores: list[dict] = []
     for block, seq, leaf, tid, start, end in cols:
         if not cores or cores[-1]["blockIdx"] != block:
@@ -304,8 +306,8 @@ def _execution_hints(v: TaskView, order: np.ndarray, ts: np.ndarray,
     return hints
 
 
-def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
-    v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq)
+def merged_swimlane(program: Program, timeline: Timeline, freq: float, shift: int = 0) -> dict:
+    v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq, shift)
     ts, te = st.ts, st.te
     opmagic, _ = call_ops(v)
     events: list[dict] = [fmt.process_meta()]
@@ -337,22 +339,28 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float) -> dict:
     return {"traceEvents": events}
 
 
-def aicore_summary(timeline: Timeline) -> tuple[float, float, str]:
-    """AICore end-to-end time, utilization and the block PyPTO prints."""
+def aicore_summary(timeline: Timeline, freq: float | None = None,
+                   shift: int = 0) -> tuple[float, float, str]:
+    """AICore end-to-end time, utilization and the block PyPTO prints.  With ``freq``, from
+    the task stamps as the swimlane files hold them (whole counter ticks), which is what
+    upstream's summary computes from them; without, from the simulated times."""
     tl = timeline
     if tl.task_start.size == 0:
-        e2e, util = 0.0, 0.0
+        return 0.0, 0.0, fmt.summary_text(0.0, 0.0)
+    if freq is None:
+        ts, te = tl.task_start, tl.task_end
     else:
-        e2e = float(tl.task_end.max() - tl.task_start.min())
-        lanes = np.unique(tl.task_core).size
-        busy = float((tl.task_end - tl.task_start).sum())
-        util = busy / (lanes * e2e) if e2e > 0 else 0.0
+        st = Stamps.of(tl, freq, shift)
+        ts, te = st.ts, st.te
+    e2e = float(te.max() - ts.min())
+    lanes = np.unique(tl.task_core).size
+    util = float((te - ts).sum()) / (lanes * e2e) if e2e > 0 else 0.0
     return e2e, util, fmt.summary_text(e2e, util)
 
 
-def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
+def bubble_log(program: Program, timeline: Timeline, freq: float, shift: int = 0) -> str:
     """Per core: work span, total wait, wait for the scheduler vs for predecessors."""
-    v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq)
+    v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq, shift)
     ts, te = st.ts, st.te
     min_start = float(ts.min()) if ts.size else 0.0
     pred_ready = np.full(v.size, min_start)
@@ -383,14 +391,22 @@ def bubble_log(program: Program, timeline: Timeline, freq: float) -> str:
 
 
 def write_swimlane_files(program: Program, timeline: Timeline, freq: float, out: Path,
-                         aicpu_views: list[str] = ()) -> str:
+                         aicpu_views: list[str] = (), shift: int = 0) -> str:
     """The swimlane files; ``aicpu_views``: the AICPU View events of each perf file
     (perf_trace.write_perf_files), put in front of the merged swimlane's own, the last
-    file's first, as upstream's gen_perfetto leaves them after prepending file by file."""
-    write_l1_prof_data(program, timeline, freq, out / fmt.L1_PROF_FILE)
-    write_merged_swimlane(program, timeline, freq, out / fmt.MERGED_FILE, aicpu_views)
-    write_text(out / fmt.BUBBLE_FILE, bubble_log(program, timeline, freq))
-    return aicore_summary(timeline)[2]
+    file's first, as upstream's gen_perfetto leaves them after prepending file by file.
+    ``shift``: the ticks of the launch the files hold (``launch_shift``)."""
+    write_l1_prof_data(program, timeline, freq, out / fmt.L1_PROF_FILE, shift)
+    write_merged_swimlane(program, timeline, freq, out / fmt.MERGED_FILE, aicpu_views, shift)
+    write_text(out / fmt.BUBBLE_FILE, bubble_log(program, timeline, freq, shift))
+    return aicore_summary(timeline, freq, shift)[2]
+
+
+def launch_shift(rounds: int, round_ticks: int) -> int:
+    """Ticks from the first launch to the last: every launch rewrites the L1 file
+    (upstream's DumpDevicePerf, once per RunWithProfile), so after ``rounds`` launches it
+    holds the last, whose AICore stamps are that much later than the first's."""
+    return (rounds - 1) * round_ticks
 
 
 # tilefwk_L1_prof_data.json as json.dumps(l1_prof_data(...), indent=4) lays it out
@@ -402,12 +418,14 @@ _L1_TASK = rt.Layout(
 _L1_CORE_END = b"\n        ]\n    }"
 
 
-def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: Path) -> None:
+def write_l1_prof_data(program: Program, timeline: Timeline, freq: float, path: Path,
+                       shift: int = 0) -> None:
     """``l1_prof_data`` written as ``write_json`` would, a slice of tasks at a time."""
     v, tl = TaskView.of(program), timeline
     order = core_order(tl.task_core, tl.task_start)
     block = tl.task_core[order]
-    start, end = to_cycles(tl.task_start, freq)[order], to_cycles(tl.task_end, freq)[order]
+    st = Stamps.of(tl, freq, shift)
+    start, end = st.start_c[order], st.end_c[order]
     seq, leaf, tid = v.seq[order], v.leaf[order], v.task_id[order]
     with open_bytes(path) as out:
         if order.size == 0:
@@ -524,11 +542,11 @@ def _flow_texts(v: TaskView, tl: Timeline, st: Stamps) -> Iterator[memoryview]:
                            dst_lane=rt.decimal(lanes[b]), dst_ts=dst_ts)[2:]
 
 
-def merged_swimlane_texts(program: Program, timeline: Timeline,
-                          freq: float) -> Iterator[bytes | memoryview]:
+def merged_swimlane_texts(program: Program, timeline: Timeline, freq: float,
+                          shift: int = 0) -> Iterator[bytes | memoryview]:
     """``merged_swimlane``'s events as compact JSON pieces, UTF-8 (each a run of events
     joined by ", "), in the same order, never all held at once."""
-    v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq)
+    v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq, shift)
     head = [fmt.process_meta()]
     head += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
              for b in np.unique(tl.task_core)]
@@ -540,14 +558,14 @@ def merged_swimlane_texts(program: Program, timeline: Timeline,
 
 
 def write_merged_swimlane(program: Program, timeline: Timeline, freq: float, path: Path,
-                          aicpu_views: list[str] = ()) -> None:
+                          aicpu_views: list[str] = (), shift: int = 0) -> None:
     """``{"traceEvents": aicpu_views (last first) + merged_swimlane events}``, written as
     ``write_json(..., indent=None)`` would."""
     views = [view.encode() for view in reversed(list(aicpu_views))]
     with open_bytes(path) as out:
         out.write(b'{"traceEvents": [')
         first = True
-        for piece in chain(views, merged_swimlane_texts(program, timeline, freq)):
+        for piece in chain(views, merged_swimlane_texts(program, timeline, freq, shift)):
             if piece:
                 if not first:
                     out.write(b", ")
