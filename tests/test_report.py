@@ -331,6 +331,22 @@ def test_first_task_latency_dominated_by_build(tmp_path):
     assert advisor.advise(write_stage(tmp_path / "q", phases=_ctrl(3.0))) == []
 
 
+def test_first_task_advice_only_where_a_lower_stitch_changes_something(tmp_path):
+    """Lowering the stitch shortens the first build only when the first dev task holds
+    more than one loop body; and where idle hand-overs already ask for a larger stitch,
+    the smaller one the first-task rule would ask for is not offered beside it."""
+    def first(stage_dir):
+        return [f for f in advisor.advise(stage_dir) if f["rule"] == "first_task_build"]
+    one_each = {"loop_bodies": 8, "root_calls": 8, "dev_tasks": 8}
+    assert first(write_stage(tmp_path / "one", one_each, phases=_ctrl(40.0))) == []
+    several = {"loop_bodies": 32, "root_calls": 32, "dev_tasks": 1}
+    assert len(first(write_stage(tmp_path / "many", several, phases=_ctrl(40.0)))) == 1
+    gappy = tasks_df([("AIV", 25, 10.0 * s, 2.0, s, 0, "x") for s in range(4)])
+    found = advisor.advise(write_stage(tmp_path / "both", {**several, "dev_tasks": 4},
+                                       phases=_ctrl(40.0), tasks=gappy))
+    assert "dev_task_gaps" in rules(found) and "first_task_build" not in rules(found)
+
+
 def test_advise_tolerates_an_empty_stage(tmp_path):
     assert advisor.advise(write_stage(tmp_path / "e")) == []
     assert advisor.advise(tmp_path / "nothing") == []

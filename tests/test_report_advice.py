@@ -66,6 +66,11 @@ def test_suggestions_are_concrete_for_the_kernel(msa, glm):
     assert suggest.stitch_up(msa, 48) == [f"--set {STITCH}=64"]    # fills 48 cores
     assert suggest.stitch_up(msa, 1) == [f"--set {STITCH}=2"]      # at least doubles
     assert suggest.stitch_down(msa) == []                          # 1 cannot go lower
+    wide = knobs.resolve(KERNELS / "multi_stitch_add.yaml", {STITCH: 128})
+    assert suggest.stitch_down(wide) == [f"--set {STITCH}=64"]
+    # 32 loop bodies per dev task: 64 would still hold all 32, so half of 32
+    assert suggest.stitch_down(wide, 32) == [f"--set {STITCH}=16"]
+    assert suggest.stitch_down(wide, 1) == []
     # the softmax reduces axis -1 of tile v1: whole-axis tile, and halving spares that axis
     assert suggest.tile_whole_axis(glm, "softmax", 1, 512) == ["--set 'tiles.v1=[16,512]'"]
     wide = knobs.resolve(KERNELS / "glm_attention.yaml", {"tiles.v1": [128, 512]})

@@ -476,7 +476,18 @@ def _round_phases(st: Stage) -> pl.DataFrame | None:
     return aicpu.filter(pl.col("round") == aicpu["round"].min()) if aicpu.height else None
 
 
+def _units_per_dev_task(st: Stage) -> float | None:
+    """Loop bodies (what the stitch counts; root calls when the run does not say) per dev
+    task, or None when the stage's metrics do not give them."""
+    m = st.metrics
+    units, dev = m.get("loop_bodies") or m.get("root_calls"), m.get("dev_tasks")
+    return units / dev if units and dev else None
+
+
 def first_task_build(st: Stage) -> list[dict]:
+    per_dev = _units_per_dev_task(st)
+    if per_dev is not None and per_dev <= 1:
+        return []       # each dev task holds one loop body: no stitch makes the first smaller
     ph = _round_phases(st)
     if ph is None:
         return []
@@ -502,7 +513,7 @@ def first_task_build(st: Stage) -> list[dict]:
                      "the cores sooner",
                      build, f"the first dev task's build, ≈ {fmt(build)} us of the "
                      f"{fmt(e2e)} us end-to-end time ({build / e2e:.0%})",
-                     suggest.stitch_down(st.knobs))]
+                     suggest.stitch_down(st.knobs, per_dev))]
 
 
 RULES = (dev_task_gaps, first_task_build, small_isomorphic, few_vector_cores,
@@ -531,7 +542,12 @@ def advise(stage_dir: Path, knobs: KernelKnobs | None = None) -> list[dict]:
     ``knobs``: the stage's kernel as it ran; without it no ``--set`` line is suggested.
     """
     st = Stage(Path(stage_dir), knobs)
-    return rank([f for rule in RULES for f in rule(st)])
+    found = [f for rule in RULES for f in rule(st)]
+    if any(f["rule"] == "dev_task_gaps" for f in found):
+        # idle hand-overs between dev tasks ask for a larger stitch; a smaller one would
+        # add hand-overs to speed up one build, so the first-task advice would contradict it
+        found = [f for f in found if f["rule"] != "first_task_build"]
+    return rank(found)
 
 
 def all_findings(found: list[dict]) -> list[dict]:

@@ -6,6 +6,8 @@ validation before it is offered, so an unusable suggestion is dropped, never pri
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from simcore.spec.errors import ConfigError
@@ -46,10 +48,16 @@ def stitch_up(knobs: KernelKnobs | None, fill: float) -> list[str]:
         if cur < STITCH_MAX else []
 
 
-def stitch_down(knobs: KernelKnobs | None) -> list[str]:
-    if knobs is None or knobs.value(STITCH) <= 1:
+def stitch_down(knobs: KernelKnobs | None, per_dev_task: float | None = None) -> list[str]:
+    """Half of what the first dev task holds: the stitch, or fewer when the kernel has fewer
+    loop bodies per dev task (``per_dev_task``), since a lower stitch that still exceeds
+    them changes nothing."""
+    if knobs is None:
         return []
-    return checked(knobs, [(STITCH, knobs.value(STITCH) // 2)])
+    held = knobs.value(STITCH)
+    if per_dev_task is not None:
+        held = min(held, math.ceil(per_dev_task))
+    return checked(knobs, [(STITCH, held // 2)]) if held > 1 else []
 
 
 def _tile(knobs: KernelKnobs, label: str, table: str = "vec") -> tuple[str, list] | None:
