@@ -114,6 +114,16 @@ def test_bad_hardware_and_study(tmp_path):
     """)
     with pytest.raises(ConfigError, match="appears twice"):
         load_study(study)
+    for taken in ("logs", "report.html", "kernel.yaml"):
+        clash = write(tmp_path, "c.yaml", f"""
+            name: c
+            kernel: multi_stitch_add
+            stages:
+              - {{name: {taken}, description: a stage named like a file beside it}}
+        """)
+        with pytest.raises(ConfigError, match=f"stage name '{taken}' is taken") as err:
+            load_study(clash)
+        assert "stages" in str(err.value) and str(clash) in str(err.value)
 
 
 def test_cli_reports_bad_config_in_one_paragraph_with_exit_2(tmp_path):

@@ -13,6 +13,11 @@ from .loader import load
 NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 
 
+# Entries of a study's results folder besides its stages (workflow/rules: the report, the
+# imported kernel of a Python study, the jobs' logs): a stage of that name would clash.
+RESERVED_STAGE_NAMES = ("logs", "report.html", "kernel.yaml")
+
+
 class Stage(Strict):
     name: str = Field(pattern=NAME)
     description: str = Field(min_length=1)   # what changed and why, one sentence
@@ -20,6 +25,15 @@ class Stage(Strict):
     # Figures PyPTO's documentation gives for this stage (docs/cases.md) (e.g. kernel_us, e2e_us): reports overlay
     # them and tests compare against them; the model never reads them.
     documented: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, name: str) -> str:
+        if name.lower() in RESERVED_STAGE_NAMES:
+            raise ValueError(f"stage name '{name}' is taken by the study's results folder "
+                             f"(it holds {', '.join(RESERVED_STAGE_NAMES)} beside the stage "
+                             f"folders); choose another name")
+        return name
 
 
 class Study(Strict):
