@@ -160,9 +160,16 @@ def test_a_failed_rerun_leaves_no_stage_folder_that_looks_complete(tmp_path):
         "{runtime_options.stitch_function_max_num: 64}",
         "{runtime_options.stitch_function_max_num: 64, params.W: 1048576, "
         "tiles.vec: [1048576]}"))
+    report = work / "results" / "multi_stitch" / "report.html"
+    assert report.exists() and "multi_stitch/report.html" in (work / "results" / "index.html") \
+        .read_text()
     proc = snakemake(work, "-c1")
     assert proc.returncode != 0 and "OoO" in proc.stderr
     assert not stage.exists()
+    # the report showed the stage's earlier build and linked its files: it goes, and the
+    # index no longer links it
+    assert not report.exists()
+    assert "multi_stitch/report.html" not in (work / "results" / "index.html").read_text()
     assert (work / "results" / "multi_stitch" / "logs" / "stitch_64.log").exists()
     other = work / "results" / "multi_stitch" / "stitch_1"
     assert (other / "parsed" / "metrics.json").exists()     # the stage that did not rerun

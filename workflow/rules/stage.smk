@@ -6,7 +6,9 @@
 # error), not only Snakemake's pointer to the log file.  With --drop-on-failure a failed
 # build removes the stage folder under its lock: Snakemake deletes the declared outputs of
 # a failed job, and the earlier run's other files (its record, perf files,
-# run/metrics.json) must not stay behind looking complete.
+# run/metrics.json) must not stay behind looking complete.  Nor must the study's report,
+# which shows the stage as it was and links its deleted files: it goes too, and the index is
+# rewritten (ptolab index lists a study without a report as not built).
 # The outputs named are the files other rules read (the report's tables, the nightly
 # comparison's program and swimlane); the stage writes its other files in the same swap.
 # Snakemake reads the metadata and mtime of every declared output of all ~70 stages each
@@ -36,4 +38,8 @@ rule stage:
         "--rounds {params.rounds} {params.race} --out {params.out} --drop-on-failure "
         "> {log} 2>&1 "
         "|| {{ rc=$?; echo 'ptolab stage {wildcards.study}/{wildcards.stage} failed:' >&2; "
-        "tail -n 20 {log} >&2; exit $rc; }}"
+        "tail -n 20 {log} >&2; "
+        "rm -f {RESULTS}/{wildcards.study}/report.html; "
+        "ptolab index {RESULTS} {INDEX_STUDIES} --out {RESULTS}/index.html > /dev/null 2>&1; "
+        "echo 'its report is removed (it showed the stage as it was before); the index is "
+        "rewritten without it' >&2; exit $rc; }}"
