@@ -63,6 +63,15 @@ def test_every_study_file_is_in_the_default_workflow_and_builds(built):
     assert (built / "results" / "index.html").exists()
 
 
+def test_every_merge_setting_key_of_the_catalogue_selects_something(built):
+    """A label or function key of a breadth-merge setting that matches nothing is a note
+    in the stage's log (pipeline/merge_keys.py); no shipped stage has one."""
+    logs = sorted((built / "results").glob("*/logs/*.log"))
+    assert logs
+    noted = [p.relative_to(built) for p in logs if "ptolab: note:" in p.read_text()]
+    assert noted == []
+
+
 def test_every_stage_says_in_one_sentence_what_changed_and_why():
     for path in STUDIES.glob("*.yaml"):
         for stage in load_study(path).stages:
