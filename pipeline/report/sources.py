@@ -53,20 +53,24 @@ def find(study, study_path: Path, kernel: Path | None) -> KernelSource | None:
     """The study's Python kernel file (configs/<file> of ``kernel: FILE.py:FUNCTION``), or
     the file an imported kernel config names; None for a kernel written as a config."""
     head = _header(kernel)
-    path = None
+    path = shown = None
     py = getattr(study, "python_kernel", None)
     if py is not None:
         file = Path(py[0])
-        path = file if file.is_absolute() else Path(study_path).resolve().parent.parent / file
+        configs = Path(study_path).resolve().parent.parent
+        path = file if file.is_absolute() else configs / file
+        # shown as the study names it, under its configs folder: the report of the same
+        # study built in another checkout is the same file
+        shown = file if file.is_absolute() else Path(configs.name) / file
     elif head is not None:
-        path = Path(head[0])
+        path = shown = Path(head[0])
         if not path.is_absolute() and kernel is not None and not path.exists():
             path = Path(kernel).parent / path
     if path is None or not path.is_file():
         return None
     data = path.read_bytes()
     stale = head is not None and hashlib.sha256(data).hexdigest() != head[1]
-    return KernelSource(path.name, path.as_posix(), data.decode("utf-8", "replace")
+    return KernelSource(path.name, shown.as_posix(), data.decode("utf-8", "replace")
                         .splitlines(), stale=stale)
 
 
