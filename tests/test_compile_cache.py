@@ -99,7 +99,6 @@ name: meet_once
 params: {R: 16, C: 256}
 tensors:
   x: {shape: [R, C], dtype: fp32, role: input}
-  y: {shape: [R, C], dtype: fp32, role: output}
   z: {shape: [R, C], dtype: fp32, role: output}
 tiles:
   vec: [4, C]
@@ -110,22 +109,22 @@ body:
       - {op: view, inputs: [x], out: a, shape: [4, C], offsets: [0, 0]}
       - {op: view, inputs: [x], out: b, shape: [4, C], offsets: ["i*4", 0]}
       - {op: exp, inputs: [a], out: ea}
-      - {op: sqrt, inputs: [b], out: eb}
-      - {op: assemble, inputs: [ea], out: y, offsets: ["i*4", 0]}
-      - {op: assemble, inputs: [eb], out: z, offsets: ["i*4", 0]}
+      - {op: add, inputs: [ea, b], out: s}
+      - {op: assemble, inputs: [s], out: z, offsets: ["i*4", 0]}
 """
 
 
 def test_a_call_whose_views_meet_differently_is_tiled_in_full(monkeypatch, tmp_path):
-    # in the first iteration both views are the same rows, so the two ops share one load
-    # (one leaf task); later ones read different rows: two leaf tasks.  Moving the first
-    # call's boxes would give every call one task
+    # in the first iteration both views are the same rows, so the leaf task loads them
+    # once; later ones read two blocks.  Moving the first call's boxes would give every
+    # call one load
     path = tmp_path / "meet_once.yaml"
     path.write_text(MEET_ONCE)
     cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
     full, full_runs, _ = _compile(monkeypatch, path, {}, False)
-    per_call = np.bincount(program.task_call)
-    assert per_call.tolist() == [1, 2, 2, 2]
+    assert np.bincount(program.task_call).tolist() == [1, 1, 1, 1]
+    assert program.work.mte2_bytes.tolist() == [4 * 256 * 4, 8 * 256 * 4, 8 * 256 * 4,
+                                                8 * 256 * 4]
     assert cached == full
     assert full_runs == 4 and cached_runs == 2    # the first, then one for the rest
 

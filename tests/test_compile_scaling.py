@@ -60,9 +60,9 @@ def test_scope_placement_is_linear_in_the_producer_consumer_rows(monkeypatch):
     assert large <= 4 * small * 1.05      # linear: 4x the rows, 4x the visits (not 16x)
 
 
-def test_sibling_placement_is_linear_in_the_rows(monkeypatch, tmp_path):
-    # producer_consumer without its scopes: every block's exp reads its own GM view and looks
-    # for a sibling group that already holds it in UB; it used to scan every earlier group
+def test_unscoped_placement_is_linear_in_the_rows(monkeypatch, tmp_path):
+    # producer_consumer without its scopes: every block's ops find their group through
+    # their producers, never by scanning the groups placed before them
     text = (KERNELS / "producer_consumer.yaml").read_text()
     unscoped = "\n".join(line for line in text.splitlines() if "sg_set_scope" not in line)
     path = tmp_path / "unscoped.yaml"

@@ -590,7 +590,11 @@ def test_nbuffer_merges_isomorphic_tasks_so_tiles_pipeline():
 
 
 # 6. root functions ---------------------------------------------------------------------------
-def test_ops_reading_the_same_tiles_merge_and_load_once():
+def test_ops_that_only_share_an_input_stay_apart():
+    """Upstream gives each consumer of an input its own view before partitioning, which
+    merges along producer-consumer edges only: exp(x) and sqrt(x) are two leaf functions,
+    each loading x's tiles (a Python for of y_i = x + z_i is as many parallel tasks, not one
+    long one); when their results meet in an op, the three run as one and load x once."""
     t = {"x": {"shape": [64, 256], "role": "input"}, "y": {"shape": [64, 256]},
          "z": {"shape": [64, 256]}}
     body = [{"set_vec_tile_shapes": [16, 256]},
@@ -599,6 +603,10 @@ def test_ops_reading_the_same_tiles_merge_and_load_once():
             {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0, 0]},
             {"op": "assemble", "inputs": ["s"], "out": "z", "offsets": [0, 0]}]
     p = compile_kernel(kernel(body, t), HW)
+    assert p.leaf_tasks == 8 and p.work.mte2_bytes.sum() == 2 * 64 * 256 * 4
+    met = body[:3] + [{"op": "add", "inputs": ["e", "s"], "out": "m"},
+                      {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}]
+    p = compile_kernel(kernel(met, t), HW)
     assert p.leaf_tasks == 4 and p.work.mte2_bytes.sum() == 64 * 256 * 4
 
 

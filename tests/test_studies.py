@@ -202,11 +202,13 @@ def test_loop_merge_halves_root_calls_and_end_to_end_time_falls(built):
     assert merged["e2e_us"] < sib["e2e_us"]
 
 
-def test_loop_merge_lets_the_two_operations_merge(built):
+def test_loop_merge_keeps_the_two_operations_apart(built):
+    """They only share their input y: no producer-consumer edge for a partitioner to merge
+    along, so the same leaf tasks run, in no more kernel time."""
     m = metrics(built, "loop_merge")
     sib, merged = m["sibling_loops"], m["merged_loop"]
-    assert merged["leaf_tasks"] < sib["leaf_tasks"]
-    assert merged["kernel_us"] < sib["kernel_us"]
+    assert merged["leaf_tasks"] == sib["leaf_tasks"]
+    assert merged["kernel_us"] <= sib["kernel_us"]
 
 
 def test_loop_unroll_avoids_empty_tasks_and_too_many_iterations(built):

@@ -67,16 +67,19 @@ def test_a_chain_of_small_dependent_ops_costs_a_latency_per_op():
 
 
 def test_independent_ops_do_not_wait():
-    # exp(x) and sqrt(x) read the same loaded tile: one leaf task, neither waits
-    siblings = _program([("exp", ["x"], {}), ("sqrt", ["x"], {})], (16, 16), (16, 16))
-    chained = _program([("exp", ["x"], {}), ("sqrt", ["t0"], {})], (16, 16), (16, 16))
+    # exp(x) and sqrt(x) both read the loaded tile and meet in an add: one leaf task, in
+    # which sqrt waits for nothing (only the add waits); chained, sqrt waits for exp
+    siblings = _program([("exp", ["x"], {}), ("sqrt", ["x"], {}), ("add", ["t0", "t1"], {})],
+                        (16, 16), (16, 16))
+    chained = _program([("exp", ["x"], {}), ("sqrt", ["t0"], {}), ("add", ["t0", "t1"], {})],
+                       (16, 16), (16, 16))
     assert siblings.work.tasks == chained.work.tasks == 1
-    assert siblings.work.vector.dependent.sum() == 0
-    assert chained.work.vector.dependent.sum() == 1
+    assert siblings.work.vector.dependent.sum() == 1
+    assert chained.work.vector.dependent.sum() == 2
     slow_sync = with_values(HW, {"pipes.vector_issue.dependency_cycles": 1000.0})
-    assert _cycles(siblings, slow_sync).sum() == pytest.approx(_cycles(siblings).sum())
-    assert _cycles(chained, slow_sync).sum() - _cycles(chained).sum() == \
-        pytest.approx(1000.0 - ISSUE.dependency_cycles)
+    extra = 1000.0 - ISSUE.dependency_cycles
+    assert _cycles(siblings, slow_sync).sum() - _cycles(siblings).sum() == pytest.approx(extra)
+    assert _cycles(chained, slow_sync).sum() - _cycles(chained).sum() == pytest.approx(2 * extra)
 
 
 def _reduce(op, cols, rows=8):

@@ -9,10 +9,10 @@ takes its tasks with every access box shifted by how far the view (gather block,
 assemble position) it came through moved.
 
 What the tiler decides from GM positions is whether two values or two boxes are the
-same (a sibling that already holds a view in UB, a block loaded once per task, the
-L1-reuse classes of breadth merge).  A call reuses another's tasks only when both give
-the same equality pattern over their GM values and over their access boxes, and when
-every access box traces back to a unique shift; otherwise it is tiled in full.  The
+same (a block loaded once per task, the L1-reuse classes of breadth merge).  A call
+reuses another's tasks only when both give the same equality pattern over their GM values
+and over their access boxes, and when every access box traces back to a unique shift;
+otherwise it is tiled in full.  The
 offset checks the tiler makes (a view or assemble inside its tensor, gather blocks that
 exist) run on every call.
 """

@@ -145,12 +145,11 @@ class RootCallTiler:
         self.assembles: list[tuple[int, GmValue, tuple[int, ...]]] = []
         self.workspace = f"ws{call_index}"
         self.valid: dict[int, tuple[int, ...]] = {}
-        # indexes over self.groups, so placing a node does not scan every group before it:
-        # forced groups by (scope id, loop body, kind), and groups by the GM values in UB
+        # an index over self.groups, so placing a node does not scan every group before it:
+        # forced groups by (scope id, loop body, kind)
         self._forced: dict[tuple, dict[int, None]] = {}    # an ordered set of groups
         self._pinned: set[int] = set()     # constants a consumer has read: they stay put
         self._next_rank = 0                # ranks leave room to move a group between two
-        self._resident_in: dict[GmValue, list[int]] = {}
         self._read_by: dict[int, set[int]] = {}   # node: the nodes reading its result
 
     # -- names -------------------------------------------------------------------
@@ -417,10 +416,12 @@ class RootCallTiler:
                        key=lambda i: self._floating(node.inputs[i]) is not None)
         candidates = list(dict.fromkeys(g for i in order if (g := self._mergeable(
             node, i, node.inputs[i])) is not None))
+        # ops that only share a GM input stay apart: upstream's DuplicateOp gives each
+        # consumer its own view of the input before the partitioner, which merges along
+        # producer-consumer edges only (framework/src/passes/tile_graph_pass/
+        # graph_partition/iso_partitioner.cpp at 08cec41e4), so nothing groups them
         gi = self._absorbing(node, candidates) if len(candidates) > 1 else \
             next(iter(candidates), None)
-        if gi is None:
-            gi = self._sibling(node)
         self._join(gi, node) if gi is not None else self._new_group(node, forced=False)
         self._adopt_constants(node)
         self._run_sources_first(node)
@@ -464,11 +465,7 @@ class RootCallTiler:
         into.ub += group.ub
         for n in group.nodes:
             self.group_of[n] = gi
-        for v in group.resident:
-            into.resident.add(v)
-            holders = self._resident_in[v]
-            holders[holders.index(g)] = gi
-            self._resident_in[v] = list(dict.fromkeys(holders))
+        into.resident |= group.resident
         group.nodes, group.resident, group.ub = [], set(), 0
 
     def _keep_on_chip(self, node: Node) -> None:
@@ -635,37 +632,6 @@ class RootCallTiler:
         return node.kind == "vector" and self._floating(value) is not None \
             and self._one_to_one(node, i, value)
 
-    def _sibling(self, node: Node) -> int | None:
-        """A group whose ops read the same GM tiles as this one: merging loads them once."""
-        if node.kind != "vector":
-            return None
-        for i, value in enumerate(node.inputs):
-            if not isinstance(value, GmValue):
-                continue
-            for gi in sorted(self._resident_in.get(value, ())):
-                group = self.groups[gi]
-                if group.forced or group.kind != "vector" or group.scope.id != node.op.scope.id:
-                    continue
-                if not any(self._reads_same_tiles(self.nodes[n], node, value, i)
-                           for n in group.nodes):
-                    continue
-                if not self._fits_ub(node, gi):
-                    continue
-                if self._reads_later(node, gi):
-                    continue
-                return gi
-        return None
-
-    @staticmethod
-    def _reads_same_tiles(member: Node, node: Node, value: GmValue, i: int) -> bool:
-        if member.tiles != node.tiles:
-            return False
-        for j, v in enumerate(member.inputs):
-            if v == value and np.array_equal(member.in_lo[j], node.in_lo[i]) \
-                    and np.array_equal(member.in_hi[j], node.in_hi[i]):
-                return True
-        return False
-
     def _mergeable(self, node: Node, i: int, value) -> int | None:
         if not isinstance(value, LocalValue) or node.kind != "vector":
             return None
@@ -747,7 +713,6 @@ class RootCallTiler:
         for v in node.inputs:
             if isinstance(v, GmValue) and v not in group.resident:
                 group.resident.add(v)
-                self._resident_in.setdefault(v, []).append(gi)
         group.nodes.append(node.index)
         self.group_of[node.index] = gi
 
