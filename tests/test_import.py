@@ -45,7 +45,7 @@ def write(tmp_path: Path, body: str, name="k.py") -> Path:
 
 
 @pytest.mark.parametrize("name", ["multi_stitch_add", "softmax", "rmsnorm", "tiling_bmm",
-                                  "glm_attention", "gdr_inverse"])
+                                  "glm_attention", "gdr_inverse", "gdr_inverse_block"])
 def test_python_kernel_compiles_like_its_config(name, hw):
     kernel, _ = imported(PY / f"{name}.py", args=ARGS.get(name))
     from simcore.spec.kernel import load_kernel
@@ -57,7 +57,8 @@ def test_python_kernel_compiles_like_its_config(name, hw):
 @pytest.mark.parametrize("name, stitches", [("multi_stitch_add", (1, 64)), ("softmax", (None,)),
                                              ("rmsnorm", (None,)), ("tiling_bmm", (None,)),
                                              ("glm_attention", (1, 128, 512)),
-                                             ("gdr_inverse", (None,))])
+                                             ("gdr_inverse", (None,)),
+                                             ("gdr_inverse_block", (None,))])
 def test_python_kernel_simulates_like_its_config(name, stitches, hw, tmp_path):
     """The imported kernel is the same kernel: per stitch setting, the same dev tasks and the
     same simulated kernel and end-to-end times as the hand-written config."""
