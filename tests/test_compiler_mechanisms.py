@@ -129,6 +129,22 @@ def test_reduce_over_a_split_axis_needs_partials_and_a_combine():
     assert split.work.mte2_bytes.sum() > unsplit.work.mte2_bytes.sum()
 
 
+def test_many_partials_are_combined_a_tile_at_a_time():
+    """A column sum over 4096 rows in [16, 256] tiles leaves 256 partial rows: upstream
+    reduces them as a tree of tile-sized pieces, so no combining task reads more partials
+    than the tile spans (16) and none needs more UB than a tile; 256 -> 16 -> 1."""
+    t = {"x": {"shape": [4096, 256], "role": "input"}, "y": {"shape": [1, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [16, 256]},
+            {"op": "sum", "inputs": ["x"], "axis": 0, "out": "s"},
+            {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}]
+    p = compile_kernel(kernel(body, t), HW)
+    assert p.leaf_tasks == 256 + 16 + 1
+    tile_bytes = 16 * 256 * 4
+    assert p.work.mte2_bytes.max() <= tile_bytes
+    # the first level reads x once; each later level reads the partials the one before wrote
+    assert p.work.mte2_bytes.sum() == 4096 * 256 * 4 + (256 + 16) * 256 * 4
+
+
 def test_cube_and_vector_never_share_a_leaf_function():
     p = build("glm_attention")
     for leaf in p.leaf_functions:

@@ -238,26 +238,37 @@ def squeeze(shape: tuple[int, ...], lo: np.ndarray, hi: np.ndarray, axis: int):
     return tuple(shape[d] for d in keep), lo[:, keep], hi[:, keep]
 
 
-def combine(index: int, partial: Node, value: LocalValue) -> Node:
-    """Combine the partial results of a split reduce: reads every split of its rows."""
+def combine(index: int, partial: Node, value: LocalValue, limits: Limits) -> Node:
+    """Combine the partial results of a split reduce, at most a tile's extent of them at a
+    time: upstream reduces a split axis as a tree of tile-sized pieces and no op ever holds
+    more than a few tiles (TileReduceNew, framework/src/interface/operation/vector/
+    reduction.cpp at 08cec41e4).  Past that many partials the result is again partial (its
+    ``splits``), for the next level to combine."""
     op, axis, splits = partial.op, partial.extra["axis"], partial.extra["splits"]
-    final = tuple(1 if d == axis else s for d, s in enumerate(partial.out_shape))
+    fan = max(min(op.vec_tile[axis], splits), 2)       # partials one combining tile reads
+    groups = -(-splits // fan)
+    out_shape = tuple(groups if d == axis else s for d, s in enumerate(partial.out_shape))
     tile = tuple(1 if d == axis else min(t, s)
-                 for d, (t, s) in enumerate(zip(op.vec_tile, final)))
-    lo, hi = grid(final, tile)
+                 for d, (t, s) in enumerate(zip(op.vec_tile, out_shape)))
+    lo, hi = grid(out_shape, tile)
     in_lo, in_hi = lo.copy(), hi.copy()
-    in_lo[:, axis], in_hi[:, axis] = 0, splits
+    in_lo[:, axis] = lo[:, axis] * fan
+    in_hi[:, axis] = np.minimum(in_lo[:, axis] + fan, splits)
     n = _elements(in_lo, in_hi)
     elem = DTYPE_BYTES[partial.out_dtype]
-    vector_reduce = axis == len(final) - 1
-    if not op.get("keepdim", True):
-        final, lo, hi = squeeze(final, lo, hi, axis)
-    return Node(index=index, op=op, kind="vector", inputs=[value], out_shape=final,
-                out_dtype=partial.out_dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo], in_hi=[in_hi],
-                flops=n.astype(np.float64), ub_bytes=2 * ub_bytes(in_lo, in_hi, elem),
+    ub = 2 * ub_bytes(in_lo, in_hi, elem)
+    _check_ub(limits, op, tile, ub)
+    vector_reduce = axis == len(out_shape) - 1
+    if groups == 1 and not op.get("keepdim", True):
+        out_shape, lo, hi = squeeze(out_shape, lo, hi, axis)
+    node = Node(index=index, op=op, kind="vector", inputs=[value], out_shape=out_shape,
+                out_dtype=partial.out_dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo],
+                in_hi=[in_hi], flops=n.astype(np.float64), ub_bytes=ub,
                 in_flight=np.ones(len(n)), vector_kind=f"row{op.op}", vector_bytes=n * elem,
                 combine_of=partial.index, **_rows(in_lo, in_hi, elem),
                 vector_reduce=vector_reduce)
+    node.extra["splits"], node.extra["axis"] = groups, axis
+    return node
 
 
 def _fractal_up(a_dtype: str, b_dtype: str):

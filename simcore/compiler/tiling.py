@@ -311,10 +311,11 @@ class RootCallTiler:
         self._sources(node)
         self._place(node)
         value = LocalValue(node.index, node.out_shape, node.out_dtype)
-        if node.extra.get("splits", 1) > 1:
-            final = ops.combine(len(self.nodes), node, value)
-            self._place(final)
-            value = LocalValue(final.index, final.out_shape, final.out_dtype)
+        partial = node
+        while partial.extra.get("splits", 1) > 1:     # a split reduce: combine its partials
+            partial = ops.combine(len(self.nodes), partial, value, self.limits)
+            self._place(partial)
+            value = LocalValue(partial.index, partial.out_shape, partial.out_dtype)
         self._track_valid(node, inputs)
         self.values[op.out] = value
 
