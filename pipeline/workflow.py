@@ -57,9 +57,10 @@ class Plan:
         return self.studies[name]
 
     def unknown_study_error(self, name: str) -> str:
-        return (f"study '{name}' is not in this workflow; the studies built are those "
-                f"configs/workflow.yaml lists under 'studies' ({', '.join(self.studies)}). "
-                f"Add '{name}' there (its file goes in {self.configs}/studies/) and rerun.")
+        return (f"study '{name}' is not in this workflow; the studies it builds are those "
+                f"configs/workflow.yaml lists under 'studies' and those configs/nightly.yaml "
+                f"adds for `snakemake nightly` ({', '.join(self.studies)}). Add '{name}' to "
+                f"the workflow file (its file goes in {self.configs}/studies/) and rerun.")
 
     def stage_key(self, study: str, stage: str) -> str:
         """Everything a stage's result depends on besides its input files.

@@ -502,6 +502,27 @@ def test_the_index_compares_racing_stages_by_their_race_medians(study):
     assert "median over the chip's race variants" in html
 
 
+def test_index_says_which_target_builds_an_unbuilt_study(tmp_path):
+    """A study only configs/nightly.yaml names is built by `snakemake nightly`, not by the
+    default target: the index says so rather than 'run snakemake'."""
+    configs = tmp_path / "configs"
+    (configs / "studies").mkdir(parents=True)
+    (configs / "workflow.yaml").write_text("studies: [demo]\n", encoding="utf-8")
+    paths = []
+    for name in ("demo", "late"):
+        p = configs / "studies" / f"{name}.yaml"
+        p.write_text(STUDY.replace("name: demo", f"name: {name}"), encoding="utf-8")
+        paths.append(p)
+    results = tmp_path / "results"
+    results.mkdir()
+    render_index(results, paths, results / "index.html")
+    html = (results / "index.html").read_text(encoding="utf-8")
+    rows = {name: html.split(f'<tr data-study="{name}">')[1].split("</tr>")[0]
+            for name in ("demo", "late")}
+    assert "<code>snakemake</code>" in rows["demo"]
+    assert "<code>snakemake nightly</code>" in rows["late"]
+
+
 def test_index_keeps_the_given_order_and_marks_unbuilt_studies(study, tmp_path):
     path, results = study
     render_study(path, results / "demo", results / "demo" / "report.html")

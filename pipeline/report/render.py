@@ -12,7 +12,7 @@ import jinja2
 from markupsafe import Markup
 
 from simcore.spec.errors import ConfigError
-from simcore.spec.study import find_config, load_study
+from simcore.spec.study import find_config, load_study, load_workflow
 
 from ..emit.atomic import write_text
 from . import charts, stages
@@ -222,6 +222,18 @@ def _headline(study, results: Path) -> dict:
             "e2e_gain": shown["e2e_us"]["gain"], "kernel_gain": shown["kernel_us"]["gain"]}
 
 
+def _default_studies(study_paths: list[Path]) -> set[str] | None:
+    """The studies the workflow file beside the study configs lists, or None without one."""
+    for p in study_paths:
+        workflow = Path(p).resolve().parent.parent / "workflow.yaml"
+        if workflow.is_file():
+            try:
+                return set(load_workflow(workflow).studies)
+            except ConfigError:
+                return None
+    return None
+
+
 def render_index(results: Path, study_paths: list[Path], out: Path) -> None:
     """Studies in the order given (the workflow file's), each once; the nightly report
     is linked when one has been written."""
@@ -232,6 +244,12 @@ def render_index(results: Path, study_paths: list[Path], out: Path) -> None:
             seen.add(study.name)
             studies.append(study)
     entries = [_headline(s, Path(results)) for s in studies]
+    default = _default_studies(study_paths)
+    for e in entries:
+        # what builds a study not built yet: the default target builds the workflow file's
+        # studies, the nightly target the ones only configs/nightly.yaml names
+        e["build"] = "snakemake" if default is None or e["study"].name in default \
+            else "snakemake nightly"
     nightly = (Path(results) / "nightly" / "report.html").exists()
     html = environment().get_template("index.html.j2").render(entries=entries, nightly=nightly)
     write_text(Path(out), html)
