@@ -267,6 +267,7 @@ class Watch:
         self.in_sync = False         # whether ``built`` holds a snakemake-complete state
         self.sources: list[Path] = []   # the PyPTO Python kernels studies import
         self.stamps = self.snapshot()
+        self.recorded = self.stamps     # the files as snakemake last recorded the outputs
 
     # -- what to watch -------------------------------------------------------------------
     def studies(self, plan) -> list[str]:
@@ -374,7 +375,7 @@ class Watch:
         self.sources = [Path(sp.kernel_source) for sp in plan.studies.values()
                         if sp.kernel_source is not None]
         self.full_build(plan, studies, "starting")
-        self.stamps = self.snapshot()
+        self.stamps = self.recorded = self.snapshot()
 
     def rebuild(self) -> list[str]:
         """One round after an edit: plan, run the changed jobs; return the jobs run."""
@@ -405,6 +406,11 @@ class Watch:
             return ["snakemake"]
         todo = [job for job in jobs(plan, studies) if self.built.get(job.key) != job.signature]
         if not todo:
+            # every output is what these files give (an edit undone, say), but files saved
+            # since snakemake last recorded them are newer than the outputs: let it record
+            # that, or its next run would redo them
+            if self.stamps != self.recorded:
+                self.record(plan, studies)
             return []
         self.finish_touch()
         start = time.perf_counter()
@@ -427,10 +433,16 @@ class Watch:
         if done:
             self.say(f"ptolab watch: rebuilt {', '.join(ran)} in "
                      f"{time.perf_counter() - start:.2f} s")
-            self.touch_stamps = self.stamps    # the files this round planned from
-            self.touching = self.snakemake(plan, done, touch=True)
-            self.touched = [job for job in jobs(plan, done) if job.name != "index"]
+            self.record(plan, done)
         return ran
+
+    def record(self, plan, studies: list[str]) -> None:
+        """Start ``snakemake --touch`` for ``studies`` in the background: it records their
+        outputs as made from the files as they are now (this round planned from them)."""
+        self.finish_touch()
+        self.touch_stamps = self.recorded = self.stamps
+        self.touching = self.snakemake(plan, studies, touch=True)
+        self.touched = [job for job in jobs(plan, studies) if job.name != "index"]
 
     def run_phase(self, phase: list[Job]):
         """Run jobs that do not read each other's files; yield (job, code, tail, seconds).

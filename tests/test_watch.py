@@ -229,6 +229,20 @@ def test_a_round_runs_the_changed_stage_before_its_report_then_records(repo_copy
     assert ran == ["multi_stitch/stitch_1", "multi_stitch/report", "touch"]
 
 
+def test_an_edit_undone_is_recorded_for_snakemake(repo_copy, monkeypatch):
+    """A study file saved broken, then restored: nothing needs building, but the file is
+    newer than the outputs, so the round still records them (else snakemake redoes them)."""
+    w, ran = _synced_watch(repo_copy, monkeypatch, ["multi_stitch"])
+    study = Path("configs/studies/multi_stitch.yaml")
+    good = study.read_text(encoding="utf-8")
+    study.write_text(good.replace("stages:", "stages: [oops"), encoding="utf-8")
+    assert w.changed() and w.rebuild() == [] and ran == []
+    study.write_text(good, encoding="utf-8")
+    assert w.changed() and w.rebuild() == []
+    assert ran == ["touch"]
+    assert w.rebuild() == [] and ran == ["touch"]     # nothing saved since: no second one
+
+
 def test_a_failed_stage_leaves_its_report_alone_and_is_retried(repo_copy, monkeypatch):
     import pipeline.watch as watch
     w, ran = _synced_watch(repo_copy, monkeypatch, ["multi_stitch"])
