@@ -8,8 +8,17 @@ from pathlib import Path
 from simcore.spec.errors import ConfigError
 from pipeline.nightly.config import load_nightly
 from pipeline.workflow import drop_rescheduling_timers, load_plan
+from simcore.spec.loader import read_mapping
 
-configfile: "configs/workflow.yaml"
+WORKFLOW_FILE = "configs/workflow.yaml"
+try:
+    # Snakemake's own parse of a broken file names neither line nor column
+    read_mapping(Path(WORKFLOW_FILE))
+except ConfigError as exc:
+    sys.stderr.write(f"ptolab: error: {exc}\n")
+    sys.exit(2)
+
+configfile: WORKFLOW_FILE
 
 try:
     # the memo keeps studies validated by an earlier run whose files are unchanged

@@ -153,6 +153,10 @@ def test_bad_override_names_the_option(msa_path, tmp_path):
                      tmp_path)
     with pytest.raises(ConfigError, match="not known"):
         run_simulate(msa_path, {"runtime.stitch": 1}, "dav_2201", tmp_path)
+    # a study's set: written as a nested table rather than dotted keys
+    with pytest.raises(ConfigError, match=r"dotted keys.*runtime_options\.stitch_function_max_num"):
+        run_simulate(msa_path, {"runtime_options": {"stitch_function_max_num": 4}}, "dav_2201",
+                     tmp_path)
     assert not (tmp_path / "metrics.json").exists()
 
 

@@ -86,6 +86,14 @@ def test_bad_study_stops_the_workflow_with_a_clear_error(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_a_broken_workflow_file_names_its_line(tmp_path):
+    work = one_study_copy(tmp_path, "multi_stitch")
+    (work / "configs" / "workflow.yaml").write_text("studies: [multi_stitch]\n results: results\n")
+    proc = snakemake(work, "-n")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "configs/workflow.yaml" in proc.stderr and "line 2" in proc.stderr
+
+
 def test_a_study_the_workflow_does_not_list_stops_with_what_to_do(tmp_path):
     """Asking snakemake for the report of a study file that configs/workflow.yaml does not
     list: one ptolab paragraph naming the file to edit, no input-function traceback."""
@@ -130,6 +138,17 @@ def test_ptolab_compile_prints_counts(tmp_path):
     counts = json.loads((tmp_path / "compile.json").read_text())
     assert f"dev_tasks: {counts['dev_tasks']}" in proc.stdout
     assert counts["root_calls"] == 128 and counts["loop_bodies"] == 128
+    # a second compile replaces its own files; a program.json it did not write stays
+    again = subprocess.run(["ptolab", "compile", str(REPO / "configs/kernels/multi_stitch_add.yaml"),
+                            "--out", str(tmp_path)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "program.json").write_text("{}")
+    refused = subprocess.run(["ptolab", "compile", str(REPO / "configs/kernels/multi_stitch_add.yaml"),
+                              "--out", str(theirs)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "program.json" in refused.stderr
+    assert (theirs / "program.json").read_text() == "{}"
 
 
 def test_a_failed_job_prints_its_own_error(tmp_path):

@@ -188,7 +188,8 @@ UNSUPPORTED = {
                                      "inplace=True) * 1.0", "inplace reshape of a view"),
     "partial on-chip reshape": ("r = pypto.reshape(x + 1.0, [64, 64], valid_shape=[32, 64])",
                                 "valid_shape smaller"),
-    "scalar minus tensor": ("y[:] = 1.0 - x", "scalar sub tensor"),
+    "scalar minus tensor": ("y[:] = 1.0 - x", "-(x - c)"),
+    "scalar over tensor": ("y[:] = 1.0 / x", "pypto.reciprocal"),
     "5-D matmul": ("z = pypto.matmul(pypto.reshape(x, [1, 1, 1, 64, 64], inplace=True), x, "
                    "pypto.DT_FP32)", "2 to 4 dims"),
 }

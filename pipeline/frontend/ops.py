@@ -94,8 +94,14 @@ def _binary(op: str, a, b) -> Tensor:
     if isinstance(b, Tensor):
         if op in COMMUTATIVE:
             return _local(op, b.shape, b.dtype, {"scalar": _scalar(a, op)}, [b])
-        raise context.rec().fail(f"scalar {op} tensor (e.g. 1.0 - x) is not in the kernel "
-                                 f"language yet", supported=[f"tensor {op} scalar"])
+        symbol = {"sub": "-", "div": "/"}.get(op, op)
+        instead = [f"tensor {symbol} scalar"]
+        if op == "sub":
+            instead.append("-(x - c) for c - x")
+        if op == "div":
+            instead.append("pypto.reciprocal(x) * c for c / x")
+        raise context.rec().fail(f"scalar {symbol} tensor (here {a!r} {symbol} a tensor) is "
+                                 f"not in the kernel language yet", supported=instead)
     raise context.rec().fail(f"pypto.{op} needs a tensor operand")
 
 

@@ -57,6 +57,12 @@ def apply(kernel_data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
         if group == "tensors":
             _set_tensor_field(data, key, rest, value)
             continue
+        if not rest and group in OPTION_GROUPS + TOP_GROUPS:
+            example = next(iter(value), "<name>") if isinstance(value, dict) else "<name>"
+            raise ConfigError(
+                f"override key '{key}' names a whole group; set its entries one by one with "
+                f"dotted keys, e.g. '{key}.{example}: ...' (an override replaces one value, "
+                f"so a nested table would be ambiguous).")
         if not rest or group not in OPTION_GROUPS + TOP_GROUPS:
             raise ConfigError(
                 f"override key '{key}' is not known; expected <group>.<name> with group one "
