@@ -143,6 +143,11 @@ def test_many_partials_are_combined_a_tile_at_a_time():
     assert p.work.mte2_bytes.max() <= tile_bytes
     # the first level reads x once; each later level reads the partials the one before wrote
     assert p.work.mte2_bytes.sum() == 4096 * 256 * 4 + (256 + 16) * 256 * 4
+    # a combining task holds what a reduce task holds (input and result), so a tile the
+    # reduce takes (16 x 2048 fp32, 128 KiB in, 8 KiB out) the combine takes too
+    t["x"]["shape"], t["y"]["shape"] = [4096, 2048], [1, 2048]
+    body[0] = {"set_vec_tile_shapes": [16, 2048]}
+    assert compile_kernel(kernel(body, t), HW).leaf_tasks == 256 + 16 + 1
 
 
 def test_cube_and_vector_never_share_a_leaf_function():

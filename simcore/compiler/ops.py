@@ -256,8 +256,8 @@ def combine(index: int, partial: Node, value: LocalValue, limits: Limits) -> Nod
     in_hi[:, axis] = np.minimum(in_lo[:, axis] + fan, splits)
     n = _elements(in_lo, in_hi)
     elem = DTYPE_BYTES[partial.out_dtype]
-    ub = 2 * ub_bytes(in_lo, in_hi, elem)
-    _check_ub(limits, op, tile, ub)
+    ub = ub_bytes(in_lo, in_hi, elem) + ub_bytes(lo, hi, elem)     # as reduce counts it
+    _check_ub(limits, op, tuple(fan if d == axis else t for d, t in enumerate(tile)), ub)
     vector_reduce = axis == len(out_shape) - 1
     if groups == 1 and not op.get("keepdim", True):
         out_shape, lo, hi = squeeze(out_shape, lo, hi, axis)
