@@ -180,6 +180,8 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
     freq = hw.aicpu.profile_freq_mhz
     summary = aicore_summary(timeline, freq)[2]
     debug = kernel.options.debug_options.runtime_debug_mode == 1
+    # the per-task files hold the last launch (swimlane.launch_shift)
+    shift = launch_shift(rounds, round_ticks(timeline, freq, hw.aicpu.launch_gap_us))
     views: list[str] = []   # the AICPU View of each perf file, for the merged swimlane
     if dump_perf:
         write_perf_files(timeline, freq, rounds, hw.aicpu.launch_gap_us, out, perf_limit,
@@ -190,10 +192,9 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
         else:
             for name in COMPILE_FILES:
                 shutil.copyfile(compiled / name, out / name)
-        shift = launch_shift(rounds, round_ticks(timeline, freq, hw.aicpu.launch_gap_us))
         summary = write_swimlane_files(program, timeline, freq, out, aicpu_views=views,
                                        shift=shift)
-    write_pmu_files(program, timeline, hw, env, out)
+    write_pmu_files(program, timeline, hw, env, out, shift)
     if kernel.options.codegen_options.enable_pmu_trace:
         write_pmu_trace(program, timeline, hw, out)
     result = metrics(program, timeline, hw)

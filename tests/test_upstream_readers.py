@@ -275,8 +275,20 @@ def _log_entries(data_dir: Path, rules: dict) -> dict[int, list[dict]]:
     return per_core
 
 
-def test_log_records_give_the_l1_tasks(glm):
-    out, result = glm
+@pytest.fixture(scope="module")
+def two_launches(tmp_path_factory):
+    """multi_stitch_add launched twice with every profiling switch on."""
+    out = tmp_path_factory.mktemp("twice")
+    result = run_simulate(KERNELS / "multi_stitch_add.yaml", DEBUG, "dav_2201", out, rounds=2,
+                          env=PROFILING)
+    return out, result
+
+
+@pytest.mark.parametrize("run", ["glm", "two_launches"])
+def test_log_records_give_the_l1_tasks(run, request):
+    """Task for task, the LOG records hold what the L1 file holds (after two launches:
+    both the last one's)."""
+    out, result = request.getfixturevalue(run)
     rules = reader("tilefwk_prof_data_parser")
     per_core = _log_entries(out / "PROF_000001" / "device_0" / "data", rules)
     assert per_core and max(len(t) for t in per_core.values()) > 0

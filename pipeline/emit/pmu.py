@@ -189,7 +189,7 @@ def counter_matrix(program: Program, tl: Timeline, arch: str, group: int) -> np.
 
 
 def _records(dtype: np.dtype, tl: Timeline, order: np.ndarray, per_record: int, data_type: int,
-             freq: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+             freq: float, shift: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Records of ``order``'s tasks, headers filled: (records, record of each entry,
     slot of each entry in its record)."""
     rec_of = rec.records_of(tl.task_core[order], per_record)
@@ -203,18 +203,19 @@ def _records(dtype: np.dtype, tl: Timeline, order: np.ndarray, per_record: int, 
     # a record is flushed when its last task ends: stamp it with that AICPU counter value
     last_end = np.zeros(records.size)
     np.maximum.at(last_end, rec_of, tl.task_end[order])
-    records["timestamp"] = to_cycles(last_end, freq)
+    records["timestamp"] = to_cycles(last_end, freq) + shift
     records["head_magic"] = rec.HEAD_MAGIC
     records["head_bits"] = rec.head_bits(core, type_of_blocks(core, tl.aic_cores), data_type)
     records["cnt"] = cnt
     return records, rec_of, slot
 
 
-def pmu_records(program: Program, tl: Timeline, freq: float, arch: str, group: int) -> bytes:
+def pmu_records(program: Program, tl: Timeline, freq: float, arch: str, group: int,
+                shift: int = 0) -> bytes:
     """The PMU records: per task the total cycles and the group's ten counters."""
     v, order = TaskView.of(program), core_order(tl.task_core, tl.task_start)
     records, rec_of, slot = _records(rec.PMU_RECORD, tl, order, rec.PMU_PER_RECORD,
-                                     rec.PMU_TYPE, freq)
+                                     rec.PMU_TYPE, freq, shift)
     entries = records["entries"]          # a view: filling it fills the records
     entries["seq"][rec_of, slot] = v.seq[order]
     entries["task"][rec_of, slot] = in_file(v.task_id[order])
@@ -224,24 +225,25 @@ def pmu_records(program: Program, tl: Timeline, freq: float, arch: str, group: i
     return records.tobytes()
 
 
-def log_records(program: Program, tl: Timeline, freq: float) -> bytes:
+def log_records(program: Program, tl: Timeline, freq: float, shift: int = 0) -> bytes:
     """The LOG records: per task its seqNo, leaf function, taskId and the same start
-    and end cycles as tilefwk_L1_prof_data.json."""
+    and end cycles as tilefwk_L1_prof_data.json (``shift``: the launch they are)."""
     v, order = TaskView.of(program), core_order(tl.task_core, tl.task_start)
     records, rec_of, slot = _records(rec.LOG_RECORD, tl, order, rec.LOG_PER_RECORD,
-                                     rec.LOG_TYPE, freq)
+                                     rec.LOG_TYPE, freq, shift)
     entries = records["entries"]
     entries["seq"][rec_of, slot] = v.seq[order]
     entries["leaf"][rec_of, slot] = v.leaf[order]
     entries["task"][rec_of, slot] = in_file(v.task_id[order])
-    entries["start"][rec_of, slot] = to_cycles(tl.task_start, freq)[order]
-    entries["end"][rec_of, slot] = to_cycles(tl.task_end, freq)[order]
+    entries["start"][rec_of, slot] = (to_cycles(tl.task_start, freq) + shift)[order]
+    entries["end"][rec_of, slot] = (to_cycles(tl.task_end, freq) + shift)[order]
     return records.tobytes()
 
 
 def write_pmu_files(program: Program, tl: Timeline, hw: Hardware, env: Mapping[str, str],
-                    out: Path) -> Path | None:
-    """The PROF folder's PMU records when PMU collection is on; its data dir, else None."""
+                    out: Path, shift: int = 0) -> Path | None:
+    """The PROF folder's PMU records when PMU collection is on; its data dir, else None.
+    ``shift``: the ticks of the launch they are, the one the swimlane files hold."""
     group = pmu_group(env)
     if group is None:
         return None
@@ -249,8 +251,8 @@ def write_pmu_files(program: Program, tl: Timeline, hw: Hardware, env: Mapping[s
     data_dir = Path(out) / rec.PROF_DIR / rec.DEVICE_DATA
     freq = hw.aicpu.profile_freq_mhz
     # PMU collection (task-time L3) includes the L2 task log: both kinds share the file
-    write_bytes(data_dir / rec.DATA_FILE, pmu_records(program, tl, freq, arch, group)
-                + log_records(program, tl, freq))
+    write_bytes(data_dir / rec.DATA_FILE, pmu_records(program, tl, freq, arch, group, shift)
+                + log_records(program, tl, freq, shift))
     config = {"group": group, "arch": arch, "slots": SLOTS[arch],
               "event_codes": [code for code, _ in slot_events(arch, group)]}
     write_text(Path(out) / rec.PROF_DIR / rec.CONFIG_FILE, json.dumps(config, indent=4) + "\n")

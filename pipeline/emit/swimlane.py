@@ -35,8 +35,7 @@ class Stamps:
     """A run's task times as the swimlane files stamp them: the counter ticks
     (``start_c``, ``end_c``), the us those ticks stand for (``ts``, ``te``) and the same
     us as integers on jsontext's 1e-4 grid (``ms``, ``me``; None when the ticks are off
-    it, and ``me`` None whenever ``ms`` is).  ``shift``: ticks added to every stamp, to
-    place the run as a later launch (``launch_shift``)."""
+    it, and ``me`` None whenever ``ms`` is)."""
     start_c: np.ndarray
     end_c: np.ndarray
     ts: np.ndarray
@@ -46,6 +45,8 @@ class Stamps:
 
     @classmethod
     def of(cls, timeline: Timeline, freq: float, shift: int = 0) -> "Stamps":
+        """``shift``: ticks added to every stamp, to place the run as a later launch
+        (``launch_shift``)."""
         start_c = to_cycles(timeline.task_start, freq) + shift
         end_c = to_cycles(timeline.task_end, freq) + shift
         ms = jt.grid_of(start_c, freq)
