@@ -1,10 +1,10 @@
 """Breadth-merge setting keys that select nothing in the compiled kernel.
 
 ``cube_l1_reuse_setting``, ``cube_nbuffer_setting`` and ``vec_nbuffer_setting`` take, besides
-the global keys (an int hashOrder, "DEFAULT"), a function key ``func<root>_<order>`` or an op
-label.  Upstream ignores a key that matches no function, so a mistyped label changes
-nothing and says nothing; ptolab says so (a note on stderr; the run goes on, as upstream's
-would).
+the defaults ("DEFAULT", and the negative ints -1 and -2), a hashOrder (an int from 0), a
+function key ``func<root>_<order>`` or an op label.  Upstream ignores a key that matches no
+function, so a mistyped one changes nothing and says nothing; ptolab says so (a note on
+stderr; the run goes on, as upstream's would).
 """
 from __future__ import annotations
 
@@ -17,14 +17,13 @@ SETTINGS = {"cube_l1_reuse_setting": CoreType.AIC, "cube_nbuffer_setting": CoreT
             "vec_nbuffer_setting": CoreType.AIV}
 
 
-def _global(key: str) -> bool:
+def _default(key: str) -> bool:
     if key == "DEFAULT":
         return True
     try:
-        int(key)
+        return int(key) < 0
     except ValueError:
         return False
-    return True
 
 
 def unmatched_merge_keys(kernel: Kernel, program: Program) -> list[str]:
@@ -34,13 +33,14 @@ def unmatched_merge_keys(kernel: Kernel, program: Program) -> list[str]:
     for setting, core in SETTINGS.items():
         leaves = [f for f in program.leaf_functions if f.core_type == core]
         labels = sorted({f.label for f in leaves if f.label})
-        funcs = {f.hash_order for f in leaves}
+        selectable = {f.hash_order for f in leaves} | {str(f.order) for f in leaves}
         for key in getattr(options, setting):
-            if _global(key) or key in funcs or key in labels:
+            if _default(key) or key in selectable or key in labels:
                 continue
             notes.append(
                 f"pass_options.{setting} key '{key}' names no {core.name} op label or "
                 f"function of kernel '{kernel.name}', so it merges nothing (upstream ignores "
                 f"it the same way); its {core.name} labels: {', '.join(labels) or 'none'}; "
+                f"hashOrders: {', '.join(sorted({str(f.order) for f in leaves}, key=int))}; "
                 f"function keys look like func<root>_<order> (the swimlane's hashOrder-hint).")
     return notes

@@ -6,6 +6,7 @@ import pytest
 from pipeline.merge_keys import unmatched_merge_keys
 from pipeline.runner import resolve_kernel
 from simcore.compiler import compile_kernel
+from simcore.compiler.program import CoreType
 from simcore.spec.hardware import load_hardware
 
 GLM = Path(__file__).resolve().parents[1] / "configs" / "kernels" / "glm_attention.yaml"
@@ -29,5 +30,11 @@ def test_a_mistyped_label_is_noted_and_a_real_one_is_not(hw):
     # a cube label in the vector setting merges nothing either
     (note,) = notes(hw, {"pass_options.vec_nbuffer_setting": {"MM2": 2}})
     assert "vec_nbuffer_setting" in note and "AIV" in note
-    # global keys select every function
+    # the defaults select every function; a hashOrder selects one, if there is one
     assert notes(hw, {"pass_options.vec_nbuffer_setting": {"-1": 2, "DEFAULT": 2}}) == []
+    kernel = resolve_kernel(GLM, {})
+    orders = {f.order for f in compile_kernel(kernel, hw).leaf_functions
+              if f.core_type == CoreType.AIV}
+    assert notes(hw, {"pass_options.vec_nbuffer_setting": {str(min(orders)): 2}}) == []
+    (note,) = notes(hw, {"pass_options.vec_nbuffer_setting": {str(max(orders) + 1): 2}})
+    assert f"'{max(orders) + 1}'" in note
