@@ -68,8 +68,10 @@ def test_suggestions_are_concrete_for_the_kernel(msa, glm):
     assert suggest.stitch_down(msa) == []                          # 1 cannot go lower
     wide = knobs.resolve(KERNELS / "multi_stitch_add.yaml", {STITCH: 128})
     assert suggest.stitch_down(wide) == [f"--set {STITCH}=64"]
-    # 32 loop bodies per dev task: 64 would still hold all 32, so half of 32
+    # 32 loop bodies in all: 64 would still hold all 32, so half of 32
     assert suggest.stitch_down(wide, 32) == [f"--set {STITCH}=16"]
+    # 130: the first dev task holds 128 (the last 2), so half of 128
+    assert suggest.stitch_down(wide, 130) == [f"--set {STITCH}=64"]
     assert suggest.stitch_down(wide, 1) == []
     # the softmax reduces axis -1 of tile v1: whole-axis tile, and halving spares that axis
     assert suggest.tile_whole_axis(glm, "softmax", 1, 512) == ["--set 'tiles.v1=[16,512]'"]

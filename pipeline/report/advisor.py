@@ -476,17 +476,16 @@ def _round_phases(st: Stage) -> pl.DataFrame | None:
     return aicpu.filter(pl.col("round") == aicpu["round"].min()) if aicpu.height else None
 
 
-def _units_per_dev_task(st: Stage) -> float | None:
-    """Loop bodies (what the stitch counts; root calls when the run does not say) per dev
-    task, or None when the stage's metrics do not give them."""
+def _loop_bodies(st: Stage) -> tuple[int | None, int | None]:
+    """The loop bodies (what the stitch counts; root calls when the run does not say) and
+    the dev tasks of a stage, None where its metrics do not give them."""
     m = st.metrics
-    units, dev = m.get("loop_bodies") or m.get("root_calls"), m.get("dev_tasks")
-    return units / dev if units and dev else None
+    return (m.get("loop_bodies") or m.get("root_calls") or None), (m.get("dev_tasks") or None)
 
 
 def first_task_build(st: Stage) -> list[dict]:
-    per_dev = _units_per_dev_task(st)
-    if per_dev is not None and per_dev <= 1:
+    bodies, dev_tasks = _loop_bodies(st)
+    if bodies is not None and dev_tasks is not None and bodies <= dev_tasks:
         return []       # each dev task holds one loop body: no stitch makes the first smaller
     ph = _round_phases(st)
     if ph is None:
@@ -513,7 +512,7 @@ def first_task_build(st: Stage) -> list[dict]:
                      "the cores sooner",
                      build, f"the first dev task's build, ≈ {fmt(build)} us of the "
                      f"{fmt(e2e)} us end-to-end time ({build / e2e:.0%})",
-                     suggest.stitch_down(st.knobs, per_dev))]
+                     suggest.stitch_down(st.knobs, bodies))]
 
 
 RULES = (dev_task_gaps, first_task_build, small_isomorphic, few_vector_cores,

@@ -6,7 +6,6 @@ validation before it is offered, so an unusable suggestion is dropped, never pri
 """
 from __future__ import annotations
 
-import math
 
 from typing import Any
 
@@ -48,15 +47,14 @@ def stitch_up(knobs: KernelKnobs | None, fill: float) -> list[str]:
         if cur < STITCH_MAX else []
 
 
-def stitch_down(knobs: KernelKnobs | None, per_dev_task: float | None = None) -> list[str]:
-    """Half of what the first dev task holds: the stitch, or fewer when the kernel has fewer
-    loop bodies per dev task (``per_dev_task``), since a lower stitch that still exceeds
-    them changes nothing."""
+def stitch_down(knobs: KernelKnobs | None, loop_bodies: int | None = None) -> list[str]:
+    """Half of what the first dev task holds: the stitch, or all ``loop_bodies`` when the
+    kernel has fewer, since a lower stitch that still exceeds them changes nothing."""
     if knobs is None:
         return []
     held = knobs.value(STITCH)
-    if per_dev_task is not None:
-        held = min(held, math.ceil(per_dev_task))
+    if loop_bodies is not None:
+        held = min(held, loop_bodies)
     return checked(knobs, [(STITCH, held // 2)]) if held > 1 else []
 
 
