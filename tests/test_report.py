@@ -508,8 +508,9 @@ def test_index_says_which_target_builds_an_unbuilt_study(tmp_path):
     configs = tmp_path / "configs"
     (configs / "studies").mkdir(parents=True)
     (configs / "workflow.yaml").write_text("studies: [demo]\n", encoding="utf-8")
+    (configs / "nightly.yaml").write_text("studies: [late]\n", encoding="utf-8")
     paths = []
-    for name in ("demo", "late"):
+    for name in ("demo", "late", "stray"):
         p = configs / "studies" / f"{name}.yaml"
         p.write_text(STUDY.replace("name: demo", f"name: {name}"), encoding="utf-8")
         paths.append(p)
@@ -518,9 +519,11 @@ def test_index_says_which_target_builds_an_unbuilt_study(tmp_path):
     render_index(results, paths, results / "index.html")
     html = (results / "index.html").read_text(encoding="utf-8")
     rows = {name: html.split(f'<tr data-study="{name}">')[1].split("</tr>")[0]
-            for name in ("demo", "late")}
+            for name in ("demo", "late", "stray")}
     assert "<code>snakemake</code>" in rows["demo"]
     assert "<code>snakemake nightly</code>" in rows["late"]
+    # a study neither file names: no target builds it until it is listed
+    assert "nightly" not in rows["stray"] and "configs/workflow.yaml" in rows["stray"]
 
 
 def test_index_keeps_the_given_order_and_marks_unbuilt_studies(study, tmp_path):

@@ -12,6 +12,7 @@ import jinja2
 from markupsafe import Markup
 
 from simcore.spec.errors import ConfigError
+from simcore.spec.loader import read_mapping
 from simcore.spec.study import find_config, load_study, load_workflow
 
 from ..emit.atomic import write_text
@@ -222,15 +223,24 @@ def _headline(study, results: Path) -> dict:
             "e2e_gain": shown["e2e_us"]["gain"], "kernel_gain": shown["kernel_us"]["gain"]}
 
 
-def _default_studies(study_paths: list[Path]) -> set[str] | None:
-    """The studies the workflow file beside the study configs lists, or None without one."""
+def _build_targets(study_paths: list[Path]) -> dict[str, str] | None:
+    """Per study, the snakemake target that builds it: the workflow file beside the study
+    configs names the default target's, configs/nightly.yaml the nightly target's.  None
+    when there is no workflow file to tell."""
     for p in study_paths:
-        workflow = Path(p).resolve().parent.parent / "workflow.yaml"
-        if workflow.is_file():
-            try:
-                return set(load_workflow(workflow).studies)
-            except ConfigError:
-                return None
+        configs = Path(p).resolve().parent.parent
+        if not (configs / "workflow.yaml").is_file():
+            continue
+        targets = {}
+        try:
+            if (configs / "nightly.yaml").is_file():
+                nightly = read_mapping(configs / "nightly.yaml").get("studies") or []
+                targets.update((str(n), "snakemake nightly") for n in nightly)
+            targets.update((n, "snakemake") for n in load_workflow(configs / "workflow.yaml")
+                           .studies)
+        except ConfigError:
+            return None
+        return targets
     return None
 
 
@@ -244,12 +254,10 @@ def render_index(results: Path, study_paths: list[Path], out: Path) -> None:
             seen.add(study.name)
             studies.append(study)
     entries = [_headline(s, Path(results)) for s in studies]
-    default = _default_studies(study_paths)
+    targets = _build_targets(study_paths)
     for e in entries:
-        # what builds a study not built yet: the default target builds the workflow file's
-        # studies, the nightly target the ones only configs/nightly.yaml names
-        e["build"] = "snakemake" if default is None or e["study"].name in default \
-            else "snakemake nightly"
+        # what builds a study not built yet (None: a study neither file names)
+        e["build"] = "snakemake" if targets is None else targets.get(e["study"].name)
     nightly = (Path(results) / "nightly" / "report.html").exists()
     html = environment().get_template("index.html.j2").render(entries=entries, nightly=nightly)
     write_text(Path(out), html)
