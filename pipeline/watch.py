@@ -423,8 +423,8 @@ class Watch:
                 if code != 0:
                     failed.add(job.study)
                     where = f" (log: {job.log})" if job.log else ""
-                    self.say(f"ptolab watch: {job.label} failed{where}; its report is not "
-                             f"updated:\n{tail}")
+                    self.say(f"ptolab watch: {job.label} failed{where}:\n{tail}")
+                    self.drop_report(plan, studies, job)
                     continue
                 self.built[job.key] = job.signature
                 ran.append(job.label)
@@ -435,6 +435,23 @@ class Watch:
                      f"{time.perf_counter() - start:.2f} s")
             self.record(plan, done)
         return ran
+
+    def drop_report(self, plan, studies: list[str], failed: Job) -> None:
+        """As the stage rule's failure branch does: the failed job's outputs are gone (a
+        stage drops its folder), so its study's report, which showed and linked them, goes
+        too and the index is rewritten without it.  Neither counts as built any more, so
+        the next round that fixes the edit rebuilds them, whatever the signatures say."""
+        self.built.pop(failed.key, None)
+        for job in jobs(plan, studies):
+            if job.name == "report" and job.study == failed.study:
+                self.built.pop(job.key, None)
+                report = self.outputs(job)[0]
+                if report.exists():
+                    report.unlink()
+                    self.say(f"ptolab watch: removed {report} (it showed the stage as it was "
+                             f"before)")
+            elif job.name == "index":
+                run_job(job)
 
     def record(self, plan, studies: list[str]) -> None:
         """Start ``snakemake --touch`` for ``studies`` in the background: it records their

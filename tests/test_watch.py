@@ -243,17 +243,28 @@ def test_an_edit_undone_is_recorded_for_snakemake(repo_copy, monkeypatch):
     assert w.rebuild() == [] and ran == ["touch"]     # nothing saved since: no second one
 
 
-def test_a_failed_stage_leaves_its_report_alone_and_is_retried(repo_copy, monkeypatch):
+def test_a_failed_stage_takes_its_report_along_and_is_retried(repo_copy, monkeypatch):
+    """As under snakemake: the failed stage drops its folder, so its study's report goes
+    and the index is rewritten; the next round rebuilds both, even when the edit was
+    simply undone (the files then match what was built before the failure)."""
     import pipeline.watch as watch
     w, ran = _synced_watch(repo_copy, monkeypatch, ["multi_stitch"])
-    monkeypatch.setattr(watch, "run_job", lambda job: (ran.append(job.label), (3, "boom"))[1])
-    _set_stage_knob(Path("configs/studies/multi_stitch.yaml"), 1,
-                    "runtime_options.stitch_function_max_num", 8)
+    report = Path("results/multi_stitch/report.html")
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("the report of the build before", encoding="utf-8")
+    monkeypatch.setattr(watch, "run_job", lambda job: (ran.append(job.label),
+                                                       (3 if job.name != "index" else 0,
+                                                        "boom"))[1])
+    study = Path("configs/studies/multi_stitch.yaml")
+    before = study.read_text(encoding="utf-8")
+    _set_stage_knob(study, 1, "runtime_options.stitch_function_max_num", 8)
     w.rebuild()
-    assert ran == ["multi_stitch/stitch_64"]     # no report, no record of a failed round
+    assert ran == ["multi_stitch/stitch_64", "index"]     # no report, no record
+    assert not report.exists()
     ran.clear()
     monkeypatch.setattr(watch, "run_job", lambda job: (ran.append(job.label), (0, ""))[1])
-    w.rebuild()                                   # the next round tries it again
+    study.write_text(before, encoding="utf-8")            # the edit undone
+    w.rebuild()
     assert ran == ["multi_stitch/stitch_64", "multi_stitch/report", "touch"]
 
 
