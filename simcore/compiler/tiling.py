@@ -711,9 +711,7 @@ class RootCallTiler:
     def _join(self, gi: int, node: Node) -> None:
         group = self.groups[gi]
         group.ub += self._added_ub(node, gi) if node.kind == "vector" else 0
-        for v in node.inputs:
-            if isinstance(v, GmValue) and v not in group.resident:
-                group.resident.add(v)
+        group.resident.update(v for v in node.inputs if isinstance(v, GmValue))
         group.nodes.append(node.index)
         self.group_of[node.index] = gi
 

@@ -57,8 +57,8 @@ def apply(kernel_data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
         if group == "tensors":
             _set_tensor_field(data, key, rest, value)
             continue
-        if not rest and group in OPTION_GROUPS + TOP_GROUPS:
-            example = next(iter(value), "<name>") if isinstance(value, dict) else "<name>"
+        if not rest and group in OPTION_GROUPS + TOP_GROUPS and isinstance(value, dict):
+            example = next(iter(value), "<name>")
             raise ConfigError(
                 f"override key '{key}' names a whole group; set its entries one by one with "
                 f"dotted keys, e.g. '{key}.{example}: ...' (an override replaces one value, "
