@@ -201,42 +201,50 @@ def test_counter_walk_on_columns_matches_the_event_loop(data):
                      if p).decode() == want
 
 
-def _bubble_log_by_full_sort(program, timeline, freq):
-    """bubble_log as it was: every task of a core sorted by its wait."""
+def _bubble_log_as_upstream(program, timeline, freq):
+    """bubble_analysis.log as upstream's analysis_wait_cycles computes it, task by task in
+    plain Python from the L1 file's stamps (tools/profiling/draw_swim_lane.py)."""
+    from pipeline.emit.tasks import dev_task_successors
     from pipeline.formats import swimlane as fmt
     from pipeline.formats.cores import kind_of_block
-    from pipeline.formats.task_id import formal_name, task_key
+    from pipeline.formats.task_id import task_key
     v, tl = sw.TaskView.of(program), timeline
-    ts = sw.to_cycles(tl.task_start, freq) / freq
-    te = sw.to_cycles(tl.task_end, freq) / freq
-    min_start = float(ts.min()) if ts.size else 0.0
-    pred_ready = np.full(v.size, min_start)
-    np.maximum.at(pred_ready, v.edge_dst, te[v.edge_src])
-    blocks, top_all = [], []
-    seq, task_id = v.seq.tolist(), v.task_id.tolist()
-    for block in np.unique(tl.task_core):
-        idx = np.flatnonzero(tl.task_core == block)
-        idx = idx[np.argsort(ts[idx], kind="stable")]
-        prev_end = np.concatenate([[min_start], te[idx][:-1]])
-        gaps = ts[idx] - prev_end
-        wait_sched = np.maximum(ts[idx] - np.maximum(prev_end, pred_ready[idx]), 0.0)
-        keys = [task_key(seq[t], task_id[t]) for t in idx.tolist()]
-        names = [formal_name(seq[t], task_id[t]) for t in idx.tolist()]
-        top = sorted(zip(wait_sched, keys, names), key=lambda r: -r[0])
-        top_all += top[:10]
+    start = [c / freq for c in sw.to_cycles(tl.task_start, freq).tolist()]
+    end = [c / freq for c in sw.to_cycles(tl.task_end, freq).tolist()]
+    preds = {t: [] for t in range(v.size)}
+    for a, b in zip(*[x.tolist() for x in dev_task_successors(v)[:2]]):
+        preds[b].append(a)
+    first = min(start) if start else 0.0
+    name = [fmt.task_name(int(v.seq[t]), int(v.task_id[t]), int(v.root[t]), int(v.op[t]),
+                          v.labels[v.leaf[t]]) for t in range(v.size)]
+    key = [task_key(int(v.seq[t]), int(v.task_id[t])) for t in range(v.size)]
+    blocks = [fmt.bubble_core_block(fmt.FAKE_CORE, -1, 0, first - first, 0, 0, [])]
+    every = []
+    for block in sorted(set(tl.task_core.tolist())):
+        tasks = sorted((t for t in range(v.size) if tl.task_core[t] == block),
+                       key=lambda t: (start[t], t))
+        last, total, sched, waits = first, 0, 0, []
+        for t in tasks:
+            ready = max([first] + [end[p] for p in preds[t]])
+            wait = start[t] - max(last, ready)
+            sched += wait
+            total += start[t] - last
+            last = end[t]
+            waits.append((wait, t))
+        every += waits
+        top = sorted(waits, key=lambda w: w[0], reverse=True)[:3]
         blocks.append(fmt.bubble_core_block(
-            kind_of_block(int(block), tl.aic_cores), int(block), idx.size,
-            te[idx][-1] - min_start, gaps.sum(), wait_sched.sum(),
-            [fmt.bubble_task_line(k, n, w) for w, k, n in top[:3]]))
-    top10 = [fmt.bubble_task_line(k, n, w)
-             for w, k, n in sorted(top_all, key=lambda r: -r[0])[:10]]
+            kind_of_block(block, tl.aic_cores), block, len(tasks), last - first, total, sched,
+            [fmt.bubble_task_line(key[t], name[t], w) for w, t in top]))
+    top10 = [fmt.bubble_task_line(key[t], name[t], w, fmt.TOP_WAIT_GAP)
+             for w, t in sorted(every, key=lambda w: w[0], reverse=True)[:10]]
     return fmt.bubble_log(top10, blocks)
 
 
-def test_bubble_log_keeps_the_full_sorts_text(run):
+def test_bubble_log_is_upstreams_analysis_of_the_l1_file(run):
     _, hw, program, tl = run
     freq = hw.aicpu.profile_freq_mhz
-    assert sw.bubble_log(program, tl, freq) == _bubble_log_by_full_sort(program, tl, freq)
+    assert sw.bubble_log(program, tl, freq) == _bubble_log_as_upstream(program, tl, freq)
 
 
 def _dyn_topo_all_lines(program):

@@ -20,7 +20,7 @@ from ..formats.task_id import formal_name, func_id, op_idx, task_key
 from . import jsontext as jt
 from . import rowtext as rt
 from .atomic import open_bytes, write_text
-from .tasks import TaskView, core_order, core_runs
+from .tasks import TaskView, core_order, core_runs, dev_task_successors
 from .topo import call_ops
 
 BASE_CYCLES = 1_000_000   # device counters are absolute; start the run at a fixed, nonzero tick
@@ -311,7 +311,7 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float, shift: in
     v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq, shift)
     ts, te = st.ts, st.te
     opmagic, _ = call_ops(v)
-    events: list[dict] = [fmt.process_meta()]
+    events: list[dict] = [fmt.process_meta(), fmt.thread_meta(fmt.FAKE_CORE, -1)]
     events += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
                for b in np.unique(tl.task_core)]
     order = np.lexsort((tl.task_start, tl.task_core))
@@ -320,7 +320,7 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float, shift: in
     tid_of = fmt.thread_id(tl.task_core)
     cols = zip(order.tolist(), *(c[order].tolist() for c in (v.seq, v.task_id, v.leaf, v.root,
                                                              v.op, opmagic, tid_of, ts, te)))
-    for t, seq, tid, leaf, root, op, magic, lane, start, end in cols:
+    for k, (t, seq, tid, leaf, root, op, magic, lane, start, end) in enumerate(cols):
         args = {"event-hint": fmt.event_hint(seq, tid, v.root_hash[root], magic,
                                              v.leaf_hash[leaf], order_hints[leaf]),
                 "ioperand-hint": "[]", "ooperand-hint": "[]",
@@ -329,12 +329,13 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float, shift: in
         if order_hints[leaf]:
             args["hashOrder-hint"] = order_hints[leaf]
         events.append({
-            "args": args, "cat": "event", "id": t,
+            "args": args, "cat": "event", "id": k,
             "name": fmt.task_name(seq, tid, root, op, v.labels[leaf]),
             "ph": "X", "pid": fmt.MACHINE_PID, "tid": lane,
             "ts": round(start, 4), "dur": round(end - start, 4)})
     lanes, ts_l, te_l = tid_of.tolist(), ts.tolist(), te.tolist()
-    for k, (a, b) in enumerate(zip(v.edge_src.tolist(), v.edge_dst.tolist())):
+    src, dst = flow_edges(v, order)
+    for k, (a, b) in enumerate(zip(src.tolist(), dst.tolist()), start=order.size):
         events += fmt.flow_events(k, lanes[a], te_l[a], lanes[b], ts_l[b])
     events += ready_counters(v, order, st.start_c, st.end_c, freq)
     return {"traceEvents": events}
@@ -360,13 +361,18 @@ def aicore_summary(timeline: Timeline, freq: float | None = None,
 
 
 def bubble_log(program: Program, timeline: Timeline, freq: float, shift: int = 0) -> str:
-    """Per core: work span, total wait, wait for the scheduler vs for predecessors."""
+    """Per core: work span, total wait, wait for the scheduler vs for predecessors, the
+    floats computed in upstream's order (analysis_wait_cycles): times are ticks / freq,
+    sums run task by task, predecessors are dyn_topo's."""
     v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq, shift)
     ts, te = st.ts, st.te
     min_start = float(ts.min()) if ts.size else 0.0
     pred_ready = np.full(v.size, min_start)
-    np.maximum.at(pred_ready, v.edge_dst, te[v.edge_src])
-    blocks, top_all = [], []
+    src, dst, _ = dev_task_successors(v)
+    np.maximum.at(pred_ready, dst, te[src])
+    # the merger's core 0 for tasks the L1 file lacks: here none
+    blocks = [fmt.bubble_core_block(fmt.FAKE_CORE, -1, 0, min_start - min_start, 0, 0, [])]
+    top_all = []
     seq, task_id = v.seq, v.task_id
     # per core its tasks by start (ties by index, as a stable sort of each core's tasks)
     by_core = core_order(tl.task_core, ts)
@@ -374,21 +380,26 @@ def bubble_log(program: Program, timeline: Timeline, freq: float, shift: int = 0
         idx = by_core[lo:hi]
         block = tl.task_core[idx[0]]
         prev_end = np.concatenate([[min_start], te[idx][:-1]])
-        gaps = ts[idx] - prev_end
-        wait_sched = np.maximum(ts[idx] - np.maximum(prev_end, pred_ready[idx]), 0.0)
+        wait_sched = ts[idx] - np.maximum(prev_end, pred_ready[idx])
         # the ten longest waits, ties in time order (a stable sort, as sorted() was)
         first = np.argsort(-wait_sched, kind="stable")[:10]
-        top = [(wait_sched[k], task_key(int(seq[t]), int(task_id[t])),
-                formal_name(int(seq[t]), int(task_id[t])))
+        top = [(float(wait_sched[k]), task_key(int(seq[t]), int(task_id[t])),
+                fmt.task_name(int(seq[t]), int(task_id[t]), int(v.root[t]), int(v.op[t]),
+                              v.labels[v.leaf[t]]))
                for k, t in zip(first.tolist(), idx[first].tolist())]
         top_all += top
         blocks.append(fmt.bubble_core_block(
             kind_of_block(int(block), tl.aic_cores), int(block), idx.size,
-            te[idx][-1] - min_start, gaps.sum(), wait_sched.sum(),
-            [fmt.bubble_task_line(k, n, w) for w, k, n in top[:3]]))
-    top10 = [fmt.bubble_task_line(k, n, w)
+            float(te[idx][-1]) - min_start, _running_sum(ts[idx] - prev_end),
+            _running_sum(wait_sched), [fmt.bubble_task_line(k, n, w) for w, k, n in top[:3]]))
+    top10 = [fmt.bubble_task_line(k, n, w, fmt.TOP_WAIT_GAP)
              for w, k, n in sorted(top_all, key=lambda r: -r[0])[:10]]
     return fmt.bubble_log(top10, blocks)
+
+
+def _running_sum(values: np.ndarray) -> float:
+    """The sum a Python loop adding one value at a time gives (numpy's sum pairs them)."""
+    return float(np.cumsum(values)[-1]) if values.size else 0
 
 
 def write_swimlane_files(program: Program, timeline: Timeline, freq: float, out: Path,
@@ -504,7 +515,7 @@ def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, order: 
             hi - lo, seq=rt.decimal(v.seq[o]), fid=rt.decimal(func_id(tid)),
             opi=rt.decimal(op_idx(tid)), root_hash=rt.pick(root_hash, root),
             magic=rt.decimal(opmagic[o]), leaf_hash=rt.pick(leaf_hash, leaf),
-            tid=rt.decimal(tid), id=rt.decimal(o), root=rt.decimal(root),
+            tid=rt.decimal(tid), id=rt.decimal(np.arange(lo, hi)), root=rt.decimal(root),
             op=rt.decimal(v.op[o]), pid=pid, lane=rt.decimal(lanes[o]), ts=start, dur=dur,
             **{name: rt.pick(table, leaf) for name, table in per_leaf.items()})[2:]
 
@@ -528,17 +539,31 @@ def _flow_stamps(st: Stamps):
                          rt.texts([real(round(t, 4)) for t in ts[b].tolist()]))
 
 
-def _flow_texts(v: TaskView, tl: Timeline, st: Stamps) -> Iterator[memoryview]:
-    """Two flow events per dependency edge, as compact JSON, a slice at a time."""
-    if v.edge_src.size == 0:
+def flow_edges(v: TaskView, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The dependencies the merger draws, in its order: task by task in the L1 file's
+    order (``order``), each task's successors as dyn_topo.txt lists them."""
+    src, dst, _ = dev_task_successors(v)
+    pos = np.empty(v.size, np.int64)
+    pos[order] = np.arange(order.size)
+    by_task = np.argsort(pos[src], kind="stable")
+    return src[by_task], dst[by_task]
+
+
+def _flow_texts(v: TaskView, tl: Timeline, st: Stamps,
+                order: np.ndarray) -> Iterator[memoryview]:
+    """Two flow events per dependency edge, as compact JSON, a slice at a time; their ids
+    go on from the task events' (one counter, as the merger's)."""
+    src, dst = flow_edges(v, order)
+    if src.size == 0:
         return
     cat, pid = rt.texts([jt.string(fmt.DEP_CATEGORY)]), rt.texts([str(fmt.MACHINE_PID)])
     lanes = fmt.thread_id(tl.task_core)
     stamps = _flow_stamps(st)
-    for lo, hi in jt.chunks(v.edge_src.size):
-        a, b = v.edge_src[lo:hi], v.edge_dst[lo:hi]
+    for lo, hi in jt.chunks(src.size):
+        a, b = src[lo:hi], dst[lo:hi]
         src_ts, dst_ts = stamps(a, b)
-        yield _FLOW.render(hi - lo, cat=cat, pid=pid, id=rt.decimal(np.arange(lo, hi)),
+        yield _FLOW.render(hi - lo, cat=cat, pid=pid,
+                           id=rt.decimal(np.arange(lo, hi) + order.size),
                            src_lane=rt.decimal(lanes[a]), src_ts=src_ts,
                            dst_lane=rt.decimal(lanes[b]), dst_ts=dst_ts)[2:]
 
@@ -548,13 +573,13 @@ def merged_swimlane_texts(program: Program, timeline: Timeline, freq: float,
     """``merged_swimlane``'s events as compact JSON pieces, UTF-8 (each a run of events
     joined by ", "), in the same order, never all held at once."""
     v, tl, st = TaskView.of(program), timeline, Stamps.of(timeline, freq, shift)
-    head = [fmt.process_meta()]
+    head = [fmt.process_meta(), fmt.thread_meta(fmt.FAKE_CORE, -1)]
     head += [fmt.thread_meta(kind_of_block(int(b), tl.aic_cores), int(b))
              for b in np.unique(tl.task_core)]
     yield jt.compact_items(head).encode()
     order = core_order(tl.task_core, tl.task_start)
     yield from _task_event_texts(v, program, tl, order, st)
-    yield from _flow_texts(v, tl, st)
+    yield from _flow_texts(v, tl, st, order)
     yield from _counter_texts(v, order, st.start_c, st.end_c, freq)
 
 

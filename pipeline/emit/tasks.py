@@ -57,6 +57,18 @@ class TaskView:
                    labels=[f.label for f in p.leaf_functions])
 
 
+def dev_task_successors(v: TaskView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The edges dyn_topo.txt lists (a dev task's successors only: dev tasks are
+    synchronisation points), in its order: by task, those in the same root call first, each
+    group in edge order.  (src, dst, whether each stays in its root call)."""
+    src, dst = v.edge_src, v.edge_dst
+    keep = v.seq[src] == v.seq[dst]
+    src, dst = src[keep], dst[keep]
+    same_call = v.call[src] == v.call[dst]
+    order = np.lexsort((np.arange(src.size), ~same_call, src))
+    return src[order], dst[order], same_call[order]
+
+
 def core_order(core: np.ndarray, key: np.ndarray) -> np.ndarray:
     """Tasks by core, then by ``key``, ties in index order: ``np.lexsort((key, core))``.
 

@@ -14,7 +14,7 @@ from ..formats import topo as fmt
 from .atomic import open_bytes, write_json
 from . import rowtext as rt
 from .jsontext import chunks
-from .tasks import TaskView
+from .tasks import TaskView, dev_task_successors
 
 
 def call_ops(view: TaskView) -> tuple[np.ndarray, list[list[tuple[int, int]]]]:
@@ -50,14 +50,8 @@ def _dyn_topo_pieces(program: Program) -> Iterator[bytes | memoryview]:
     """``dyn_topo.txt`` a slice of task lines at a time."""
     v = TaskView.of(program)
     opmagic, _ = call_ops(v)
-    # a dev task's successors only (dev tasks are synchronisation points); per task, those
-    # in the same root call first, each group in edge order
-    src, dst = v.edge_src, v.edge_dst
-    keep = v.seq[src] == v.seq[dst]
-    src, dst = src[keep], dst[keep]
-    same_call = v.call[src] == v.call[dst]
-    order = np.lexsort((np.arange(src.size), ~same_call, src))
-    succ_ids = v.task_id[dst[order]]
+    src, dst, same_call = dev_task_successors(v)
+    succ_ids = v.task_id[dst]
     ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=v.size))])
     static = np.bincount(src[same_call], minlength=v.size)
     root_hash, leaf_hash = v.hash_texts()

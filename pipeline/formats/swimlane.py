@@ -61,6 +61,11 @@ def process_meta() -> dict:
             "ph": "M", "pid": MACHINE_PID}
 
 
+# upstream's merger always opens a core 0 for tasks the topology lists and the L1 file lacks
+# (draw_swim_lane.py parse_swim_data): block -1 in our numbering, so tid 1000
+FAKE_CORE = "Fake Core"
+
+
 def thread_meta(kind: str, block: int) -> dict:
     return {"args": {"name": lane_name(kind, block)}, "cat": "__metadata",
             "name": "thread_name", "ph": "M", "pid": MACHINE_PID, "tid": int(thread_id(block))}
@@ -103,23 +108,31 @@ def summary_text(e2e_us: float, utilization: float) -> str:
             f"AICore Utilization:     {utilization * 100:.2f}%\n{'-' * len(SUMMARY_TITLE)}\n")
 
 
-def bubble_task_line(key: int, name: str, wait: float) -> str:
-    return f"    Task:{key}, label:{name}, wait: {wait:12.4f}"
+# analysis_wait_cycles writes each waiting task as a backslash-continued f-string; the
+# continuation line's indent (20 spaces in a core's block, 16 in the top ten) stays in the
+# text, between "wait: " and the value
+CORE_WAIT_GAP, TOP_WAIT_GAP = 20, 16
+
+
+def bubble_task_line(key: int, name: str, wait: float, gap: int = CORE_WAIT_GAP) -> str:
+    return f"    Task:{key}, label:{name}, wait: {' ' * gap}{wait!r}"
 
 
 def bubble_core_block(kind: str, block: int, tasks: int, work: float, total_wait: float,
                       wait_schedule: float, top: list[str]) -> str:
-    # non-negative: the tuner's pattern reads unsigned numbers only
-    wait_pred = max(total_wait - wait_schedule, 0.0)
+    """A core's block, numbers as analysis_wait_cycles prints them (Python's float text;
+    its running sums start from the int 0, so a core without tasks prints 0)."""
     lines = [f"[{lane_name(kind, block)}] Execute task num:{tasks}",
-             f"    Core Total Work Time: {work:.4f}",
-             f"    Total Wait Time: {total_wait:.4f}",
-             f"    Wait Schedule Time: {wait_schedule:.4f}",
-             f"    Wait Predecessor Time: {wait_pred:.4f}",
-             "    Top 3 tasks in waiting schedule time"]
+             f"    Core Total Work Time: {work!r}",
+             f"    Total Wait Time: {total_wait!r}",
+             f"    Wait Schedule Time: {wait_schedule!r}",
+             f"    Wait Predecessor Time: {total_wait - wait_schedule!r}"]
+    if tasks:
+        lines.append("    Top 3 tasks in waiting schedule time")
     return "\n".join(lines + top)
 
 
 def bubble_log(top10: list[str], core_blocks: list[str]) -> str:
-    return "\n".join(["Top 10 tasks in waiting schedule", *top10]) + "\n\n" + \
+    # the top ten end with a line holding "\n" itself: two empty lines before the cores
+    return "\n".join(["Top 10 tasks in waiting schedule", *top10]) + "\n\n\n" + \
         "\n".join(core_blocks) + "\n"
