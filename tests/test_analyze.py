@@ -95,8 +95,9 @@ def test_command_prints_input_then_tables():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == f"Analyzing input: {PERF_FIXTURE}"
-    assert "round1" in lines[1] and set(lines[1].replace(" round1 ", "")) == {"="}
-    assert len(lines[1]) == len(lines[2])
+    assert lines[1] == ""                      # upstream's title follows an empty line
+    assert "round1" in lines[2] and set(lines[2].replace(" round1 ", "")) == {"="}
+    assert len(lines[2]) == len(lines[3])
 
 
 def test_command_errors_keep_upstream_wording(tmp_path):

@@ -26,5 +26,6 @@ def run(args) -> int:
         return 2
     lanes = load_lanes(args.input)
     print(f"Analyzing input: {args.input}")
+    print()     # upstream prints each round's title after an empty line
     sys.stdout.write(render(analyze(lanes)))
     return 0
