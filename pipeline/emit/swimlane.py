@@ -542,10 +542,12 @@ def _flow_stamps(st: Stamps):
 def flow_edges(v: TaskView, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The dependencies the merger draws, in its order: task by task in the L1 file's
     order (``order``), each task's successors as dyn_topo.txt lists them."""
-    src, dst, _ = dev_task_successors(v)
+    keep = v.seq[v.edge_src] == v.seq[v.edge_dst]
+    src, dst = v.edge_src[keep], v.edge_dst[keep]
     pos = np.empty(v.size, np.int64)
     pos[order] = np.arange(order.size)
-    by_task = np.argsort(pos[src], kind="stable")
+    # dev_task_successors' order within a task, the tasks in L1 order: one sort
+    by_task = np.lexsort((np.arange(src.size), v.call[src] != v.call[dst], pos[src]))
     return src[by_task], dst[by_task]
 
 
