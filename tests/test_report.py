@@ -243,6 +243,17 @@ def test_dev_task_gaps_fire_on_idle_hand_overs(tmp_path):
                                                                    tasks=tasks_df(tight))))
 
 
+def test_a_finding_on_top_that_explains_no_time_is_left_out(tmp_path):
+    """Twelve short isomorphic tasks back to back on four cores: the small-subgraph rule
+    fires but the idle time it blames is none, so a timed stage lists nothing."""
+    rows = [("AIV", 25 + c, 1.5 * j, 1.5, 0, 3 * c + j, "add") for c in range(4)
+            for j in range(3)]
+    topo = topo_df([(0, i, 7, 0, []) for i in range(12)])
+    st = advisor.Stage(write_stage(tmp_path / "tight", tasks=tasks_df(rows), topo=topo))
+    assert [f["explains_us"] for f in advisor.small_isomorphic(st)] == [0.0]
+    assert advisor.advise(tmp_path / "tight") == []
+
+
 def test_small_isomorphic_groups_pick_vec_or_cube(tmp_path):
     rows = [("AIV", 25 + i % 4, float(i), 1.5, 0, i, "add") for i in range(12)]
     rows += [("AIC", 1 + i % 4, float(i), 3.0, 0, 100 + i, "mm") for i in range(9)]
