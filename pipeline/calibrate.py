@@ -695,6 +695,20 @@ def _held_out_section(v: Validation) -> list[str]:
     return lines
 
 
+def fidelity_summary(v: Validation) -> dict:
+    """What a report says of the model's fidelity (docs/fidelity.json): every documented
+    figure as the shipped model predicts it, in the fit or held out of it, and the rms log
+    errors the markdown gives."""
+    def figures(rows: list[dict]) -> list[dict]:
+        return [{"case": r["case"], "metric": m, "documented": r[f"documented_{m}"],
+                 "predicted": round(float(r[m]), 4)} for r in rows for m in r["metrics"]]
+    return {"hardware": v.cal.hardware, "procedure": v.cal_path, "quick": v.quick,
+            "in_fit": figures(v.shipped_rows), "held_out": figures(v.held_shipped),
+            "rms_log": {"in_fit": round(_rms_log(v.shipped_rows), 4),
+                        "held_out": round(_rms_log(v.held_shipped), 4),
+                        "leave_one_out": round(_rms_log([e["row"] for e in v.loo]), 4)}}
+
+
 def render_fidelity(v: Validation) -> str:
     cal = v.cal
     quick = " --quick" if v.quick else ""

@@ -112,9 +112,11 @@ def report_templates() -> list[Path]:
 
 
 def report_asset_files() -> list[Path]:
-    """What every report is rendered with besides its stages: the templates and the
-    report code."""
-    return report_templates() + sorted((_ROOT / "pipeline" / "report").glob("*.py"))
+    """What every report is rendered with besides its stages: the templates, the report
+    code and the model's validation figures the reports quote (docs/fidelity.json)."""
+    fidelity = _ROOT / "docs" / "fidelity.json"      # what the reports say of the model
+    return report_templates() + sorted((_ROOT / "pipeline" / "report").glob("*.py")) + \
+        ([fidelity] if fidelity.exists() else [])
 
 
 def report_assets_hash() -> str:

@@ -537,6 +537,38 @@ def test_index_says_which_target_builds_an_unbuilt_study(tmp_path):
     assert "nightly" not in rows["stray"] and "configs/workflow.yaml" in rows["stray"]
 
 
+def test_the_report_says_how_far_the_models_times_go(study, tmp_path, monkeypatch):
+    """The model's validation figures for the study's chip (docs/fidelity.json) head the
+    report: fitted and held-out documented figures with their ratios; a quick validation or
+    another chip's says nothing."""
+    from pipeline.report import fidelity
+    path, results = study
+    figures = {"hardware": "dav_2201", "procedure": "cal.yaml", "quick": False,
+               "in_fit": [{"case": "a/x", "metric": "kernel_us", "documented": 100.0,
+                           "predicted": 104.0},
+                          {"case": "a/y", "metric": "e2e_us", "documented": 50.0,
+                           "predicted": 45.0}],
+               "held_out": [{"case": "b/z", "metric": "kernel_us", "documented": 40.0,
+                             "predicted": 10.0}],
+               "rms_log": {"in_fit": 0.07, "held_out": 1.39, "leave_one_out": 0.1}}
+    file = tmp_path / "fidelity.json"
+    monkeypatch.setattr(fidelity, "FIDELITY_FILE", file)
+    out = results / "demo" / "report.html"
+
+    def section(data) -> str:
+        file.write_text(json.dumps(data), encoding="utf-8")
+        render_study(path, results / "demo", out)
+        html = out.read_text(encoding="utf-8")
+        return html.split('id="model-fidelity"')[1].split("</details>")[0] \
+            if 'id="model-fidelity"' in html else ""
+    text = section(figures)
+    assert "2 fitted figures within -10.0 % at worst" in text      # a/y, the larger error
+    assert "1 figure it never saw at 0.25–0.25× the chip's" in text
+    assert "b/z" in text and "0.25×" in text and "no (held out)" in text
+    assert section({**figures, "quick": True}) == ""
+    assert section({**figures, "hardware": "dav_3510"}) == ""
+
+
 def test_index_keeps_the_given_order_and_marks_unbuilt_studies(study, tmp_path):
     path, results = study
     render_study(path, results / "demo", results / "demo" / "report.html")

@@ -1,4 +1,5 @@
 """ptolab validate: documented vs simulated, leave-one-case-out, physics checks."""
+import json
 import re
 
 import pytest
@@ -142,6 +143,13 @@ def test_validate_reports_held_out_predictions_and_their_order(tmp_path):
     # a held-out study is used by the procedure, so it is not listed as unused
     assert "does not use" not in text
     assert proc.returncode in (0, 1), proc.stderr
+    # the same figures, for the study reports, in the .json beside the markdown
+    summary = json.loads((tmp_path / "f.json").read_text())
+    assert {f["case"] for f in summary["held_out"]} == {"tiny_a/small", "tiny_a/big"}
+    assert summary["in_fit"] and all(f["case"].startswith("tiny_b/") for f in summary["in_fit"])
+    assert all(f["predicted"] > 0 and f["documented"] > 0
+               for f in summary["held_out"] + summary["in_fit"])
+    assert summary["quick"] and summary["rms_log"]["held_out"] >= 0
 
 
 def test_a_study_both_fitted_and_held_out_is_refused(tmp_path):

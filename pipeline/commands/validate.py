@@ -13,18 +13,22 @@ def add_arguments(p) -> None:
     p.add_argument("--configs", type=Path, default=Path("configs"),
                    help="folder holding studies/, kernels/, hardware/ (default configs)")
     p.add_argument("--out", type=Path, default=Path("docs/fidelity.md"),
-                   help="report to write (default docs/fidelity.md)")
+                   help="report to write (default docs/fidelity.md; its figures also go to "
+                        "the .json beside it, which study reports quote)")
     p.add_argument("--quick", action="store_true",
                    help="a few evaluations per fit (a smoke run, not a fidelity statement)")
 
 
 def run(args) -> int:
-    from ..calibrate import load_calibration, render_fidelity, run_validation
-    from ..emit.atomic import write_text
+    from ..calibrate import fidelity_summary, load_calibration, render_fidelity, run_validation
+    from ..emit.atomic import write_json, write_text
     cal = load_calibration(args.config)
     result = run_validation(cal, args.config.as_posix(), args.configs, quick=args.quick)
     write_text(args.out, render_fidelity(result))
-    print(f"Wrote {args.out}")
+    # beside it, the figures the study reports quote (pipeline/report/fidelity.py)
+    summary = args.out.with_suffix(".json")
+    write_json(summary, fidelity_summary(result))
+    print(f"Wrote {args.out} and {summary}")
     for line in result.failures:
         print(f"ptolab validate: {line}", file=sys.stderr)
     return 1 if result.failures else 0

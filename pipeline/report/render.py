@@ -16,7 +16,7 @@ from simcore.spec.loader import read_mapping
 from simcore.spec.study import find_config, load_study, load_workflow
 
 from ..emit.atomic import write_text
-from . import charts, stages
+from . import charts, fidelity, stages
 from .embed import script_json
 
 # graph, knobs, lanes and the advisor (polars, the kernel models) are imported where a study
@@ -190,6 +190,7 @@ def render_study(study_path: Path, stages_dir: Path, out: Path,
     sweep_charts = [(s, charts.sweep_chart(s)) for s in stages.sweeps(rows)]
     html = environment().get_template("study.html.j2").render(
         study=study, rows=rows, stage_bars=bars, sweeps=sweep_charts, source=source,
+        model=fidelity.for_hardware(study.hardware),
         raced=any(stages.race_range(r["metrics"], "kernel_us") for r in rows),
         phase_columns=stages.PHASE_COLUMNS, viewer_js=viewer_js())
     write_text(Path(out), html)
