@@ -8,9 +8,10 @@
 - ``merged_swimlane.json`` (tools/profiling/draw_swim_lane.py
   ``convert_to_chrome_trace_json``): Chrome trace, process "Machine View"
   (pid 1), a thread per core at tid ``core_idx * 2 + 1000`` named ``AIC_n`` /
-  ``AIV_n``, an ``X`` event per task named
-  ``seqNo-funcId-opIdx-rootIndex-psgId(label)``, dependency flows and
-  ReadyCount counters on tid 1.
+  ``AIV_n`` after the merger's core 0 (``Fake Core_0``, tid 1000), an ``X`` event per
+  task in the L1 file's order named
+  ``seqNo-funcId-opIdx-rootIndex-psgId(label)``, dependency flows (their ids going on
+  from the tasks') and ReadyCount counters on tid 1.
 - ``bubble_analysis.log`` (``analysis_wait_cycles``): per core its task count,
   work span and waits; tools/scripts/tuner/tuner.py matches ``CORE_BLOCK``.
 - the ``AICORE Prof Summary`` block (``print_aicore_summary``).
