@@ -275,6 +275,34 @@ def _log_entries(data_dir: Path, rules: dict) -> dict[int, list[dict]]:
     return per_core
 
 
+def test_operand_hints_are_what_the_merger_reads_from_program_json(glm):
+    """Each task's ioperand-hint / ooperand-hint is what upstream's merger builds from
+    program.json (draw_swim_lane.py load_dyn_topo: the CALL op of the task's root function
+    with the task's opmagic, its operand magics resolved through the root function's
+    tensors and rawtensors), and the hints name real boxes: bf16 query and key blocks in."""
+    out, _ = glm
+    functions = load(out, "program.json")["functions"]
+    events = [e for e in load(out, "merged_swimlane.json")["traceEvents"]
+              if e.get("ph") == "X" and e.get("pid") == 1]
+    assert events
+    for e in events:
+        root = functions[int(e["name"].split("(")[0].split("-")[3])]
+        magic = int(e["args"]["event-hint"].split("callOpMagic:")[1].split(",")[0])
+        (call,) = [op for op in root["operations"] if op["opmagic"] == magic]
+        tensors = {t["magic"]: t for t in root["tensors"]}
+        raws = {r["rawmagic"]: r for r in root["rawtensors"]}
+        for key, hint in (("ioperands", "ioperand-hint"), ("ooperands", "ooperand-hint")):
+            want = []
+            for m in dict.fromkeys(call[key]):
+                t = tensors[m]
+                want.append({m: {"shape": t["shape"], "dtype": raws[t["rawtensor"]]["datatype"],
+                                 "rawmagic": t["rawtensor"]}})
+            assert e["args"][hint] == str(want)
+    mm1 = next(e for e in events if e["name"].endswith("(MM1)"))
+    assert "'dtype': 8" in mm1["args"]["ioperand-hint"]          # DT_BF16
+    assert mm1["args"]["ooperand-hint"] != "[]"
+
+
 @pytest.fixture(scope="module")
 def two_launches(tmp_path_factory):
     """multi_stitch_add launched twice with every profiling switch on."""

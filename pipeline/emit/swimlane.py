@@ -14,6 +14,7 @@ import numpy as np
 from simcore.compiler import Program
 from simcore.machine import Timeline
 
+from ..formats import program as pj
 from ..formats import swimlane as fmt
 from ..formats.cores import kind_of_block
 from ..formats.task_id import formal_name, func_id, op_idx, task_key
@@ -21,7 +22,7 @@ from . import jsontext as jt
 from . import rowtext as rt
 from .atomic import open_bytes, write_text
 from .tasks import TaskView, core_order, core_runs, dev_task_successors
-from .topo import call_ops
+from .topo import call_ops, root_operands
 
 BASE_CYCLES = 1_000_000   # device counters are absolute; start the run at a fixed, nonzero tick
 
@@ -318,12 +319,14 @@ def merged_swimlane(program: Program, timeline: Timeline, freq: float, shift: in
     hints = _execution_hints(v, order, ts, te)
     order_hints = ["\n".join(f.merge_info) for f in program.leaf_functions]
     tid_of = fmt.thread_id(tl.task_core)
+    ins, outs, hint = operand_hints(program, v)
     cols = zip(order.tolist(), *(c[order].tolist() for c in (v.seq, v.task_id, v.leaf, v.root,
-                                                             v.op, opmagic, tid_of, ts, te)))
-    for k, (t, seq, tid, leaf, root, op, magic, lane, start, end) in enumerate(cols):
+                                                             v.op, opmagic, tid_of, ts, te,
+                                                             hint)))
+    for k, (t, seq, tid, leaf, root, op, magic, lane, start, end, h) in enumerate(cols):
         args = {"event-hint": fmt.event_hint(seq, tid, v.root_hash[root], magic,
                                              v.leaf_hash[leaf], order_hints[leaf]),
-                "ioperand-hint": "[]", "ooperand-hint": "[]",
+                "ioperand-hint": ins[h], "ooperand-hint": outs[h],
                 "execution-hint": hints[leaf], "color": v.labels[leaf],
                 "taskId": tid, "seqNo": seq, "wrapId": -1}
         if order_hints[leaf]:
@@ -475,7 +478,8 @@ def _time_texts(st: Stamps):
 # separates it from the event before
 _TASK_EVENT = rt.Layout(
     ', {"args": {"event-hint": "Task:[%(seq)s-%(fid)s-%(opi)s], rootHash:%(root_hash)s, '
-    'callOpMagic:%(magic)s, leafHash:%(leaf_hash)s, TaskId:%(tid)s%(tail)s"%(middle)s'
+    'callOpMagic:%(magic)s, leafHash:%(leaf_hash)s, TaskId:%(tid)s%(tail)s", '
+    '"ioperand-hint": %(ins)s, "ooperand-hint": %(outs)s%(middle)s'
     '"taskId": %(tid)s, "seqNo": %(seq)s, "wrapId": -1%(extra)s}, "cat": "event", '
     '"id": %(id)s, "name": "%(seq)s-%(fid)s-%(opi)s-%(root)s-%(op)s%(label)s", "ph": "X", '
     '"pid": %(pid)s, "tid": %(lane)s, "ts": %(ts)s, "dur": %(dur)s}')
@@ -489,12 +493,30 @@ def _leaf_parts(program: Program, hints: dict[int, str]) -> dict[str, np.ndarray
     return {
         "tail": rt.texts([jt.string("\n" + h)[1:-1] if h else "" for h in order_hints]),
         "middle": rt.texts([
-            f', "ioperand-hint": "[]", "ooperand-hint": "[]", "execution-hint": '
+            f', "execution-hint": '
             f'{jt.string(hints[k]) if k in hints else ""}, "color": {jt.string(f.label)}, '
             for k, f in enumerate(leaves)]),
         "extra": rt.texts([f', "hashOrder-hint": {jt.string(h)}' if h else ""
                            for h in order_hints]),
         "label": rt.texts([jt.string(f"({f.label})")[1:-1] for f in leaves])}
+
+
+def operand_hints(program: Program, v: TaskView) -> tuple[list[str], list[str], np.ndarray]:
+    """The ioperand-hint and ooperand-hint texts of the CALL ops of every root function
+    (their GM operands in program.json), and per task which: the op index of its call."""
+    ins, outs, starts, counts = ["[]"], ["[]"], [], []
+    for root in program.root_functions:
+        tensors, raws, per_op = root_operands(root)
+        starts.append(len(ins))
+        counts.append(max(per_op, default=-1) + 1)
+        for op in range(counts[-1]):
+            read, written = per_op.get(op, ((), ()))
+            ins.append(pj.operand_hint(read, tensors, raws))
+            outs.append(pj.operand_hint(written, tensors, raws))
+    start, count = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
+    root, op = v.root.astype(np.int64), v.op.astype(np.int64)
+    known = op < count[root] if root.size else np.zeros(0, bool)
+    return ins, outs, np.where(known, start[root] + op, 0) if root.size else root
 
 
 def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, order: np.ndarray,
@@ -504,6 +526,8 @@ def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, order: 
     opmagic, _ = call_ops(v)
     per_leaf = _leaf_parts(program, _execution_hints(v, order, st.ts, st.te))
     root_hash, leaf_hash = v.hash_texts()
+    ins, outs, hint = operand_hints(program, v)
+    ins, outs = rt.texts([jt.string(h) for h in ins]), rt.texts([jt.string(h) for h in outs])
     pid = rt.texts([str(fmt.MACHINE_PID)])
     lanes = fmt.thread_id(tl.task_core)
     texts = _time_texts(st)
@@ -517,6 +541,7 @@ def _task_event_texts(v: TaskView, program: Program, timeline: Timeline, order: 
             magic=rt.decimal(opmagic[o]), leaf_hash=rt.pick(leaf_hash, leaf),
             tid=rt.decimal(tid), id=rt.decimal(np.arange(lo, hi)), root=rt.decimal(root),
             op=rt.decimal(v.op[o]), pid=pid, lane=rt.decimal(lanes[o]), ts=start, dur=dur,
+            ins=rt.pick(ins, hint[o]), outs=rt.pick(outs, hint[o]),
             **{name: rt.pick(table, leaf) for name, table in per_leaf.items()})[2:]
 
 

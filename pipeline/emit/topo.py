@@ -42,8 +42,33 @@ def call_ops(view: TaskView) -> tuple[np.ndarray, list[list[tuple[int, int]]]]:
         span = int(op_u[mine].max()) + 1 if mine.size else 0
         magic[mine] = np.where(first, pj.OPMAGIC_BASE + op_u[mine],
                                pj.OPMAGIC_BASE + span + np.cumsum(~first) - 1)
-        ops[r] = [(int(m), int(l)) for m, l in zip(magic[mine], leaf_u[mine])]
+        ops[r] = [(int(m), int(l), int(o))
+                  for m, l, o in zip(magic[mine], leaf_u[mine], op_u[mine])]
     return magic[inverse.reshape(-1)], ops
+
+
+def root_operands(root) -> tuple[list[dict], list[dict], dict[int, tuple[list, list]]]:
+    """A root function's tensors, rawtensors and, per op index, the tensor magics its CALL
+    op reads and writes (each distinct GM box of its first call one tensor)."""
+    o = root.operands
+    if o is None:
+        return [], [], {}
+    rawtensors = [{"rawmagic": i, "datatype": pj.DATA_TYPES.get(dtype, 0),
+                   "rawshape": list(shape)} for i, (_, shape, dtype) in enumerate(o.tensors)]
+    tensors: list[dict] = []
+    magic_of: dict[tuple, int] = {}
+    per_op: dict[int, tuple[list, list]] = {}
+    for op, t, write, lo, hi in zip(o.op.tolist(), o.tensor.tolist(), o.write.tolist(),
+                                    o.lo.tolist(), o.hi.tolist()):
+        rank = len(o.tensors[t][1])
+        key = (t, tuple(lo[:rank]), tuple(hi[:rank]))
+        if key not in magic_of:
+            magic_of[key] = len(tensors)
+            tensors.append({"magic": len(tensors), "rawtensor": t,
+                            "shape": [b - a for a, b in zip(key[1], key[2])],
+                            "offset": list(key[1]), "mem_type": {"tobe": pj.MEM_DEVICE_DDR}})
+        per_op.setdefault(op, ([], []))[1 if write else 0].append(magic_of[key])
+    return tensors, rawtensors, per_op
 
 
 def _dyn_topo_pieces(program: Program) -> Iterator[bytes | memoryview]:
@@ -127,9 +152,12 @@ def program_json(program: Program) -> dict:
     leaves = program.leaf_functions
     functions = []
     for root, ops in zip(program.root_functions, ops_of_root):
-        calls = [pj.call_op(magic, leaves[leaf].hash, leaves[leaf].label, leaves[leaf].merge_info)
-                 for magic, leaf in ops]
-        functions.append(pj.function(root.hash, root.name, pj.GraphType.EXECUTE_GRAPH, calls))
+        tensors, raws, per_op = root_operands(root)
+        calls = [pj.call_op(magic, leaves[leaf].hash, leaves[leaf].label, leaves[leaf].merge_info,
+                            *per_op.get(op, ((), ())))
+                 for magic, leaf, op in ops]
+        functions.append(pj.function(root.hash, root.name, pj.GraphType.EXECUTE_GRAPH, calls,
+                                     tensors, raws))
     for leaf in leaves:
         ops, tensors, raws = _leaf_ops(leaf)
         functions.append(pj.function(leaf.hash, leaf.name, pj.GraphType.BLOCK_GRAPH, ops,

@@ -21,9 +21,13 @@ upstream's FunctionHash is a string), ``func_magicname``, ``graphtype``
   reduction's axis) and ``ioperands`` (the first input's tile, viewed on its
   full tensor).
 
-The merger resolves the operands of EXECUTE_GRAPH functions only, so a CALL op
-needs ``ioperands``/``ooperands`` lists (empty is fine) and a ``calleehash``
-that some function's ``hash`` equals.
+The merger resolves the operands of EXECUTE_GRAPH functions only: a CALL op's
+``ioperands``/``ooperands`` name tensors of its root function (``magic``, ``rawtensor``,
+``shape``, ``offset``, ``mem_type``), each a GM box its leaf task reads or writes in the
+root function's first call, over ``rawtensors`` (``rawmagic``, ``datatype`` as upstream's
+DataType number, ``rawshape``); they become each task's ioperand-hint / ooperand-hint in
+merged_swimlane.json.  A CALL op needs a ``calleehash`` that some function's ``hash``
+equals.
 """
 from __future__ import annotations
 
@@ -41,6 +45,10 @@ class GraphType(IntEnum):
 
 
 OPMAGIC_BASE = 10000     # upstream op magics start here; any stable numbering works
+# upstream's DataType numbers (framework/include/tilefwk/data_type.h) of our dtypes, and the
+# MemoryType of a GM tensor (MEM_DEVICE_DDR)
+DATA_TYPES = {"int8": 1, "int32": 3, "int64": 4, "fp16": 6, "fp32": 7, "bf16": 8}
+MEM_DEVICE_DDR = 15
 CALL = "CALL"
 # hashOrder-hint line kinds -> the op_attr key prefix upstream stores them under
 MERGE_KINDS = {"l1ReuseInfo": "l1_reuse", "cubeMergeInfo": "cube_merge",
@@ -70,11 +78,25 @@ def op_location(op: dict) -> str | None:
     return f"{file}:{line}" if isinstance(file, str) and isinstance(line, int) else None
 
 
-def call_op(opmagic: int, callee_hash: int | str, label: str, merge_info: Iterable[str]) -> dict:
+def call_op(opmagic: int, callee_hash: int | str, label: str, merge_info: Iterable[str],
+            ioperands: list[int] = (), ooperands: list[int] = ()) -> dict:
     attrs = merge_attrs(merge_info)
     return {"opmagic": int(opmagic), "opcode": CALL, "calleehash": str(callee_hash),
-            "ioperands": [], "ooperands": [], **label_field(label),
+            "ioperands": list(ioperands), "ooperands": list(ooperands), **label_field(label),
             **({"op_attr": attrs} if attrs else {})}
+
+
+def operand_hint(magics: Iterable[int], tensors: list[dict], rawtensors: list[dict]) -> str:
+    """A task's ioperand-hint / ooperand-hint as upstream's merger writes it: the Python
+    text of a list of ``{magic: {'shape', 'dtype', 'rawmagic'}}``, each tensor once."""
+    seen, out = set(), []
+    for m in magics:
+        if m not in seen:
+            seen.add(m)
+            t = tensors[m]
+            out.append({m: {"shape": t["shape"], "dtype": rawtensors[t["rawtensor"]]["datatype"],
+                            "rawmagic": t["rawtensor"]}})
+    return str(out)
 
 
 def hash_order_line(kind: str, order: str, count: int) -> str:

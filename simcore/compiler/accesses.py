@@ -16,6 +16,7 @@ class GmBuffer:
     storage: str = ""           # the tensor whose bytes these are: an inplace reshape is
                                 # another geometry of its base's bytes ("": its own)
     format: str = "ND"          # NZ: 16-row fractals of 32 bytes, column block by column block
+    dtype: str = ""             # the tensor's dtype ("": a workspace the compiler made)
 
     @property
     def base(self) -> str:

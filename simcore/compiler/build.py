@@ -15,8 +15,8 @@ from .deps import region_edges
 from .encode import encode_call_edges, end_hubs
 from .limits import Limits
 from .merge import choose, merged_index
-from .program import (L2_LINE_BYTES, CoreType, LeafFunction, Program, RegionAccesses,
-                      RootFunction)
+from .program import (L2_LINE_BYTES, CallOperands, CoreType, LeafFunction, Program,
+                      RegionAccesses, RootFunction)
 from .rows import distinct_row_ids, row_ids
 from .stitch import stitch
 from .tiling import RootCallTiler, TaskBatch
@@ -269,6 +269,29 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     return _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
 
 
+# a workspace the compiler made has no declared dtype: the common one of its element size
+_DTYPE_OF_BYTES = {1: "int8", 2: "fp16", 4: "fp32", 8: "int64"}
+
+
+def _with_operands(root: RootFunction, call_root: list[int], starts: np.ndarray,
+                   row_starts: np.ndarray, acc: Accesses) -> RootFunction:
+    """``root`` with the GM operands of its first call's ops (program.json describes a
+    root function by one of its calls, as a root function of upstream's is one graph)."""
+    first = next((c for c, r in enumerate(call_root) if r == root.index), None)
+    if first is None:
+        return root
+    rows = slice(int(row_starts[first]), int(row_starts[first + 1]))
+    used, tensor = np.unique(acc.buffer[rows], return_inverse=True)
+    buffers = [acc.buffers[int(b)] for b in used]
+    rank = max([len(b.shape) for b in buffers] + [1])
+    operands = CallOperands(
+        tensors=tuple((b.name, tuple(b.shape), b.dtype or _DTYPE_OF_BYTES.get(b.elem, ""))
+                      for b in buffers),
+        op=acc.task[rows] - int(starts[first]), tensor=tensor.ravel(),
+        write=acc.write[rows].astype(bool), lo=acc.lo[rows, :rank], hi=acc.hi[rows, :rank])
+    return replace(root, operands=operands)
+
+
 # L2 tracks data by region of this many bytes, each a bitmap of its L2 lines: 64 lines fit
 # one uint64, and a region is the unit L2 evicts (far below any capacity in lines)
 L2_REGION_BYTES = 64 * L2_LINE_BYTES
@@ -477,7 +500,10 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
     task_call = np.repeat(np.arange(len(calls)), sizes)
     task_op = np.arange(n) - starts[task_call] if n else np.zeros(0, np.int64)
     work = Work.concat([t.work for t in calls])
+    row_starts = np.concatenate([[0], np.cumsum([t.acc.size for t in calls])]).astype(np.int64)
     acc = Accesses.concat([t.acc for t in calls], starts[:-1])
+    roots = {key: _with_operands(root, call_root, starts, row_starts, acc)
+             for key, root in roots.items()}
     task_leaf, task_core = cat([t.leaf for t in calls]), cat([t.core for t in calls])
     # the per-call arrays are all in the joined ones now: let them go before the
     # dependency and L2 passes need their temporaries (calls is ours, the caller is done)

@@ -47,6 +47,22 @@ class RootFunction:
     index: int
     hash: int
     name: str
+    # the GM operands of its CALL ops, as its first call has them (program.json's tensors,
+    # rawtensors and each CALL op's ioperands / ooperands)
+    operands: "CallOperands | None" = None
+
+
+@dataclass(frozen=True)
+class CallOperands:
+    """The GM boxes each op (leaf task) of one root call reads and writes, a row each:
+    ``op`` its index in the call, ``tensor`` an index into ``tensors`` ((name, whole shape,
+    dtype)), ``lo`` and ``hi`` the box in that tensor's dims."""
+    tensors: tuple[tuple[str, tuple[int, ...], str], ...]
+    op: np.ndarray
+    tensor: np.ndarray
+    write: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
 
 
 # L2 line: the unit L2 fills and the region bitmaps count.  512 B is CANN's cache line on

@@ -93,7 +93,8 @@ class _AccessRows:
                 storage = next((p.storage for p in reversed(value.pieces) if p.buffer == n),
                                "") if value is not None else ""
                 fmt = value.format if value is not None else "ND"
-                self.buffers[n] = GmBuffer(n, whole, elem, storage, fmt)
+                dtype = value.dtype if value is not None else ""
+                self.buffers[n] = GmBuffer(n, whole, elem, storage, fmt, dtype)
                 self.ids[n] = len(self.ids)
         ids = self.ids
         bufs = np.asarray([ids[n] for n in names])[index]
