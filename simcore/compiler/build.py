@@ -284,11 +284,13 @@ def _with_operands(root: RootFunction, call_root: list[int], starts: np.ndarray,
     used, tensor = np.unique(acc.buffer[rows], return_inverse=True)
     buffers = [acc.buffers[int(b)] for b in used]
     rank = max([len(b.shape) for b in buffers] + [1])
+    # copies: a view would keep the whole kernel's access arrays alive with the Program
     operands = CallOperands(
         tensors=tuple((b.name, tuple(b.shape), b.dtype or _DTYPE_OF_BYTES.get(b.elem, ""))
                       for b in buffers),
         op=acc.task[rows] - int(starts[first]), tensor=tensor.ravel(),
-        write=acc.write[rows].astype(bool), lo=acc.lo[rows, :rank], hi=acc.hi[rows, :rank])
+        write=acc.write[rows].astype(bool), lo=acc.lo[rows, :rank].copy(),
+        hi=acc.hi[rows, :rank].copy())
     return replace(root, operands=operands)
 
 
