@@ -44,6 +44,20 @@ def write(tmp_path: Path, body: str, name="k.py") -> Path:
     return path
 
 
+def test_a_compile_error_names_the_python_line(tmp_path, hw):
+    """An imported kernel's op that the compiler refuses is named by its field path and
+    by the line of the Python file that wrote it."""
+    path = write(tmp_path, """
+        @pypto.frontend.jit()
+        def k(x: pypto.Tensor([16, 64], pypto.DT_FP32), y: pypto.Tensor([16, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(8, 4)
+            y[:] = x + 1.0
+        """)
+    kernel, _ = imported(path)
+    with pytest.raises(ConfigError, match=r"at k\.py:6'.*tail axis"):
+        compile_kernel(kernel, hw)
+
+
 @pytest.mark.parametrize("name", ["multi_stitch_add", "softmax", "rmsnorm", "tiling_bmm",
                                   "glm_attention", "gdr_inverse", "gdr_inverse_block"])
 def test_python_kernel_compiles_like_its_config(name, hw):

@@ -220,6 +220,9 @@ class _Tracer:
             attrs[key] = self._value(text, env, f"{where}.{key}")
         if self.combine_axis:
             attrs["combine_axis"] = True
+        if attrs.get("src"):
+            # an imported kernel's op: errors name the Python line that wrote it too
+            where = f"{where} at {attrs['src']}"
         return TracedOp(op=stmt.op, inputs=plan.inputs, out=stmt.out, where=where,
                         vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,
                         attrs=attrs, label=plan.label)
