@@ -404,7 +404,8 @@ class Watch:
                    "the last full build failed")
             self.full_build(plan, studies, why)
             return ["snakemake"]
-        todo = [job for job in jobs(plan, studies) if self.built.get(job.key) != job.signature]
+        every = jobs(plan, studies)
+        todo = [job for job in every if self.built.get(job.key) != job.signature]
         if not todo:
             # every output is what these files give (an edit undone, say), but files saved
             # since snakemake last recorded them are newer than the outputs: let it record
@@ -424,7 +425,7 @@ class Watch:
                     failed.add(job.study)
                     where = f" (log: {job.log})" if job.log else ""
                     self.say(f"ptolab watch: {job.label} failed{where}:\n{tail}")
-                    self.drop_report(plan, studies, job)
+                    self.drop_report(every, job)
                     continue
                 self.built[job.key] = job.signature
                 ran.append(job.label)
@@ -436,13 +437,13 @@ class Watch:
             self.record(plan, done)
         return ran
 
-    def drop_report(self, plan, studies: list[str], failed: Job) -> None:
+    def drop_report(self, every: list[Job], failed: Job) -> None:
         """As the stage rule's failure branch does: the failed job's outputs are gone (a
         stage drops its folder), so its study's report, which showed and linked them, goes
         too and the index is rewritten without it.  Neither counts as built any more, so
         the next round that fixes the edit rebuilds them, whatever the signatures say."""
         self.built.pop(failed.key, None)
-        for job in jobs(plan, studies):
+        for job in every:
             if job.name == "report" and job.study == failed.study:
                 self.built.pop(job.key, None)
                 report = self.outputs(job)[0]

@@ -374,7 +374,7 @@ def bubble_log(program: Program, timeline: Timeline, freq: float, shift: int = 0
     src, dst, _ = dev_task_successors(v)
     np.maximum.at(pred_ready, dst, te[src])
     # the merger's core 0 for tasks the L1 file lacks: here none
-    blocks = [fmt.bubble_core_block(fmt.FAKE_CORE, -1, 0, min_start - min_start, 0, 0, [])]
+    blocks = [fmt.bubble_core_block(fmt.FAKE_CORE, -1, 0, 0.0, 0, 0, [])]
     top_all = []
     seq, task_id = v.seq, v.task_id
     # per core its tasks by start (ties by index, as a stable sort of each core's tasks)
@@ -567,12 +567,10 @@ def _flow_stamps(st: Stamps):
 def flow_edges(v: TaskView, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The dependencies the merger draws, in its order: task by task in the L1 file's
     order (``order``), each task's successors as dyn_topo.txt lists them."""
-    keep = v.seq[v.edge_src] == v.seq[v.edge_dst]
-    src, dst = v.edge_src[keep], v.edge_dst[keep]
+    src, dst, _ = dev_task_successors(v)
     pos = np.empty(v.size, np.int64)
     pos[order] = np.arange(order.size)
-    # dev_task_successors' order within a task, the tasks in L1 order: one sort
-    by_task = np.lexsort((np.arange(src.size), v.call[src] != v.call[dst], pos[src]))
+    by_task = np.argsort(pos[src], kind="stable")     # each task's successors keep their order
     return src[by_task], dst[by_task]
 
 

@@ -273,11 +273,11 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
 _DTYPE_OF_BYTES = {1: "int8", 2: "fp16", 4: "fp32", 8: "int64"}
 
 
-def _with_operands(root: RootFunction, call_root: list[int], starts: np.ndarray,
+def _with_operands(root: RootFunction, first: int | None, starts: np.ndarray,
                    row_starts: np.ndarray, acc: Accesses) -> RootFunction:
-    """``root`` with the GM operands of its first call's ops (program.json describes a
-    root function by one of its calls, as a root function of upstream's is one graph)."""
-    first = next((c for c, r in enumerate(call_root) if r == root.index), None)
+    """``root`` with the GM operands of the ops of its ``first`` call (program.json
+    describes a root function by one of its calls, as a root function of upstream's is one
+    graph)."""
     if first is None:
         return root
     rows = slice(int(row_starts[first]), int(row_starts[first + 1]))
@@ -504,7 +504,10 @@ def _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots,
     work = Work.concat([t.work for t in calls])
     row_starts = np.concatenate([[0], np.cumsum([t.acc.size for t in calls])]).astype(np.int64)
     acc = Accesses.concat([t.acc for t in calls], starts[:-1])
-    roots = {key: _with_operands(root, call_root, starts, row_starts, acc)
+    first_call: dict[int, int] = {}
+    for c, r in enumerate(call_root):
+        first_call.setdefault(r, c)
+    roots = {key: _with_operands(root, first_call.get(root.index), starts, row_starts, acc)
              for key, root in roots.items()}
     task_leaf, task_core = cat([t.leaf for t in calls]), cat([t.core for t in calls])
     # the per-call arrays are all in the joined ones now: let them go before the
