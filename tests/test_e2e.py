@@ -1,5 +1,6 @@
 """End to end: the real `snakemake` and the real `ptolab` on a copy of the shipped configs."""
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -121,6 +122,15 @@ def test_ptolab_simulate_command(tmp_path):
     m = json.loads((out / "metrics.json").read_text())
     assert m["dev_tasks"] == 2 and m["root_calls"] == 128
     assert (out / "merged_swimlane.json").exists() and (out / "tilefwk_L1_prof_data.json").exists()
+    # the summary is computed from the files' 50 MHz stamps, the last line from the model:
+    # where whole ticks round the span differently, the line gives both, labelled
+    summary = float(re.search(r"AICore End-to-End Time: ([\d.]+)", proc.stdout).group(1))
+    line = re.search(r"kernel_us: ([\d.]+)( \(the summary's ([\d.]+))?", proc.stdout)
+    assert float(line.group(1)) == pytest.approx(m["kernel_us"], abs=0.005)
+    if f"{summary:.2f}" != line.group(1):
+        assert float(line.group(3)) == summary
+    else:
+        assert line.group(2) is None
 
 
 def test_ptolab_simulate_without_out_writes_a_pypto_style_folder(tmp_path):
