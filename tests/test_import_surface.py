@@ -265,5 +265,127 @@ def test_platform_query_stops_instead_of_being_false(tmp_path):
                 c[:] = a * a
         """)
     with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:6: pypto.platform.npuarch == "
-                                          r"'DAV_3510' is not supported"):
+                                          r"'DAV_3510' is not supported.*the study's hardware"):
+        trace_file(path)
+
+
+def test_host_compile_flags_of_jit_are_noted_and_other_keywords_stop(tmp_path):
+    """``new_ir`` and ``create_new_logical_tensor`` pick how upstream's host compiles the
+    kernel: they import with a note.  Any other keyword that is no option group stops with
+    its name, not with a Python error from inside ptolab."""
+    path = write(tmp_path, """
+        @pypto.frontend.jit(new_ir=True, create_new_logical_tensor=False,
+                            runtime_options={"stitch_function_max_num": 4})
+        def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
+            pypto.set_vec_tile_shapes(16, 16)
+            c[:] = a + a
+        """)
+    traced = trace_file(path)
+    assert traced.options == {"runtime_options": {"stitch_function_max_num": 4}}
+    text = kernel_text(traced, "t")
+    assert "new_ir=True acts on the host compile only" in text
+    assert "create_new_logical_tensor=False acts on the host compile only" in text
+    bad = write(tmp_path, """
+        @pypto.frontend.jit(fast=True)
+        def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
+            pypto.set_vec_tile_shapes(16, 16)
+            c[:] = a + a
+        """)
+    with pytest.raises(ConfigError, match=r"jit option 'fast=True' is neither an option group"):
+        trace_file(bad)
+
+
+SCOPE_IF = """
+    @pypto.jit
+    def k(a: pypto.Tensor((16, 16)), n: pypto.Tensor((1,), pypto.DT_INT32),
+          c: pypto.Tensor((16, 16))):
+        pypto.set_vec_tile_shapes(16, 16)
+        for i in pypto.loop(2):
+            if pypto.cond(i == 0):
+                pypto.set_pass_options(sg_set_scope=1)
+                c[:] = a + a
+                pypto.set_pass_options(sg_set_scope={after})
+            else:
+                c[:] = a * a
+    """
+
+
+def test_a_branch_that_resets_its_scope_leaves_the_state_the_other_finds(tmp_path):
+    """sg_set_scope=-1 is the state a kernel starts in, so a branch that sets a scope and
+    resets it ends where a branch that never set one does; a branch that keeps its scope
+    stops at the if's own line, naming both states."""
+    fine = write(tmp_path, SCOPE_IF.format(after=-1))
+    assert "sg_set_scope: 1" in kernel_text(trace_file(fine), "t")
+    kept = write(tmp_path, SCOPE_IF.format(after=2))
+    with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:8: the branches of a symbolic if "
+                                          r"leave different sg_set_scope 2 after the if "
+                                          r"branch, -1 after the else"):
+        trace_file(kept)
+
+
+def test_clone_copies_and_unsqueeze_reshapes(tmp_path):
+    """pypto.clone is upstream's Assign: a copy of every tile into a tensor of its own;
+    pypto.unsqueeze is Reshape with a dim of 1 inserted (not inplace, so a copy too)."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 32)), c: pypto.Tensor((16, 32)),
+              d: pypto.Tensor((16, 1, 32))):
+            pypto.set_vec_tile_shapes(16, 32)
+            b = pypto.clone(a)
+            c[:] = b.clone() + 1.0
+            pypto.set_vec_tile_shapes(16, 1, 32)
+            d[:] = pypto.unsqueeze(a, -2)
+        """)
+    body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
+    ops = [s["op"] for s in body if isinstance(s, dict) and "op" in s]
+    assert ops.count("copy") == 2
+    reshape = next(s for s in body if isinstance(s, dict) and s.get("op") == "reshape")
+    assert reshape["shape"] == [16, 1, 32] and reshape["inplace"] is False
+    bad = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 32)), d: pypto.Tensor((16, 1, 32))):
+            pypto.set_vec_tile_shapes(16, 32)
+            d[:] = pypto.unsqueeze(a, 3)
+        """)
+    with pytest.raises(ConfigError, match=r"unsqueeze dim 3 is not a position in shape"):
+        trace_file(bad)
+
+
+CONFIG_KERNEL = """
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class NormConfig:
+        rows: int
+        eps: float = 1e-6
+        tile: int = 8
+
+
+    @pypto.jit
+    def k(x: pypto.Tensor((16, 64)), y: pypto.Tensor((16, 64)), cfg: NormConfig):
+        pypto.set_vec_tile_shapes(cfg.tile, 64)
+        y[:] = x + cfg.eps
+    """
+
+
+def test_a_json_argument_builds_the_dataclass_it_is_annotated_with(tmp_path):
+    """Upstream kernels take config dataclasses: a JSON object builds that class, so the
+    fields it leaves out take the class's defaults, and a missing or unknown field is
+    named with the class's fields."""
+    path = write(tmp_path, CONFIG_KERNEL)
+    kernel = yaml.safe_load(kernel_text(trace_file(path, args={"cfg": {"rows": 16}}), "t"))
+    body = kernel["body"]
+    assert kernel["tiles"]["vec"] == [8, 64]               # tile from the class default
+    add = next(s for s in body if isinstance(s, dict) and s.get("op") == "add")
+    assert add["scalar"] == pytest.approx(1e-6)
+    with pytest.raises(ConfigError, match=r"--arg cfg: depth not a field of NormConfig "
+                                          r"\(fields: eps, rows, tile\)"):
+        trace_file(path, args={"cfg": {"rows": 16, "depth": 2}})
+    with pytest.raises(ConfigError, match=r"--arg cfg: NormConfig\(tile\) fails.*"
+                                          r"without defaults: rows"):
+        trace_file(path, args={"cfg": {"tile": 4}})
+    with pytest.raises(ConfigError, match=r"kernel argument 'cfg' is not a pypto.Tensor.*"
+                                          r"an object of NormConfig's fields \(without "
+                                          r"defaults: rows\)"):
         trace_file(path)

@@ -8,6 +8,7 @@ rather than shadow it: run it where PyPTO is not installed (a plain ptolab envir
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -376,18 +377,50 @@ def _arguments(R: Recorder, fn, given: dict, dims: dict) -> list:
         if isinstance(ann, tensor.TensorAnnotation):
             args.append(_placeholder(R, p.name, ann, given.pop(p.name, None), dims))
         elif p.name in given:
-            args.append(_plain(given.pop(p.name)))
+            args.append(_config_object(p.name, ann, given.pop(p.name)))
         elif p.default is not inspect.Parameter.empty:
             args.append(p.default)
         else:
             raise ConfigError(f"kernel argument '{p.name}' is not a pypto.Tensor and has no "
-                              f"default: give it as --arg {p.name}=VALUE (JSON).")
+                              f"default: give it as --arg {p.name}=VALUE (JSON)"
+                              f"{_fields_wanted(ann)}.")
     if given:
         raise ConfigError(f"--arg {', '.join(given)}: not an argument of {fn.__name__} "
                           f"(arguments: {', '.join(signature.parameters)}).")
     if dims:
         raise ConfigError(f"--dim {', '.join(dims)}: not a dynamic dim of {fn.__name__}.")
     return args
+
+
+def _is_config_class(ann) -> bool:
+    return isinstance(ann, type) and dataclasses.is_dataclass(ann)
+
+
+def _fields_wanted(ann) -> str:
+    """For a dataclass-annotated argument: the fields a JSON object must give."""
+    if not _is_config_class(ann):
+        return ""
+    need = [f.name for f in dataclasses.fields(ann) if f.init
+            and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    return (f", an object of {ann.__name__}'s fields" +
+            (f" (without defaults: {', '.join(need)})" if need else ""))
+
+
+def _config_object(name: str, ann, value):
+    """A JSON object for an argument annotated with a dataclass builds that dataclass, so
+    the fields it leaves out take the class's defaults; other values read as ``_plain``."""
+    if not (_is_config_class(ann) and isinstance(value, dict)):
+        return _plain(value)
+    known = {f.name for f in dataclasses.fields(ann) if f.init}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ConfigError(f"--arg {name}: {', '.join(unknown)} not a field of "
+                          f"{ann.__name__} (fields: {', '.join(sorted(known))}).")
+    try:
+        return ann(**{k: _plain(v) for k, v in value.items()})
+    except TypeError as exc:
+        raise ConfigError(f"--arg {name}: {ann.__name__}({', '.join(value)}) fails: {exc}; "
+                          f"give it as --arg {name}=VALUE (JSON){_fields_wanted(ann)}.") from None
 
 
 def _plain(value):
@@ -413,11 +446,24 @@ def _kernel_line(exc: Exception, source: Path, shown: str) -> str:
 
 
 HOST_ONLY_GROUPS = ("host_options", "verify_options")
+# jit keywords that pick how the host compiles the kernel (upstream
+# python/pypto/frontend/parser/entry.py jit): they change no device work the model prices
+HOST_COMPILE_FLAGS = ("new_ir", "create_new_logical_tensor")
 
 
 def _options(kernel: JitKernel, R: Recorder) -> dict:
     out = {}
-    groups = {g: dict(v or {}) for g, v in kernel.options.items()}
+    groups = {}
+    for group, values in kernel.options.items():
+        if group in HOST_COMPILE_FLAGS:
+            R.notes.append(f"jit {group}={values!r} acts on the host compile only and is not "
+                           f"modeled")
+        elif values is None or isinstance(values, dict):
+            groups[group] = dict(values or {})
+        else:
+            raise Unsupported(f"jit option '{group}={values!r}' is neither an option group "
+                              f"(a dict) nor a host compile flag", function=R.function,
+                              supported=OPTION_GROUPS + HOST_ONLY_GROUPS + HOST_COMPILE_FLAGS)
     # options the body set (control.set_<group>) override the jit's
     for group, values in getattr(R, "body_options", {}).items():
         groups.setdefault(group, {}).update({k: v for k, (v, _) in values.items()})

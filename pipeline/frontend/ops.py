@@ -21,7 +21,8 @@ SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt"
                  "matmul (2-D, batched 3-D/4-D)", "@", "view (GM and on-chip)", "slicing x[a:b, :]",
                  "assemble",
                  "reshape(GM tensor inplace, a copy of a GM tensor or view, or an on-chip value)",
-                 "transpose", "concat", "full", "pypto.tensor", "+ - * / with scalars"]
+                 "unsqueeze", "clone", "transpose", "concat", "full", "pypto.tensor",
+                 "+ - * / with scalars"]
 
 
 BROADCAST_RULE = ["shapes aligned at the last dim whose dims match or are 1",
@@ -483,6 +484,27 @@ def copy(src):
     return _local("copy", t.shape, t.dtype, {}, [t])
 
 
+def clone(input):
+    """pypto.clone(x): upstream's Assign gives the result an address of its own, so the data
+    is copied, priced as the Vector copy of every tile (as ``copy``)."""
+    t = _tensor(input, "clone")
+    return _local("copy", t.shape, t.dtype, {}, [t])
+
+
+def unsqueeze(input, dim):
+    """pypto.unsqueeze(x, dim): upstream's Unsqueeze is Reshape with a dim of 1 inserted
+    (framework/src/interface/operation/operation_impl.cpp), so it is that reshape here."""
+    R = context.rec()
+    t = _tensor(input, "unsqueeze")
+    rank = len(t.shape)
+    if not is_int(dim) or not -rank - 1 <= dim <= rank:
+        raise R.fail(f"pypto.unsqueeze dim {dim!r} is not a position in shape {t.shape} "
+                     f"(from {-rank - 1} to {rank})")
+    shape = list(t.shape)
+    shape.insert(dim + rank + 1 if dim < 0 else dim, 1)
+    return reshape(t, shape)
+
+
 METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "minimum": minimum, "exp": exp, "sqrt": sqrt, "rsqrt": rsqrt, "abs": abs, "neg": neg,
            "reciprocal": reciprocal, "sum": sum, "amax": amax, "amin": amin, "matmul": matmul,
@@ -490,12 +512,12 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh, "clip": clip,
            "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
            "expm1": expm1, "pow": pow, "erfc": erfc, "gather": gather, "scatter": scatter,
-           "scatter_": scatter_,
+           "scatter_": scatter_, "clone": clone, "unsqueeze": unsqueeze,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
 UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu", "where",
                "topk", "expand_clone", "scatter_update",
-               "index_select", "clone", "unsqueeze", "arange", "zeros", "ones", "sign",
+               "index_select", "arange", "zeros", "ones", "sign",
                "logical_not", "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",
                "greater", "gt", "ge", "lt", "le", "eq", "ne", "sin", "cos")

@@ -85,6 +85,9 @@ class Recorder:
         self.conds: list[str] = []
         self.segment = 0
         self.state: dict[str, Any] = {k: None for k in _STATE_KEYS}
+        # no scope is what sg_set_scope=-1 resets to: a branch or loop that ends on -1
+        # leaves the state it found
+        self.state["sg_set_scope"] = -1
         self.label: str | None = None
         self.active_idx: list[str] = []
         self.used_names: set[str] = set()
@@ -246,10 +249,10 @@ class Recorder:
     # -- symbolic if ----------------------------------------------------------------------------
     def branch_begin(self, cond: str) -> dict:
         self.conds.append(cond)
-        return {**self.state, "label": self.label}
+        return {**self.state, "label": self.label, "where": self.where()}
 
     def branch_switch(self, cond: str, pre: dict) -> dict:
-        after_a = dict(self.state)
+        after_a = {**self.state, "where": pre["where"]}
         self.conds[-1] = f"not ({cond})"
         self.label = pre["label"]        # the else branch starts from the state before the if
         for k in _STATE_KEYS:
@@ -261,9 +264,13 @@ class Recorder:
         self.conds.pop()
         differ = [k for k in _STATE_KEYS if self.state[k] != after_a[k]]
         if differ:
-            raise self.fail(f"the branches of a symbolic if leave different {', '.join(differ)}; "
-                            f"the state after the if would depend on data",
-                            hint="set the same tile shapes / scope at the end of both branches")
+            both = "; ".join(f"{k} {after_a[k]!r} after the if branch, {self.state[k]!r} "
+                             f"after the else" for k in differ)
+            raise Unsupported(f"the branches of a symbolic if leave different {both}: the "
+                              f"state after the if would depend on data",
+                              where=after_a["where"], function=self.function,
+                              hint="set the same tile shapes / scope at the end of both "
+                                   "branches")
 
     def tie(self, a, b):
         """Both branches bound one variable: one name, existing where the if exists."""

@@ -194,6 +194,17 @@ def _locals():
     return ast.Call(func=ast.Name("locals", ast.Load()), args=[], keywords=[])
 
 
+def _on_line(stmt, node):
+    """``stmt`` placed on ``node``'s first line only: the recorder reads the if's line from
+    the frame, and Python reports a call spanning several lines at the last line of its
+    callee's name."""
+    for part in ast.walk(stmt):
+        if "lineno" in part._attributes:
+            part.lineno = part.end_lineno = node.lineno
+            part.col_offset = part.end_col_offset = node.col_offset
+    return stmt
+
+
 class _Transformer(ast.NodeTransformer):
     def __init__(self):
         self.ids = count()
@@ -260,8 +271,9 @@ class _Transformer(ast.NodeTransformer):
             symbolic = [ast.Expr(_call("exits", ast.Constant(node.lineno)))]
         else:
             symbolic = [
-                ast.Assign([ast.Name(ctx, ast.Store())],
-                           _call("begin", ast.Name(test, ast.Load()), _locals(), names_node)),
+                _on_line(ast.Assign([ast.Name(ctx, ast.Store())],
+                                    _call("begin", ast.Name(test, ast.Load()), _locals(),
+                                          names_node)), node),
                 *node.body,
                 ast.Expr(_call("switch", ast.Name(ctx, ast.Load()), _locals(), names_node)),
                 *[ast.Assign([ast.Name(x, ast.Store())],

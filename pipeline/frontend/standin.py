@@ -59,10 +59,19 @@ class _Missing:
 
     # a query such as `pypto.platform.npuarch == "DAV_3510"` must not quietly be False
     def __eq__(self, other):
-        raise self._stop(f" == {other!r}")
+        raise self._compared(f" == {other!r}")
 
     def __ne__(self, other):
-        raise self._stop(f" != {other!r}")
+        raise self._compared(f" != {other!r}")
+
+    def _compared(self, use: str):
+        what = (f"pypto.{self.__name__}{use} is not supported by the tracing stand-in: "
+                f"`ptolab import` traces a kernel once for every chip, so a kernel that "
+                f"branches on the platform keeps the branch of the chip it is meant for "
+                f"(the study's hardware) written out by hand")
+        if context.active is None:
+            return RuntimeError(what.replace("the tracing", "ptolab's tracing"))
+        return context.rec().fail(what)
 
     def __bool__(self):
         raise self._stop(" as a condition")
@@ -154,7 +163,8 @@ def build() -> dict[str, types.ModuleType]:
         "sigmoid": ops.sigmoid, "tanh": ops.tanh, "clip": ops.clip, "ceil": ops.ceil,
         "floor": ops.floor, "trunc": ops.trunc, "round": ops.round, "exp2": ops.exp2,
         "expm1": ops.expm1, "pow": ops.pow, "gather": ops.gather, "erfc": ops.erfc,
-        "scatter": ops.scatter, "scatter_": ops.scatter_,
+        "scatter": ops.scatter, "scatter_": ops.scatter_, "clone": ops.clone,
+        "unsqueeze": ops.unsqueeze,
     }
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                "neg", "reciprocal", "relu", "log", "sum", "amax", "amin"):
