@@ -485,8 +485,10 @@ def copy(src):
 
 
 def clone(input):
-    """pypto.clone(x): upstream's Assign gives the result an address of its own, so the data
-    is copied, priced as the Vector copy of every tile (as ``copy``)."""
+    """pypto.clone(x): upstream's Assign (OP_REGISTER_COPY) gives the result an address of its
+    own.  Upstream's passes drop the copy where it is redundant
+    (framework/src/passes/tile_graph_pass/graph_optimization/remove_redundant_op.h); ptolab
+    always prices it, as the Vector copy of every tile (``copy``)."""
     t = _tensor(input, "clone")
     return _local("copy", t.shape, t.dtype, {}, [t])
 
