@@ -389,3 +389,23 @@ def test_a_json_argument_builds_the_dataclass_it_is_annotated_with(tmp_path):
                                           r"an object of NormConfig's fields \(without "
                                           r"defaults: rows\)"):
         trace_file(path)
+
+
+def test_expand_clone_becomes_an_expand_and_refuses_what_does_not_broadcast(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 1)), c: pypto.Tensor((4, 16, 64))):
+            pypto.set_vec_tile_shapes(4, 16, 64)
+            c[:] = pypto.expand_clone(a, [4, 16, 64]) + a.expand_clone([16, 64])
+        """)
+    body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
+    expands = [s for s in body if isinstance(s, dict) and s.get("op") == "expand"]
+    assert [e["shape"] for e in expands] == [[4, 16, 64], [16, 64]]
+    bad = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 2)), c: pypto.Tensor((16, 64))):
+            pypto.set_vec_tile_shapes(16, 64)
+            c[:] = pypto.expand_clone(a, [16, 64])
+        """)
+    with pytest.raises(ConfigError, match=r"expand_clone of shape \[16, 2\] to \[16, 64\]"):
+        trace_file(bad)

@@ -548,3 +548,33 @@ def test_erfc_needs_fp32_and_its_scratch_in_ub():
         compile_kernel(kernel([{"set_vec_tile_shapes": [rows, 64]},
                                {"op": "erfc", "inputs": ["x"], "out": "z"}],
                               {"x": t([rows, 64])}), HW)
+
+
+# expand (pypto.expand_clone) -------------------------------------------------------------
+def _expand(src_shape, shape, tile):
+    return kernel([{"set_vec_tile_shapes": tile},
+                   {"op": "expand", "inputs": ["x"], "out": "e", "shape": shape},
+                   {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0] * len(shape)}],
+                  {"x": t(src_shape), "y": t(shape, role="output")})
+
+
+def test_expand_reads_the_source_once_per_tile_and_writes_the_whole_result():
+    """A [64, 1] column stretched to [64, 256]: each [16, 256] tile reads its 16 values and
+    writes 16 KB, a row expand (a scalar read and a dup per row); a [1, 256] row stretched
+    down the rows is a Vector copy of the row instead, and reads one row per tile."""
+    column = compile_kernel(_expand([64, 1], [64, 256], [16, 256]), HW)
+    row = compile_kernel(_expand([1, 256], [64, 256], [16, 256]), HW)
+    for program, read in ((column, 16 * 4), (row, 256 * 4)):
+        assert program.leaf_tasks == 4
+        assert np.allclose(program.work.mte2_bytes, read)
+        assert np.allclose(program.work.mte3_bytes, 16 * 256 * 4)
+    kinds = lambda p: {p.work.vector.kinds[k] for k in p.work.vector.kind}
+    assert kinds(column) == {"rowexpand"} and kinds(row) == {"copy"}
+    # the row expand pays a scalar read per row on top of the copy's per-row instruction
+    assert static_pipe_us(HW, column)["vector"].sum() > static_pipe_us(HW, row)["vector"].sum()
+
+
+def test_expand_only_stretches_dims_of_one():
+    with pytest.raises(ConfigError, match=r"expand of shape \[64, 2\] to \[64, 256\]: only "
+                                          r"dims of 1 stretch"):
+        compile_kernel(_expand([64, 2], [64, 256], [16, 256]), HW)

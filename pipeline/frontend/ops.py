@@ -21,7 +21,7 @@ SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt"
                  "matmul (2-D, batched 3-D/4-D)", "@", "view (GM and on-chip)", "slicing x[a:b, :]",
                  "assemble",
                  "reshape(GM tensor inplace, a copy of a GM tensor or view, or an on-chip value)",
-                 "unsqueeze", "clone", "transpose", "concat", "full", "pypto.tensor",
+                 "unsqueeze", "clone", "expand_clone", "transpose", "concat", "full", "pypto.tensor",
                  "+ - * / with scalars"]
 
 
@@ -493,6 +493,25 @@ def clone(input):
     return _local("copy", t.shape, t.dtype, {}, [t])
 
 
+def expand_clone(input, shape, *, valid_shape=None):
+    """pypto.expand_clone(x, shape): x's dims of 1 stretched to ``shape`` in a tensor of its
+    own (upstream's Expand), numpy's broadcast rule."""
+    R = context.rec()
+    t = _tensor(input, "expand_clone")
+    shape = list(shape)
+    if valid_shape is not None and not (len(valid_shape) == len(shape) and all(
+            same_dim(v, d) for v, d in zip(valid_shape, shape))):
+        raise R.fail("expand_clone with a valid_shape smaller than its shape is not supported "
+                     "yet", supported=["valid_shape equal to the shape"])
+    lead = len(shape) - len(t.shape)
+    if lead < 0 or any(not (_is_one(d) or same_dim(d, s))
+                       for d, s in zip(t.shape, shape[lead:])):
+        raise R.fail(f"pypto.expand_clone of shape {t.shape} to {shape}: only dims of 1 "
+                     f"stretch (and leading dims may be added)")
+    return _local("expand", shape, t.dtype, {"shape": R.check_dims(shape, "expand_clone shape")},
+                  [t])
+
+
 def unsqueeze(input, dim):
     """pypto.unsqueeze(x, dim): upstream's Unsqueeze is Reshape with a dim of 1 inserted
     (framework/src/interface/operation/operation_impl.cpp), so it is that reshape here."""
@@ -515,10 +534,11 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
            "expm1": expm1, "pow": pow, "erfc": erfc, "gather": gather, "scatter": scatter,
            "scatter_": scatter_, "clone": clone, "unsqueeze": unsqueeze,
+           "expand_clone": expand_clone,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
 UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu", "where",
-               "topk", "expand_clone", "scatter_update",
+               "topk", "scatter_update",
                "index_select", "arange", "zeros", "ones", "sign",
                "logical_not", "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",

@@ -164,7 +164,7 @@ def build() -> dict[str, types.ModuleType]:
         "floor": ops.floor, "trunc": ops.trunc, "round": ops.round, "exp2": ops.exp2,
         "expm1": ops.expm1, "pow": ops.pow, "gather": ops.gather, "erfc": ops.erfc,
         "scatter": ops.scatter, "scatter_": ops.scatter_, "clone": ops.clone,
-        "unsqueeze": ops.unsqueeze,
+        "unsqueeze": ops.unsqueeze, "expand_clone": ops.expand_clone,
     }
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                "neg", "reciprocal", "relu", "log", "sum", "amax", "amin"):

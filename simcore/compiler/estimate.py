@@ -106,9 +106,9 @@ class _Walker:
 
     def shape_and_tiles(self, stmt: OpStmt, inputs, env) -> tuple[tuple[int, ...] | None, int]:
         op = stmt.op
-        if op in ("view", "reshape", "full"):
+        if op in ("view", "reshape", "full", "expand"):
             shape = self.dims(stmt.shape, env)
-            return shape, 0 if op != "full" else self.grid(shape)
+            return shape, self.grid(shape) if op in ("full", "expand") else 0
         if op in ELEMENTWISE_OPS:
             rank = max((len(i) for i in inputs), default=1)   # shorter shapes broadcast
             shape = tuple(max(d) for d in zip(*[(1,) * (rank - len(i)) + i for i in inputs])) \

@@ -585,7 +585,40 @@ def scatter_elements(index: int, op: TracedOp, inputs: list[Value], limits: Limi
                 vector_kind="scatter", vector_bytes=ni * elem, **_rows(i_lo, i_hi, elem))
 
 
+def expand(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """``pypto.expand_clone(x, shape)``: upstream's Expand writes x with its dims of 1
+    stretched to ``shape`` into a tensor of its own (python/pypto/op/mutating.py).  A tile of
+    the result reads the box of x under it, a dim of 1 at its one row; an expanded last axis
+    is a row expand (each row's value read on the scalar unit, then a vector_dup of the row,
+    as a binary op's broadcast operand), any other expand a Vector copy of x's rows."""
+    (src,) = inputs
+    out_shape = tuple(int(d) for d in op.get("shape"))
+    if len(src.shape) > len(out_shape) or broadcast_shape([src.shape, out_shape]) != out_shape:
+        raise ConfigError(f"field '{op.where}': expand of shape {list(src.shape)} to "
+                          f"{list(out_shape)}: only dims of 1 stretch (and leading dims may "
+                          f"be added).")
+    tile = _vec_tile(op, out_shape)
+    if len(out_shape) > 1 and tile[-1] != out_shape[-1]:
+        _check_tail_alignment(op, tile, src.dtype)
+    lo, hi = grid(out_shape, tile)
+    lead = len(out_shape) - len(src.shape)
+    stretched = np.asarray([d == 1 and o != 1 for d, o in zip(src.shape, out_shape[lead:])])
+    in_lo = np.where(stretched, 0, lo[:, lead:])
+    in_hi = np.where(stretched, 1, hi[:, lead:])
+    elem = DTYPE_BYTES[src.dtype]
+    rows_expand = src.shape[-1] == 1 and out_shape[-1] != 1
+    ub = ub_bytes(lo, hi, elem) + ub_bytes(in_lo, in_hi, elem)
+    _check_ub(limits, op, tile, ub)
+    n = _elements(lo, hi)
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[in_lo], in_hi=[in_hi],
+                flops=np.zeros(len(n)), ub_bytes=ub, in_flight=np.ones(len(n)),
+                vector_kind="rowexpand" if rows_expand else "copy", vector_bytes=n * elem,
+                **_rows(lo, hi, elem))
+
+
 BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full",)},
             **{op: reduce for op in REDUCE_OPS},
             "matmul": matmul, "transpose": transpose, "concat": concat,
-            "gather_elements": gather_elements, "scatter_elements": scatter_elements}
+            "gather_elements": gather_elements, "scatter_elements": scatter_elements,
+            "expand": expand}

@@ -32,7 +32,9 @@ ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS
 REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
-    "scatter_update", "gather_elements", "scatter_elements")
+    "scatter_update", "gather_elements", "scatter_elements", "expand")
+# expand: pypto.expand_clone(x, shape), x's dims of 1 broadcast to ``shape`` in a tensor of
+# its own
 # gather: paged blocks stacked along axis 0; gather_elements: pypto.gather(input, dim, index),
 # an element gather by an index tensor; scatter_elements: pypto.scatter(input, dim, index,
 # src), inputs [input, index] with a scalar src or [input, index, src]
@@ -79,7 +81,7 @@ class OpStmt(Strict):
     out: str
     scalar: float | None = None          # scalar form: pypto.add(x, 1.0)
     dtype: DType | None = None           # cast target, matmul out dtype, full dtype
-    shape: list[Dim] | None = None       # view, reshape, full
+    shape: list[Dim] | None = None       # view, reshape, full, expand
     offsets: list[Dim] | None = None     # view, assemble, scatter_update
     valid_shape: list[Dim] | None = None  # view: the region that holds data
     axis: int | None = None              # reductions, concat
@@ -127,6 +129,7 @@ class OpStmt(Strict):
             raise ValueError("op 'concat' needs at least 2 inputs and 'axis'")
         needs = {"view": ("shape", "offsets"), "assemble": ("offsets",),
                  "scatter_update": ("offsets",), "cast": ("dtype",), "full": ("shape",),
+                 "expand": ("shape",),
                  "reshape": ("shape",), "transpose": ("perm",),
                  "gather": ("block_rows", "count"), "gather_elements": ("axis",),
                  "scatter_elements": ("axis",),
