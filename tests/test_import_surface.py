@@ -409,3 +409,39 @@ def test_expand_clone_becomes_an_expand_and_refuses_what_does_not_broadcast(tmp_
         """)
     with pytest.raises(ConfigError, match=r"expand_clone of shape \[16, 2\] to \[16, 64\]"):
         trace_file(bad)
+
+
+def test_comparisons_logical_not_and_where_trace_to_bool_masks(tmp_path):
+    """pypto.ge / < / logical_not give bool tensors; where takes one and broadcasts a scalar
+    operand into a tile of its own (a full); a scalar on the left of a comparison turns it
+    round; == on tensors names pypto.eq instead."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(s: pypto.Tensor((64, 256)), c: pypto.Tensor((64, 256))):
+            pypto.set_vec_tile_shapes(16, 256)
+            keep = pypto.logical_not(0.5 < s)
+            c[:] = pypto.where(keep, s, float("-inf")) + pypto.where(pypto.ge(s, 0.0), 1.0, 0.0)
+        """)
+    body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
+    ops = [s for s in body if isinstance(s, dict) and "op" in s]
+    assert [o["op"] for o in ops if o["op"] in ("gt", "ge", "logical_not", "where")] == \
+        ["gt", "logical_not", "where", "ge", "where"]
+    assert next(o for o in ops if o["op"] == "gt")["scalar"] == 0.5      # s > 0.5
+    fills = [o["value"] for o in ops if o["op"] == "full"]
+    assert fills[0] == float("-inf") and fills[1:] == [1.0, 0.0]
+    bad = write(tmp_path, """
+        @pypto.jit
+        def k(s: pypto.Tensor((64, 256)), c: pypto.Tensor((64, 256))):
+            pypto.set_vec_tile_shapes(16, 256)
+            c[:] = pypto.where(s == 0.0, s, 1.0)
+        """)
+    with pytest.raises(ConfigError, match=r"tensor == and != are not elementwise.*pypto.eq"):
+        trace_file(bad)
+    not_bool = write(tmp_path, """
+        @pypto.jit
+        def k(s: pypto.Tensor((64, 256)), c: pypto.Tensor((64, 256))):
+            pypto.set_vec_tile_shapes(16, 256)
+            c[:] = pypto.where(s, s, 1.0)
+        """)
+    with pytest.raises(ConfigError, match=r"where condition is a DT_FP32 tensor"):
+        trace_file(not_bool)

@@ -578,3 +578,36 @@ def test_expand_only_stretches_dims_of_one():
     with pytest.raises(ConfigError, match=r"expand of shape \[64, 2\] to \[64, 256\]: only "
                                           r"dims of 1 stretch"):
         compile_kernel(_expand([64, 2], [64, 256], [16, 256]), HW)
+
+
+# comparisons, logical_not, where ----------------------------------------------------------
+def test_a_comparison_gives_one_byte_bools_that_where_selects_by():
+    """ge writes a bool (1 byte an element, upstream's DT_BOOL) tile, where reads that mask
+    and its two operands and writes the operands' dtype: the mask is a quarter of an fp32
+    tile in UB and in GM, and each op is its own vector instruction kind."""
+    k = kernel([{"set_vec_tile_shapes": [16, 256]},
+                {"op": "ge", "inputs": ["m"], "out": "mask", "scalar": 0.0},
+                {"op": "logical_not", "inputs": ["mask"], "out": "off"},
+                {"op": "assemble", "inputs": ["off"], "out": "flags", "offsets": [0, 0]},
+                {"op": "where", "inputs": ["mask", "x", "y"], "out": "w"},
+                {"op": "assemble", "inputs": ["w"], "out": "z", "offsets": [0, 0]}],
+               {"m": t([64, 256]), "x": t([64, 256]), "y": t([64, 256]),
+                "flags": t([64, 256], "bool", "output"), "z": t([64, 256], role="output")})
+    program = compile_kernel(k, HW)
+    assert program.leaf_tasks == 4
+    # per task: m, x, y read (3 x 16 KB); the bool flags (4 KB) and z (16 KB) written
+    assert np.allclose(program.work.mte2_bytes, 3 * 16 * 256 * 4)
+    assert np.allclose(program.work.mte3_bytes, 16 * 256 * (1 + 4))
+    v = program.work.vector
+    assert {v.kinds[i] for i in v.kind} == {"compares", "not", "select"}
+
+
+def test_where_operands_must_broadcast():
+    k = kernel([{"set_vec_tile_shapes": [16, 256]},
+                {"op": "gt", "inputs": ["x", "y"], "out": "mask"},
+                {"op": "where", "inputs": ["mask", "x", "bad"], "out": "w"},
+                {"op": "assemble", "inputs": ["w"], "out": "z", "offsets": [0, 0]}],
+               {"x": t([64, 256]), "y": t([64, 256]), "bad": t([64, 128]),
+                "z": t([64, 256], role="output")})
+    with pytest.raises(ConfigError, match="must match or broadcast"):
+        compile_kernel(k, HW)

@@ -47,7 +47,7 @@ class GraphType(IntEnum):
 OPMAGIC_BASE = 10000     # upstream op magics start here; any stable numbering works
 # upstream's DataType numbers (framework/include/tilefwk/data_type.h) of our dtypes, and the
 # MemoryType of a GM tensor (MEM_DEVICE_DDR)
-DATA_TYPES = {"int8": 1, "int32": 3, "int64": 4, "fp16": 6, "fp32": 7, "bf16": 8}
+DATA_TYPES = {"int8": 1, "int32": 3, "int64": 4, "fp16": 6, "fp32": 7, "bf16": 8, "bool": 15}
 MEM_DEVICE_DDR = 15
 CALL = "CALL"
 # hashOrder-hint line kinds -> the op_attr key prefix upstream stores them under

@@ -21,7 +21,8 @@ SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt"
                  "matmul (2-D, batched 3-D/4-D)", "@", "view (GM and on-chip)", "slicing x[a:b, :]",
                  "assemble",
                  "reshape(GM tensor inplace, a copy of a GM tensor or view, or an on-chip value)",
-                 "unsqueeze", "clone", "expand_clone", "transpose", "concat", "full", "pypto.tensor",
+                 "unsqueeze", "clone", "expand_clone", "eq ne lt le gt ge (and < <= > >=)",
+                 "logical_not", "where", "transpose", "concat", "full", "pypto.tensor",
                  "+ - * / with scalars"]
 
 
@@ -104,6 +105,55 @@ def _binary(op: str, a, b) -> Tensor:
         raise context.rec().fail(f"scalar {symbol} tensor (here {a!r} {symbol} a tensor) is "
                                  f"not in the kernel language yet", supported=instead)
     raise context.rec().fail(f"pypto.{op} needs a tensor operand")
+
+
+# a scalar on the left of a comparison compares the other way round
+_MIRRORED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _compare(op: str, a, b) -> Tensor:
+    if not isinstance(a, Tensor) and isinstance(b, Tensor):
+        op, a, b = _MIRRORED[op], b, a
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return _local(op, _broadcast(op, a, b), DataType.DT_BOOL, {}, [a, b])
+    if isinstance(a, Tensor):
+        return _local(op, a.shape, DataType.DT_BOOL, {"scalar": _scalar(b, op)}, [a])
+    raise context.rec().fail(f"pypto.{op} needs a tensor operand")
+
+
+def eq(input, other): return _compare("eq", input, other)
+def ne(input, other): return _compare("ne", input, other)
+def lt(input, other): return _compare("lt", input, other)
+def le(input, other): return _compare("le", input, other)
+def gt(input, other): return _compare("gt", input, other)
+def ge(input, other): return _compare("ge", input, other)
+
+
+def logical_not(input):
+    t = _tensor(input, "logical_not")
+    if t.dtype != DataType.DT_BOOL:
+        raise context.rec().fail(f"pypto.logical_not of a {t.dtype.name} tensor: it takes the "
+                                 f"bool result of a comparison")
+    return _local("logical_not", t.shape, DataType.DT_BOOL, {}, [t])
+
+
+def where(condition, input, other):
+    """pypto.where(cond, a, b): a where cond holds, else b (one vsel a tile); a scalar a or b
+    is first broadcast into a tile of its own (pypto.full: one vector_dup)."""
+    R = context.rec()
+    cond = _tensor(condition, "where", "condition")
+    if cond.dtype != DataType.DT_BOOL:
+        raise R.fail(f"pypto.where condition is a {cond.dtype.name} tensor: it takes the bool "
+                     f"result of a comparison")
+    tensors = [x for x in (input, other) if isinstance(x, Tensor)]
+    dtype = tensors[0].dtype if tensors else DataType.DT_FP32
+    shape = list(cond.shape)
+    for t in tensors:
+        shape = _broadcast_dims(shape, t.shape, f"where of shapes {cond.shape} and {t.shape}")
+    a, b = (x if isinstance(x, Tensor) else full(shape, x, dtype) for x in (input, other))
+    if a.dtype != b.dtype:
+        raise R.fail(f"pypto.where of {a.dtype.name} and {b.dtype.name}: cast one first")
+    return _local("where", shape, dtype, {}, [cond, a, b])
 
 
 def add(input, other, *, alpha=None):
@@ -534,12 +584,14 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
            "expm1": expm1, "pow": pow, "erfc": erfc, "gather": gather, "scatter": scatter,
            "scatter_": scatter_, "clone": clone, "unsqueeze": unsqueeze,
+           "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
+           "logical_not": logical_not,
            "expand_clone": expand_clone,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
-UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu", "where",
+UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu",
                "topk", "scatter_update",
                "index_select", "arange", "zeros", "ones", "sign",
-               "logical_not", "cumsum",
+               "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",
-               "greater", "gt", "ge", "lt", "le", "eq", "ne", "sin", "cos")
+               "sin", "cos")

@@ -165,6 +165,8 @@ def build() -> dict[str, types.ModuleType]:
         "expm1": ops.expm1, "pow": ops.pow, "gather": ops.gather, "erfc": ops.erfc,
         "scatter": ops.scatter, "scatter_": ops.scatter_, "clone": ops.clone,
         "unsqueeze": ops.unsqueeze, "expand_clone": ops.expand_clone,
+        "where": ops.where, "logical_not": ops.logical_not, "greater": ops.gt,
+        **{c: getattr(ops, c) for c in ("eq", "ne", "lt", "le", "gt", "ge")},
     }
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                "neg", "reciprocal", "relu", "log", "sum", "amax", "amin"):

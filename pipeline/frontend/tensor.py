@@ -26,13 +26,12 @@ class DType:
         return f"DataType.{self.name}"
 
 
-# upstream DataType members; the kernel language holds the first six
+# upstream DataType members; the kernel language holds the first seven
 KERNEL_DTYPES = {"DT_FP32": "fp32", "DT_FP16": "fp16", "DT_BF16": "bf16", "DT_INT8": "int8",
-                 "DT_INT32": "int32", "DT_INT64": "int64"}
+                 "DT_INT32": "int32", "DT_INT64": "int64", "DT_BOOL": "bool"}
 OTHER_DTYPES = ("DT_INT4", "DT_INT16", "DT_FP8", "DT_HF4", "DT_HF8", "DT_FP8E4M3",
                 "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1", "DT_FP4_E2M1X2", "DT_FP4_E1M2",
-                "DT_FP4_E1M2X2", "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64", "DT_BOOL",
-                "DT_DOUBLE")
+                "DT_FP4_E1M2X2", "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64", "DT_DOUBLE")
 
 
 class _DataTypes:
@@ -184,12 +183,18 @@ class Tensor:
         out = other.dtype if other.dtype.name != "DT_INT8" else DataType.DT_INT32
         return _ops().matmul(self, other, out)
 
-    def _compare(self, other):
-        raise context.rec().fail("tensor comparisons (>, <, ==, ...) are not in the kernel "
-                                 "language yet")
+    def __gt__(self, o): return _ops().gt(self, o)
+    def __ge__(self, o): return _ops().ge(self, o)
+    def __lt__(self, o): return _ops().lt(self, o)
+    def __le__(self, o): return _ops().le(self, o)
 
-    __gt__ = __lt__ = __ge__ = __le__ = _compare
-    __eq__ = __ne__ = _compare
+    # == and != keep their Python meaning for the tracer's own bookkeeping (a tensor in a
+    # list, a dict key); a kernel compares elements with pypto.eq / pypto.ne
+    def _equality(self, other):
+        raise context.rec().fail("tensor == and != are not elementwise comparisons here",
+                                 supported=["pypto.eq(a, b)", "pypto.ne(a, b)"])
+
+    __eq__ = __ne__ = _equality
     __hash__ = object.__hash__
 
     def __floordiv__(self, o):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..spec.errors import ConfigError, OoOError
-from ..spec.kernel import BINARY_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
+from ..spec.kernel import BINARY_OPS, COMPARE_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
 from .limits import Limits
 from .program import CoreType
 from .trace import TracedOp
@@ -150,6 +150,10 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
                           f"(a dim of 1, or fewer leading dims).")
     in_dtype = inputs[0].dtype if inputs else (op.get("dtype") or "fp32")
     dtype = op.get("dtype") if op.op in ("cast", "full") and op.get("dtype") else in_dtype
+    if op.op in COMPARE_OPS or op.op == "logical_not":
+        dtype = "bool"
+    elif op.op == "where":
+        dtype = inputs[1].dtype
     tile = _vec_tile(op, out_shape)
     if len(out_shape) > 1 and tile[-1] != out_shape[-1]:
         _check_tail_alignment(op, tile, dtype)
@@ -165,8 +169,12 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
         in_hi.append(np.where(b, 1, ihi))
     n = _elements(lo, hi)
     elem = max([DTYPE_BYTES[dtype]] + [DTYPE_BYTES[v.dtype] for v in inputs])
-    kind = op.op + "s" if op.get("scalar") is not None else op.op
-    kind = "dup" if op.op == "full" else kind
+    # a comparison is one vcmpv (vcmpvs with a scalar), where one vsel, logical_not one vnot:
+    # pto-isa's cost model has no measured profile for them (a generic 6 + 2 cycles a
+    # repeat), so they take the rate table's default
+    kind = {"full": "dup", "where": "select", "logical_not": "not",
+            **{c: "compare" for c in COMPARE_OPS}}.get(op.op, op.op)
+    kind = kind + "s" if op.get("scalar") is not None else kind
     ub = (len(inputs) + 1) * ub_bytes(lo, hi, elem)
     parts = COMPOSITES.get(op.op, ())
     if parts:
@@ -617,7 +625,7 @@ def expand(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
                 **_rows(lo, hi, elem))
 
 
-BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full",)},
+BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full", "where")},
             **{op: reduce for op in REDUCE_OPS},
             "matmul": matmul, "transpose": transpose, "concat": concat,
             "gather_elements": gather_elements, "scatter_elements": scatter_elements,

@@ -18,17 +18,20 @@ from .loader import load
 from .options import JitOptions, validate_scope
 
 Dim = Union[int, str]
-DType = Literal["fp32", "fp16", "bf16", "int8", "int32", "int64"]
+DType = Literal["fp32", "fp16", "bf16", "int8", "int32", "int64", "bool"]
 
 # element sizes; int64 is 8 bytes as upstream's BytesOf(DT_INT64) (seq_lens, block tables
 # and indices are int64 in many upstream kernels)
-DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int32": 4, "int64": 8}
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int32": 4, "int64": 8, "bool": 1}
 # "copy": GM data through UB into GM (an assemble of a GM view), priced as vector copy
 # "erfc" (fp32) is one tile op made of several vector instructions (compiler/ops.py COMPOSITES)
 UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast", "relu", "log", "copy",
-             "erfc")
-BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
-ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS
+             "erfc", "logical_not")
+# comparisons give a bool tensor (one byte an element, upstream's DT_BOOL); where(cond, a, b)
+# takes a where cond holds, else b
+COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum") + COMPARE_OPS
+ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + ("where",)
 REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
@@ -39,7 +42,7 @@ OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
 # an element gather by an index tensor; scatter_elements: pypto.scatter(input, dim, index,
 # src), inputs [input, index] with a scalar src or [input, index, src]
 _ARITY = {"view": 1, "assemble": 1, "scatter_update": 1, "transpose": 1, "reshape": 1,
-          "matmul": 2, "full": 0, "gather": 1, "gather_elements": 2,
+          "matmul": 2, "full": 0, "gather": 1, "gather_elements": 2, "where": 3,
           **{op: 1 for op in REDUCE_OPS}}
 
 
@@ -90,7 +93,8 @@ class OpStmt(Strict):
     b_trans: bool = False
     perm: list[int] | None = None        # transpose
     inplace: bool = True                 # reshape
-    value: float = 0.0                   # full
+    # full; infinities are values a mask fills with (pypto.where(mask, x, -inf))
+    value: float = Field(default=0.0, allow_inf_nan=True)
     block_rows: Dim | None = None        # gather: rows per paged block
     first_block: Dim = 0                 # gather: first logical block
     count: Dim | None = None             # gather: blocks gathered
