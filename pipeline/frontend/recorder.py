@@ -190,8 +190,9 @@ class Recorder:
         if self.segment not in value.present:
             raise self.fail(f"'{value.slot.root().hint}' (made at {value.where}) is used in "
                             f"another root function than the one that made it (across a "
-                            f"pypto.loop boundary); values cross loops only through GM "
-                            f"tensors, which is not supported yet for on-chip values",
+                            f"pypto.loop boundary); between root functions a value travels "
+                            f"through a GM tensor, and ptolab does not yet put an on-chip "
+                            f"value into one for you (upstream spills it to a workspace)",
                             hint="assemble it into a pypto.tensor and view that tensor where "
                                  "it is needed")
         if tuple(self.conds[:len(value.conds)]) != tuple(value.conds):
