@@ -307,20 +307,55 @@ SCOPE_IF = """
                 pypto.set_pass_options(sg_set_scope={after})
             else:
                 c[:] = a * a
+            {tail}
     """
 
 
-def test_a_branch_that_resets_its_scope_leaves_the_state_the_other_finds(tmp_path):
+def test_a_state_the_branches_leave_different_stops_only_the_op_that_needs_it(tmp_path):
     """sg_set_scope=-1 is the state a kernel starts in, so a branch that sets a scope and
-    resets it ends where a branch that never set one does; a branch that keeps its scope
-    stops at the if's own line, naming both states."""
-    fine = write(tmp_path, SCOPE_IF.format(after=-1))
+    resets it ends where a branch that never set one does.  A state the branches leave
+    different is unknown after the if: an op that needs it stops, naming the if's line and
+    both states, unless the kernel sets it again first (upstream's glm_attention re-sets its
+    TileShape after such an if)."""
+    fine = write(tmp_path, SCOPE_IF.format(after=-1, tail="c[:] = a - a"))
     assert "sg_set_scope: 1" in kernel_text(trace_file(fine), "t")
-    kept = write(tmp_path, SCOPE_IF.format(after=2))
-    with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:8: the branches of a symbolic if "
-                                          r"leave different sg_set_scope 2 after the if "
-                                          r"branch, -1 after the else"):
+    kept = write(tmp_path, SCOPE_IF.format(after=2, tail="c[:] = a - a"))
+    with pytest.raises(ConfigError, match=r"k\(\) at .*k.py:14: 'sub' needs sg_set_scope, "
+                                          r"which the branches of the symbolic if at .*k.py:8 "
+                                          r"leave different \(2 after the if branch, -1 after "
+                                          r"the else\)"):
         trace_file(kept)
+    reset = write(tmp_path, SCOPE_IF.format(
+        after=2, tail="pypto.set_pass_options(sg_set_scope=-1)\n        c[:] = a - a"))
+    body = yaml.safe_load(kernel_text(trace_file(reset), "t"))["body"]
+    loop = next(s for s in body if isinstance(s, dict) and "loop" in s)["body"]
+    scopes = [s["sg_set_scope"] for s in loop if isinstance(s, dict) and "sg_set_scope" in s]
+    assert scopes[-1] == -1 and 2 in scopes      # the reset after the if is written out
+    nothing_after = write(tmp_path, SCOPE_IF.format(after=2, tail=""))
+    trace_file(nothing_after)                    # no op needs the unknown state
+
+
+UNROLLED = """
+    @pypto.jit
+    def k(x: pypto.Tensor([pypto.DYNAMIC, 64]), y: pypto.Tensor([pypto.DYNAMIC, 64])):
+        for b, unroll in pypto.loop_unroll(0, x.shape[0], 1, name="rows", idx_name="b",
+                                           unroll_list=[4, 1]):
+            pypto.set_vec_tile_shapes(1, 64)
+            t = pypto.view(x, [unroll, 64], [b, 0])
+            y[b:b + unroll, :] = t + 1.0
+    """
+
+
+def test_a_tile_shape_first_set_inside_an_unrolled_copy_is_set_in_every_copy(tmp_path):
+    """Each loop_unroll copy is a loop of its own: a TileShape first set inside one is unset
+    again after it, so the next copy writes its own set out, even when it sets the same
+    value, rather than relying on a copy that may run zero times."""
+    path = write(tmp_path, UNROLLED)
+    body = yaml.safe_load(kernel_text(trace_file(path, dims={"x_0": 8, "y_0": 8}), "t"))["body"]
+    loops = [s for s in body if isinstance(s, dict) and "loop" in s]
+    assert len(loops) == 2
+    for loop in loops:
+        assert any(isinstance(s, dict) and "set_vec_tile_shapes" in s for s in loop["body"])
 
 
 def test_clone_copies_and_unsqueeze_reshapes(tmp_path):
@@ -445,3 +480,17 @@ def test_comparisons_logical_not_and_where_trace_to_bool_masks(tmp_path):
         """)
     with pytest.raises(ConfigError, match=r"where condition is a DT_FP32 tensor"):
         trace_file(not_bool)
+
+
+def test_zeros_ones_fill_and_div_takes_its_precision_positionally(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((16, 64)), c: pypto.Tensor((16, 64))):
+            pypto.set_vec_tile_shapes(16, 64)
+            z = pypto.zeros(16, 64) + pypto.ones([16, 64], dtype=pypto.DT_FP32)
+            c[:] = pypto.div(a + z, a, pypto.PrecisionType.HIGH_PRECISION)
+        """)
+    body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
+    fills = [(s["shape"], s["value"]) for s in body if isinstance(s, dict) and s.get("op") == "full"]
+    assert fills == [([16, 64], 0.0), ([16, 64], 1.0)]
+    assert any(isinstance(s, dict) and s.get("op") == "div" for s in body)

@@ -22,7 +22,7 @@ SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt"
                  "assemble",
                  "reshape(GM tensor inplace, a copy of a GM tensor or view, or an on-chip value)",
                  "unsqueeze", "clone", "expand_clone", "eq ne lt le gt ge (and < <= > >=)",
-                 "logical_not", "where", "transpose", "concat", "full", "pypto.tensor",
+                 "logical_not", "where", "zeros", "ones", "transpose", "concat", "full", "pypto.tensor",
                  "+ - * / with scalars"]
 
 
@@ -172,7 +172,7 @@ def mul(input, other):
     return _binary("mul", input, other)
 
 
-def div(input, other, *, precision_type=None, rounding_mode=None):
+def div(input, other, precision_type=None, *, rounding_mode=None):
     if rounding_mode is not None:
         raise context.rec().fail("div with rounding_mode is not supported")
     return _binary("div", input, other)
@@ -402,6 +402,21 @@ def full(size, fill_value, dtype, *, valid_shape=None):
                                               "dtype": schema_dtype(dtype)}, [])
 
 
+def _filled(value: float, size, dtype):
+    """pypto.zeros / pypto.ones (upstream creation.py: a Full of 0 or 1): sizes as ints or one
+    sequence, fp32 unless ``dtype``."""
+    shape = list(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else list(size)
+    return full(shape, value, dtype if dtype is not None else DataType.DT_FP32)
+
+
+def zeros(*size, dtype=None):
+    return _filled(0.0, size, dtype)
+
+
+def ones(*size, dtype=None):
+    return _filled(1.0, size, dtype)
+
+
 def softmax(input, dim):
     """Upstream's softmax is built from these ops: amax, sub, exp, sum, div (in FP32)."""
     t = _tensor(input, "softmax")
@@ -591,7 +606,7 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
 
 UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu",
                "topk", "scatter_update",
-               "index_select", "arange", "zeros", "ones", "sign",
+               "index_select", "arange", "sign",
                "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",
                "sin", "cos")

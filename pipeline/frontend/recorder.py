@@ -72,6 +72,23 @@ class StateRec:
 
 _STATE_KEYS = ("set_vec_tile_shapes", "set_cube_tile_shapes", "sg_set_scope",
                "set_operation_options")
+# ops that need none of the state (windows on GM and writes into GM tensors), and the one
+# that needs the cube TileShape instead of the vector one
+_STATELESS_OPS = ("view", "assemble", "scatter_update")
+
+
+class _Differs:
+    """A state the two branches of a symbolic if left different: after the if it depends on
+    data.  It equals nothing, so the next set of it is written out; an op that needs it
+    before that stops."""
+
+    def __init__(self, where: str, after_if, after_else):
+        self.where, self.after_if, self.after_else = where, after_if, after_else
+
+    def __eq__(self, other):
+        return False
+
+    __hash__ = object.__hash__
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -169,6 +186,7 @@ class Recorder:
     def op(self, fields: dict, inputs: list, out, where: str) -> OpRec:
         for value in inputs + ([out] if hasattr(out, "slot") else []):
             self.check_usable(value)
+        self._check_state(fields["op"])
         if self.label is not None:
             fields.setdefault("label", self.label)
         rec = OpRec(fields, list(inputs), out, where, tuple(self.conds))
@@ -181,6 +199,28 @@ class Recorder:
         if self.label is not None:
             fields.setdefault("label", self.label)
         return OpRec(fields, list(inputs), out, where, tuple(self.conds))
+
+    def _check_state(self, op: str) -> None:
+        if op in _STATELESS_OPS:
+            return
+        skip = "set_vec_tile_shapes" if op == "matmul" else "set_cube_tile_shapes"
+        for key in _STATE_KEYS:
+            value = self.state[key]
+            if key != skip and isinstance(value, _Differs):
+                raise self.fail(
+                    f"'{op}' needs {key}, which the branches of the symbolic if at "
+                    f"{value.where} leave different ({value.after_if!r} after the if branch, "
+                    f"{value.after_else!r} after the else): here it would depend on data",
+                    hint=f"set {key} again before this op, or the same at the end of both "
+                         f"branches")
+
+    def _restore(self, key: str, value) -> None:
+        """Back to an earlier state: written out when it is a value; no statement unsets a
+        TileShape or makes it unknown, so then the next set is written out again."""
+        if value is None or isinstance(value, _Differs):
+            self.state[key] = value
+        else:
+            self.set_state(key, value)
 
     def check_usable(self, value) -> None:
         if value.decl is not None and value.kind != "view":
@@ -242,10 +282,13 @@ class Recorder:
             raise self.fail(f"pypto.loop '{rec.head['name']}' has an empty body")
         # Upstream scopes tile shapes and scope per loop: every iteration starts from the
         # state at loop entry, and the state after the loop is that state again.
-        changed = [k for k in _STATE_KEYS if self.state[k] != entry[k] and entry[k] is not None]
-        rec.body[:0] = [StateRec(k, entry[k], rec.where) for k in changed]
+        # (A state first set inside the loop is unset again after it: the next set, in a
+        # later loop_unroll copy say, is written out.)
+        changed = [k for k in _STATE_KEYS if self.state[k] != entry[k]]
+        rec.body[:0] = [StateRec(k, entry[k], rec.where) for k in changed
+                        if entry[k] is not None and not isinstance(entry[k], _Differs)]
         for k in changed:
-            self.set_state(k, entry[k])
+            self._restore(k, entry[k])
 
     # -- symbolic if ----------------------------------------------------------------------------
     def branch_begin(self, cond: str) -> dict:
@@ -257,21 +300,17 @@ class Recorder:
         self.conds[-1] = f"not ({cond})"
         self.label = pre["label"]        # the else branch starts from the state before the if
         for k in _STATE_KEYS:
-            if pre[k] is not None:
-                self.set_state(k, pre[k])
+            if self.state[k] != pre[k]:
+                self._restore(k, pre[k])
         return after_a
 
     def branch_end(self, after_a: dict) -> None:
         self.conds.pop()
-        differ = [k for k in _STATE_KEYS if self.state[k] != after_a[k]]
-        if differ:
-            both = "; ".join(f"{k} {after_a[k]!r} after the if branch, {self.state[k]!r} "
-                             f"after the else" for k in differ)
-            raise Unsupported(f"the branches of a symbolic if leave different {both}: the "
-                              f"state after the if would depend on data",
-                              where=after_a["where"], function=self.function,
-                              hint="set the same tile shapes / scope at the end of both "
-                                   "branches")
+        # a state the branches leave different is unknown after the if: an op that needs it
+        # stops (_check_state) unless a set comes first
+        for k in _STATE_KEYS:
+            if self.state[k] != after_a[k]:
+                self.state[k] = _Differs(after_a["where"], after_a[k], self.state[k])
 
     def tie(self, a, b):
         """Both branches bound one variable: one name, existing where the if exists."""
