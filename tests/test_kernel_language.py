@@ -611,3 +611,20 @@ def test_where_operands_must_broadcast():
                 "z": t([64, 256], role="output")})
     with pytest.raises(ConfigError, match="must match or broadcast"):
         compile_kernel(k, HW)
+
+
+def test_ub_counts_each_operand_in_its_own_dtype():
+    """A bf16 -> fp32 cast of a [2, 16384] tile holds 64 KiB of input and 128 KiB of result:
+    exactly the 192 KiB UB (upstream's deepseek_v4 hc_pre test runs that tiling); the same
+    tile of an fp32 add (two fp32 inputs and the result, 384 KiB) does not fit."""
+    cast = kernel([{"set_vec_tile_shapes": [2, 16384]},
+                   {"op": "cast", "inputs": ["x"], "out": "c", "dtype": "fp32"},
+                   {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}],
+                  {"x": t([2, 16384], "bf16"), "y": t([2, 16384], role="output")})
+    assert compile_kernel(cast, HW).leaf_tasks == 1
+    add = kernel([{"set_vec_tile_shapes": [2, 16384]},
+                  {"op": "add", "inputs": ["a", "b"], "out": "c"},
+                  {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}],
+                 {"a": t([2, 16384]), "b": t([2, 16384]), "y": t([2, 16384], role="output")})
+    with pytest.raises(ConfigError, match=r"UB"):
+        compile_kernel(add, HW)

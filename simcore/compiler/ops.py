@@ -175,7 +175,9 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
     kind = {"full": "dup", "where": "select", "logical_not": "not",
             **{c: "compare" for c in COMPARE_OPS}}.get(op.op, op.op)
     kind = kind + "s" if op.get("scalar") is not None else kind
-    ub = (len(inputs) + 1) * ub_bytes(lo, hi, elem)
+    # UB holds a tile of each input and of the result, each in its own dtype (a bf16 -> fp32
+    # cast takes 2 + 4 bytes an element, not twice the wider)
+    ub = sum(ub_bytes(lo, hi, DTYPE_BYTES[d]) for d in [dtype] + [v.dtype for v in inputs])
     parts = COMPOSITES.get(op.op, ())
     if parts:
         if dtype != "fp32":
