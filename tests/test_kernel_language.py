@@ -628,3 +628,22 @@ def test_ub_counts_each_operand_in_its_own_dtype():
                  {"a": t([2, 16384]), "b": t([2, 16384]), "y": t([2, 16384], role="output")})
     with pytest.raises(ConfigError, match=r"UB"):
         compile_kernel(add, HW)
+
+
+def test_a_result_with_a_valid_tail_writes_only_its_valid_rows():
+    """A matmul over a view with a valid_shape (the last block of rows is short) holds data
+    in those rows only, and its assemble writes them, so a 34-row output takes a tail block
+    of 32 rows of which 2 are valid (upstream's glm_gate at batch 1026 tiles this way)."""
+    k = kernel([{"set_cube_tile_shapes": {"m": [32, 32], "k": [64, 64], "n": [64, 64]}},
+                {"loop": {"name": "rows", "idx": "i", "trip": 2},
+                 "body": [{"op": "view", "inputs": ["x"], "out": "xi", "shape": [32, 64],
+                           "offsets": ["i*32", 0], "valid_shape": ["min(34 - i*32, 32)", 64]},
+                          {"op": "matmul", "inputs": ["xi", "w"], "out": "r", "dtype": "fp32"},
+                          {"op": "assemble", "inputs": ["r"], "out": "y",
+                           "offsets": ["i*32", 0]}]}],
+               {"x": t([34, 64], "fp16"), "w": t([64, 64], "fp16"), "y": t([34, 64], role="output")})
+    program = compile_kernel(k, HW)
+    assert program.leaf_tasks == 2
+    # 34 rows of 64 fp32 results written in all, not two whole 32-row tiles
+    written = program.regions.bytes[program.regions.write].sum()
+    assert written == 34 * 64 * 4

@@ -290,8 +290,12 @@ class RootCallTiler:
             raise ConfigError(f"field '{op.where}': assemble writes the result of an op; "
                               f"'{op.inputs[0]}' is a GM view, so copy it with an op first.")
         offsets = op.get("offsets")
-        _check_inside(op, offsets, src.shape, target.shape)
+        valid = self._local_valid(src) if not src.path else None
+        # a result with a valid region (a tail of M or N) writes that region only
+        _check_inside(op, offsets, valid if valid is not None else src.shape, target.shape)
         box = None
+        if valid is not None and tuple(valid) != tuple(src.shape):
+            box = (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
         if src.path:
             if any(step[0] != "view" for step in src.path):
                 raise ConfigError(f"field '{op.where}': assemble of '{op.inputs[0]}', a reshaped "
@@ -383,15 +387,29 @@ class RootCallTiler:
         return node.extra.get("source", {}).get(i, (node.in_lo[i], node.in_hi[i]))
 
     def _track_valid(self, node: Node, inputs) -> None:
-        if node.kind != "vector" or node.op.op in ops.REDUCE_OPS:
+        if node.op.op in ops.REDUCE_OPS:
             return
         valids = [v.valid if isinstance(v, GmValue) else self._local_valid(v) for v in inputs]
+        if node.kind == "cube":
+            self._track_matmul_valid(node, inputs, valids)
+            return
         rank = len(node.out_shape)
         # a lower-rank (broadcast) input's valid region covers the leading dims it lacks
         valids = [tuple(node.out_shape[:rank - len(v)]) + tuple(v) for v in valids
                   if v is not None]
         if valids:
             self.valid[node.index] = tuple(min(d) for d in zip(*valids))
+
+    def _track_matmul_valid(self, node: Node, inputs, valids) -> None:
+        """A matmul's result holds data in the rows A holds and the columns B does (a
+        view with a valid_shape on a tail of M or N)."""
+        if valids[0] is None and valids[1] is None:
+            return
+        va, vb = (v if v is not None else x.shape for v, x in zip(valids[:2], inputs))
+        m = va[-1] if node.op.get("a_trans") else va[-2]
+        n = vb[-2] if node.op.get("b_trans") else vb[-1]
+        out = node.out_shape
+        self.valid[node.index] = (*out[:-2], min(m, out[-2]), min(n, out[-1]))
 
     # -- depth merge -------------------------------------------------------------------
     def _place(self, node: Node) -> None:
@@ -786,7 +804,8 @@ class RootCallTiler:
 
     def _valid_fraction(self, node: Node) -> np.ndarray:
         valid = self.valid.get(node.index)
-        if valid is None:
+        if valid is None or node.kind == "cube":
+            # the Cube works on whole L0 tiles, valid rows or not (ops.matmul)
             return np.ones(node.tiles)
         v = np.asarray(valid)
         inside = np.clip(np.minimum(node.out_hi, v) - node.out_lo, 0, None)
