@@ -491,6 +491,7 @@ def test_zeros_ones_fill_and_div_takes_its_precision_positionally(tmp_path):
             c[:] = pypto.div(a + z, a, pypto.PrecisionType.HIGH_PRECISION)
         """)
     body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
-    fills = [(s["shape"], s["value"]) for s in body if isinstance(s, dict) and s.get("op") == "full"]
+    fills = [(s["shape"], s["value"]) for s in body
+             if isinstance(s, dict) and s.get("op") == "full"]
     assert fills == [([16, 64], 0.0), ([16, 64], 1.0)]
     assert any(isinstance(s, dict) and s.get("op") == "div" for s in body)

@@ -641,7 +641,8 @@ def test_a_result_with_a_valid_tail_writes_only_its_valid_rows():
                           {"op": "matmul", "inputs": ["xi", "w"], "out": "r", "dtype": "fp32"},
                           {"op": "assemble", "inputs": ["r"], "out": "y",
                            "offsets": ["i*32", 0]}]}],
-               {"x": t([34, 64], "fp16"), "w": t([64, 64], "fp16"), "y": t([34, 64], role="output")})
+               {"x": t([34, 64], "fp16"), "w": t([64, 64], "fp16"),
+                "y": t([34, 64], role="output")})
     program = compile_kernel(k, HW)
     assert program.leaf_tasks == 2
     # 34 rows of 64 fp32 results written in all, not two whole 32-row tiles

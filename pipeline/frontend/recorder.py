@@ -72,8 +72,8 @@ class StateRec:
 
 _STATE_KEYS = ("set_vec_tile_shapes", "set_cube_tile_shapes", "sg_set_scope",
                "set_operation_options")
-# ops that need none of the state (windows on GM and writes into GM tensors), and the one
-# that needs the cube TileShape instead of the vector one
+# ops that need none of the state: windows on GM and writes into GM tensors (a matmul needs
+# the cube TileShape and not the vector one, every other op the reverse)
 _STATELESS_OPS = ("view", "assemble", "scatter_update")
 
 
@@ -89,6 +89,8 @@ class _Differs:
         return False
 
     __hash__ = object.__hash__
+
+
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
