@@ -116,6 +116,8 @@ class Recorder:
         self.options: dict[str, dict] = {}
         # data of tensor arguments the kernel reads elements of (--arg NAME.values=...)
         self.values: dict[str, list] = {}
+        # on-chip values spilled to a GM workspace, by id: (the value, the view read instead)
+        self._spills: dict[int, tuple] = {}
 
     # -- where am I ---------------------------------------------------------------------
     def where(self) -> str:
@@ -186,6 +188,7 @@ class Recorder:
 
     # -- statements --------------------------------------------------------------------------
     def op(self, fields: dict, inputs: list, out, where: str) -> OpRec:
+        inputs = [self._reachable(v) for v in inputs]
         for value in inputs + ([out] if hasattr(out, "slot") else []):
             self.check_usable(value)
         self._check_state(fields["op"])
@@ -201,6 +204,44 @@ class Recorder:
         if self.label is not None:
             fields.setdefault("label", self.label)
         return OpRec(fields, list(inputs), out, where, tuple(self.conds))
+
+    def _reachable(self, value):
+        """An on-chip value used in another root function than the one that made it goes
+        through GM, as upstream spills it to a workspace: its producer also writes it into a
+        kernel temporary right after making it, and the use reads a view of that.  A value
+        made under a condition, or whose shape names a loop index, stays where it is (and
+        check_usable says why)."""
+        if getattr(value, "kind", None) != "local" or self.segment in value.present \
+                or value.conds:
+            return value
+        if id(value) not in self._spills:
+            view = self._spill(value)
+            if view is None:
+                return value
+            self._spills[id(value)] = (value, view)
+        return self._spills[id(value)][1]
+
+    def _spill(self, value):
+        from . import ops, tensor     # they record through this module: imported late
+        found = _producer(self.body, value.slot)
+        if found is None:
+            return None
+        body, index, rec = found
+        try:
+            dims = self.check_dims(value.shape, "shape")
+        except Unsupported:
+            return None
+        hint = value.slot.root().hint
+        decl = self.declare(TensorDecl(Slot(f"{hint}_ws"), dims,
+                                       tensor.schema_dtype(value.dtype), "ND", "temporary",
+                                       where=value.where))
+        temp = tensor.make("temp", value.shape, value.dtype, decl.slot.hint, decl)
+        body.insert(index + 1, OpRec({"op": "assemble", "offsets": [0] * len(dims)}, [value],
+                                     temp, rec.where, rec.cond))
+        self.notes.append(f"'{hint}' (made at {value.where}) is used in another root function "
+                          f"at {self.where()}: it goes through the GM workspace tensor "
+                          f"'{decl.slot.hint}', as upstream spills it")
+        return ops.view(temp, list(value.shape), [0] * len(dims))
 
     def _check_state(self, op: str) -> None:
         if op in _STATELESS_OPS:
@@ -344,6 +385,18 @@ class Recorder:
         for decl in self.decls:
             name_of(decl.slot)
         self.name_of = name_of
+
+
+def _producer(body: list, slot):
+    """(the list, index, OpRec) of the op that made ``slot``, searched through loop bodies."""
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, OpRec) and stmt.out is slot:
+            return body, i, stmt
+        if isinstance(stmt, LoopRec):
+            found = _producer(stmt.body, slot)
+            if found is not None:
+                return found
+    return None
 
 
 def _identifier(hint: str) -> str:
