@@ -648,3 +648,21 @@ def test_a_result_with_a_valid_tail_writes_only_its_valid_rows():
     # 34 rows of 64 fp32 results written in all, not two whole 32-row tiles
     written = program.regions.bytes[program.regions.write].sum()
     assert written == 34 * 64 * 4
+
+
+def test_a_transpose_turns_its_inputs_valid_region_round():
+    """x's last 32-row block holds 2 valid rows; exp keeps that region, its transpose holds
+    2 valid columns, and the assemble into the transposed output writes 64 x 34 values in
+    all (a region left unturned would write 2 x 64 at the wrong place)."""
+    k = kernel([{"set_vec_tile_shapes": [64, 64]},
+                {"loop": {"name": "blocks", "idx": "i", "trip": 2},
+                 "body": [{"op": "view", "inputs": ["x"], "out": "xi", "shape": [32, 64],
+                           "offsets": ["i*32", 0], "valid_shape": ["min(34 - i*32, 32)", 64]},
+                          {"op": "exp", "inputs": ["xi"], "out": "e"},
+                          {"op": "transpose", "inputs": ["e"], "out": "et", "perm": [1, 0]},
+                          {"op": "assemble", "inputs": ["et"], "out": "y",
+                           "offsets": [0, "i*32"]}]}],
+               {"x": t([34, 64]), "y": t([64, 34], role="output")})
+    program = compile_kernel(k, HW)
+    written = program.regions.bytes[program.regions.write].sum()
+    assert written == 64 * 34 * 4

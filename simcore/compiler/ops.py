@@ -627,7 +627,9 @@ def expand(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
                 **_rows(lo, hi, elem))
 
 
-BUILDERS = {**{op: elementwise for op in UNARY_OPS + BINARY_OPS + ("full", "where")},
+# ops whose result has their inputs' geometry (a broadcast input aligned at the last dim)
+SAME_GEOMETRY = UNARY_OPS + BINARY_OPS + ("full", "where")
+BUILDERS = {**{op: elementwise for op in SAME_GEOMETRY},
             **{op: reduce for op in REDUCE_OPS},
             "matmul": matmul, "transpose": transpose, "concat": concat,
             "gather_elements": gather_elements, "scatter_elements": scatter_elements,

@@ -393,6 +393,11 @@ class RootCallTiler:
         if node.kind == "cube":
             self._track_matmul_valid(node, inputs, valids)
             return
+        if node.op.op == "transpose":
+            perm = node.op.get("perm")
+            valids = [tuple(v[p] for p in perm) if v is not None else None for v in valids]
+        elif node.op.op not in ops.SAME_GEOMETRY:
+            return      # a concat, gather, expand or copy lays its result out anew
         rank = len(node.out_shape)
         # a lower-rank (broadcast) input's valid region covers the leading dims it lacks
         valids = [tuple(node.out_shape[:rank - len(v)]) + tuple(v) for v in valids
@@ -409,7 +414,9 @@ class RootCallTiler:
         m = va[-1] if node.op.get("a_trans") else va[-2]
         n = vb[-2] if node.op.get("b_trans") else vb[-1]
         out = node.out_shape
-        self.valid[node.index] = (*out[:-2], min(m, out[-2]), min(n, out[-1]))
+        valid = (*out[:-2], min(m, out[-2]), min(n, out[-1]))
+        if valid != tuple(out):
+            self.valid[node.index] = valid
 
     # -- depth merge -------------------------------------------------------------------
     def _place(self, node: Node) -> None:
