@@ -495,3 +495,27 @@ def test_zeros_ones_fill_and_div_takes_its_precision_positionally(tmp_path):
              if isinstance(s, dict) and s.get("op") == "full"]
     assert fills == [([16, 64], 0.0), ([16, 64], 1.0)]
     assert any(isinstance(s, dict) and s.get("op") == "div" for s in body)
+
+
+def test_symbolic_scalar_of_an_int_is_that_int_and_reshape_takes_leading_valid_rows(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((32, 64)), c: pypto.Tensor((64, 32))):
+            pypto.set_vec_tile_shapes(32, 64)
+            e = pypto.exp(a)
+            r = pypto.reshape(e, [64, 32], valid_shape=[16, 32])
+            pypto.set_vec_tile_shapes(64, 32)
+            c[0 * pypto.symbolic_scalar(32):, 0:] = r + 1.0
+        """)
+    body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
+    reshape = next(s for s in body if isinstance(s, dict) and s.get("op") == "reshape")
+    assert reshape["valid_shape"] == [16, 32]
+    cols = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((32, 64)), c: pypto.Tensor((64, 32))):
+            pypto.set_vec_tile_shapes(32, 64)
+            r = pypto.reshape(pypto.exp(a), [64, 32], valid_shape=[64, 16])
+            c[:] = r
+        """)
+    with pytest.raises(ConfigError, match=r"valid_shape smaller than its shape off its first"):
+        trace_file(cols)

@@ -666,3 +666,31 @@ def test_a_transpose_turns_its_inputs_valid_region_round():
     program = compile_kernel(k, HW)
     written = program.regions.bytes[program.regions.write].sum()
     assert written == 64 * 34 * 4
+
+
+def test_a_reshape_names_the_leading_rows_that_stay_valid():
+    """A 32-row block of which 2 rows hold data, reshaped on chip from [32, 64] to [64, 32]
+    with valid_shape [4, 32] (upstream's reshape valid_shape: the row-major prefix the data
+    fills), then negated and assembled: 68 x 32 values written in all."""
+    k = kernel([{"set_vec_tile_shapes": [64, 64]},
+                {"loop": {"name": "blocks", "idx": "i", "trip": 2},
+                 "body": [{"op": "view", "inputs": ["x"], "out": "xi", "shape": [32, 64],
+                           "offsets": ["i*32", 0], "valid_shape": ["min(34 - i*32, 32)", 64]},
+                          {"op": "exp", "inputs": ["xi"], "out": "e"},
+                          {"op": "reshape", "inputs": ["e"], "out": "r", "shape": [64, 32],
+                           "valid_shape": ["min(34 - i*32, 32) * 2", 32]},
+                          {"op": "neg", "inputs": ["r"], "out": "n"},
+                          {"op": "assemble", "inputs": ["n"], "out": "y",
+                           "offsets": ["i*64", 0]}]}],
+               {"x": t([34, 64]), "y": t([68, 32], role="output")})
+    program = compile_kernel(k, HW)
+    written = program.regions.bytes[program.regions.write].sum()
+    assert written == 68 * 32 * 4
+    bad = kernel([{"set_vec_tile_shapes": [32, 64]},
+                  {"op": "exp", "inputs": ["x"], "out": "e"},
+                  {"op": "reshape", "inputs": ["e"], "out": "r", "shape": [64, 32],
+                   "valid_shape": [64, 16]},
+                  {"op": "assemble", "inputs": ["r"], "out": "y", "offsets": [0, 0]}],
+                 {"x": t([32, 64]), "y": t([64, 32], role="output")})
+    with pytest.raises(ConfigError, match=r"only a number of leading rows is modeled"):
+        compile_kernel(bad, HW)

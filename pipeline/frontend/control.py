@@ -291,6 +291,14 @@ def ceildiv(a, b):
     return ceil_div(a, b)
 
 
+def symbolic_scalar(value):
+    """pypto.symbolic_scalar(v): a symbolic int, or an int made one (a constant)."""
+    if isinstance(value, (SymInt, int)) and not isinstance(value, bool):
+        return value
+    raise context.rec().fail(f"pypto.symbolic_scalar({value!r}) takes an int or a symbolic "
+                             f"int", supported=["pypto.symbolic_scalar(int)"])
+
+
 def sym_min(a, b):
     return a.min(b) if isinstance(a, SymInt) else (b.min(a) if isinstance(b, SymInt)
                                                     else min(a, b))

@@ -329,10 +329,16 @@ def _local_reshape(t: Tensor, shape, valid_shape) -> Tensor:
     producer's workspace (the compiler, simcore/compiler/tiling.py)."""
     R = context.rec()
     shape = list(shape)
+    fields = {}
     if valid_shape is not None and not (len(valid_shape) == len(shape) and all(
             same_dim(v, d) for v, d in zip(valid_shape, shape))):
-        raise R.fail("reshape of an on-chip value with a valid_shape smaller than its shape "
-                     "is not supported yet", supported=["pypto.reshape(on_chip_value, shape)"])
+        if len(valid_shape) != len(shape) or not all(
+                same_dim(v, d) for v, d in zip(valid_shape[1:], shape[1:])):
+            raise R.fail("reshape of an on-chip value with a valid_shape smaller than its "
+                         "shape off its first dim is not supported yet",
+                         supported=["pypto.reshape(on_chip_value, shape)",
+                                    "valid_shape = [leading rows, *shape[1:]]"])
+        fields["valid_shape"] = R.check_dims(valid_shape, "reshape valid_shape")
     count, want = 1, 1
     for d in shape:
         count = count * d
@@ -340,8 +346,8 @@ def _local_reshape(t: Tensor, shape, valid_shape) -> Tensor:
         want = want * d
     if not same_dim(count, want):
         raise R.fail(f"reshape {t.shape} -> {shape} changes the element count")
-    return _local("reshape", shape, t.dtype, {"shape": R.check_dims(shape, "reshape shape")},
-                  [t])
+    return _local("reshape", shape, t.dtype,
+                  {"shape": R.check_dims(shape, "reshape shape"), **fields}, [t])
 
 
 def assemble(*args, parallel=False):

@@ -234,13 +234,23 @@ class RootCallTiler:
             # on chip a reshape moves nothing: readers see the producer's elements in
             # row-major order; whether their tiles can is checked where they read it
             valid = self._local_valid(src)
-            if valid is not None and tuple(valid) != tuple(src.shape):
+            if valid is not None and not _leading_rows(valid, src.shape):
                 raise ConfigError(f"field '{op.where}': reshape of '{op.inputs[0]}', an on-chip "
                                   f"value whose valid region {list(valid)} is smaller than its "
-                                  f"shape {list(src.shape)}, is not modeled; reshape values "
-                                  f"that are valid throughout.")
+                                  f"shape {list(src.shape)} off its first dim, is not modeled; "
+                                  f"reshape values valid throughout or in leading rows.")
+            # a valid region of leading rows is a row-major prefix: the reshape keeps it as
+            # the leading rows its valid_shape names (upstream's reshape valid_shape)
+            result_valid = op.get("valid_shape")
+            if result_valid is not None:
+                result_valid = tuple(int(d) for d in result_valid)
+                if not _leading_rows(result_valid, shape):
+                    raise ConfigError(f"field '{op.where}': reshape valid_shape "
+                                      f"{list(result_valid)} of shape {list(shape)}: only a "
+                                      f"number of leading rows is modeled.")
             self.values[op.out] = LocalValue(src.node, tuple(shape), src.dtype,
-                                             src.path + (("reshape", src.shape, op.where),))
+                                             src.path + (("reshape", src.shape, op.where),),
+                                             result_valid)
             return
         if not op.get("inplace"):
             # a copying reshape gives its result an address of its own: a Vector copy of the
@@ -1013,6 +1023,12 @@ def _op_details(nodes: list[Node], task: int) -> tuple:
 
 def _tile_bytes(lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:
     return int(ub_bytes(lo, hi, DTYPE_BYTES[dtype]).max()) if len(lo) else 0
+
+
+def _leading_rows(valid, shape) -> bool:
+    """A valid region that is some number of leading rows (whole in every other dim)."""
+    return len(valid) == len(shape) and tuple(valid[1:]) == tuple(shape[1:]) \
+        and 0 <= valid[0] <= shape[0]
 
 
 def _check_inside(op: TracedOp, offsets, shape, outer) -> None:
