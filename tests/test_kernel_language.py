@@ -694,3 +694,20 @@ def test_a_reshape_names_the_leading_rows_that_stay_valid():
                  {"x": t([32, 64]), "y": t([64, 32], role="output")})
     with pytest.raises(ConfigError, match=r"only a number of leading rows is modeled"):
         compile_kernel(bad, HW)
+
+
+def test_a_reshape_without_valid_shape_keeps_its_sources_valid_prefix():
+    """The same reshape as above with no valid_shape: the 2 valid rows of 64 become the 4
+    leading rows of 32 they fill, not a result valid throughout."""
+    k = kernel([{"set_vec_tile_shapes": [64, 64]},
+                {"loop": {"name": "blocks", "idx": "i", "trip": 2},
+                 "body": [{"op": "view", "inputs": ["x"], "out": "xi", "shape": [32, 64],
+                           "offsets": ["i*32", 0], "valid_shape": ["min(34 - i*32, 32)", 64]},
+                          {"op": "exp", "inputs": ["xi"], "out": "e"},
+                          {"op": "reshape", "inputs": ["e"], "out": "r", "shape": [64, 32]},
+                          {"op": "neg", "inputs": ["r"], "out": "n"},
+                          {"op": "assemble", "inputs": ["n"], "out": "y",
+                           "offsets": ["i*64", 0]}]}],
+               {"x": t([34, 64]), "y": t([68, 32], role="output")})
+    program = compile_kernel(k, HW)
+    assert program.regions.bytes[program.regions.write].sum() == 68 * 32 * 4

@@ -242,6 +242,15 @@ class RootCallTiler:
             # a valid region of leading rows is a row-major prefix: the reshape keeps it as
             # the leading rows its valid_shape names (upstream's reshape valid_shape)
             result_valid = op.get("valid_shape")
+            if result_valid is None and valid is not None and tuple(valid) != tuple(src.shape):
+                # no valid_shape given: the prefix keeps its elements, whole rows of the result
+                count, row = int(np.prod(valid)), int(np.prod(shape[1:]))
+                if count % row:
+                    raise ConfigError(f"field '{op.where}': reshape of '{op.inputs[0]}', whose "
+                                      f"valid region {list(valid)} does not fill whole rows of "
+                                      f"{list(shape)}, is not modeled; give the reshape a "
+                                      f"valid_shape of leading rows.")
+                result_valid = (count // row, *shape[1:])
             if result_valid is not None:
                 result_valid = tuple(int(d) for d in result_valid)
                 if not _leading_rows(result_valid, shape):

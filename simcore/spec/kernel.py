@@ -86,7 +86,7 @@ class OpStmt(Strict):
     dtype: DType | None = None           # cast target, matmul out dtype, full dtype
     shape: list[Dim] | None = None       # view, reshape, full, expand
     offsets: list[Dim] | None = None     # view, assemble, scatter_update
-    valid_shape: list[Dim] | None = None  # view, reshape of an on-chip value: the region that holds data
+    valid_shape: list[Dim] | None = None  # view, on-chip reshape: the region that holds data
     axis: int | None = None              # reductions, concat
     keepdim: bool = True
     a_trans: bool = False
