@@ -106,6 +106,7 @@ class RunResult:
     timeline: Timeline
     metrics: dict
     summary: str
+    summary_us: float        # the summary's end-to-end time, from the files' counter stamps
 
 
 def size_check(kernel: Kernel, kernel_path: Path) -> Progress:
@@ -178,7 +179,7 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
     progress.say("writing files")
     out.mkdir(parents=True, exist_ok=True)
     freq = hw.aicpu.profile_freq_mhz
-    summary = aicore_summary(timeline, freq)[2]
+    summary_us, _, summary = aicore_summary(timeline, freq)
     debug = kernel.options.debug_options.runtime_debug_mode == 1
     # the per-task files hold the last launch (swimlane.launch_shift)
     shift = launch_shift(rounds, round_ticks(timeline, freq, hw.aicpu.launch_gap_us))
@@ -205,7 +206,7 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
         result.update(race_summary(runs))
     write_json(out / "metrics.json", result)   # last: its presence marks a complete run
     progress.say("done")
-    return RunResult(kernel, hw, program, timeline, result, summary)
+    return RunResult(kernel, hw, program, timeline, result, summary, summary_us)
 
 
 RACE_FILE = "race.json"

@@ -88,14 +88,15 @@ def _scalar(x, op: str):
     return float(x)
 
 
-def _binary(op: str, a, b) -> Tensor:
+def _binary(op: str, a, b, dtype: DType | None = None) -> Tensor:
+    """``dtype``: the result's, the tensor operand's unless given (a comparison's bool)."""
     if isinstance(a, Tensor) and isinstance(b, Tensor):
-        return _local(op, _broadcast(op, a, b), a.dtype, {}, [a, b])
+        return _local(op, _broadcast(op, a, b), dtype or a.dtype, {}, [a, b])
     if isinstance(a, Tensor):
-        return _local(op, a.shape, a.dtype, {"scalar": _scalar(b, op)}, [a])
+        return _local(op, a.shape, dtype or a.dtype, {"scalar": _scalar(b, op)}, [a])
     if isinstance(b, Tensor):
         if op in COMMUTATIVE:
-            return _local(op, b.shape, b.dtype, {"scalar": _scalar(a, op)}, [b])
+            return _local(op, b.shape, dtype or b.dtype, {"scalar": _scalar(a, op)}, [b])
         symbol = {"sub": "-", "div": "/"}.get(op, op)
         instead = [f"tensor {symbol} scalar"]
         if op == "sub":
@@ -114,11 +115,7 @@ _MIRRORED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "
 def _compare(op: str, a, b) -> Tensor:
     if not isinstance(a, Tensor) and isinstance(b, Tensor):
         op, a, b = _MIRRORED[op], b, a
-    if isinstance(a, Tensor) and isinstance(b, Tensor):
-        return _local(op, _broadcast(op, a, b), DataType.DT_BOOL, {}, [a, b])
-    if isinstance(a, Tensor):
-        return _local(op, a.shape, DataType.DT_BOOL, {"scalar": _scalar(b, op)}, [a])
-    raise context.rec().fail(f"pypto.{op} needs a tensor operand")
+    return _binary(op, a, b, DataType.DT_BOOL)
 
 
 def eq(input, other): return _compare("eq", input, other)

@@ -158,15 +158,8 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
     if len(out_shape) > 1 and tile[-1] != out_shape[-1]:
         _check_tail_alignment(op, tile, dtype)
     lo, hi = grid(out_shape, tile)
-    in_lo, in_hi = [], []
-    rank = len(out_shape)
-    for s in shapes:
-        # a lower-rank input reads the trailing dims of each output box
-        lead = rank - len(s)
-        b = np.asarray([d == 1 and o != 1 for d, o in zip(s, out_shape[lead:])])
-        ilo, ihi = (lo, hi) if not lead else (lo[:, lead:], hi[:, lead:])
-        in_lo.append(np.where(b, 0, ilo))
-        in_hi.append(np.where(b, 1, ihi))
+    boxes = [_broadcast_boxes(s, out_shape, lo, hi) for s in shapes]
+    in_lo, in_hi = [b[0] for b in boxes], [b[1] for b in boxes]
     n = _elements(lo, hi)
     elem = max([DTYPE_BYTES[dtype]] + [DTYPE_BYTES[v.dtype] for v in inputs])
     # a comparison is one vcmpv (vcmpvs with a scalar), where one vsel, logical_not one vnot:
@@ -202,6 +195,14 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
                 out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi, flops=flops,
                 ub_bytes=ub, in_flight=np.ones(len(n)), vector_kind=kind,
                 vector_bytes=n * elem, vector_parts=parts, **_rows(lo, hi, elem))
+
+
+def _broadcast_boxes(shape, out_shape, lo: np.ndarray, hi: np.ndarray):
+    """The boxes an input of ``shape`` reads under result boxes lo..hi: a lower-rank input
+    the trailing dims of each, a dim of 1 that stretches its one row."""
+    lead = len(out_shape) - len(shape)
+    stretched = np.asarray([d == 1 and o != 1 for d, o in zip(shape, out_shape[lead:])])
+    return np.where(stretched, 0, lo[:, lead:]), np.where(stretched, 1, hi[:, lead:])
 
 
 def _expands_rows(shapes: list[tuple[int, ...]], out_shape: tuple[int, ...]) -> bool:
@@ -611,10 +612,7 @@ def expand(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     if len(out_shape) > 1 and tile[-1] != out_shape[-1]:
         _check_tail_alignment(op, tile, src.dtype)
     lo, hi = grid(out_shape, tile)
-    lead = len(out_shape) - len(src.shape)
-    stretched = np.asarray([d == 1 and o != 1 for d, o in zip(src.shape, out_shape[lead:])])
-    in_lo = np.where(stretched, 0, lo[:, lead:])
-    in_hi = np.where(stretched, 1, hi[:, lead:])
+    in_lo, in_hi = _broadcast_boxes(src.shape, out_shape, lo, hi)
     elem = DTYPE_BYTES[src.dtype]
     rows_expand = src.shape[-1] == 1 and out_shape[-1] != 1
     ub = ub_bytes(lo, hi, elem) + ub_bytes(in_lo, in_hi, elem)
