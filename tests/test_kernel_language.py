@@ -697,3 +697,68 @@ def test_a_reshape_names_the_leading_rows_that_stay_valid():
                  {"x": t([32, 64]), "y": t([64, 32], role="output")})
     with pytest.raises(ConfigError, match=r"only a number of leading rows is modeled"):
         compile_kernel(bad, HW)
+
+
+def test_a_move_loads_gm_data_whole_and_writes_it_with_no_vector_instruction():
+    """An assemble of a GM view into another GM tensor (the front end's `move`) is one copy
+    in and one copy out of the whole view, as upstream's legacy passes leave it: UB holds
+    the [128, 512] bf16 piece once (128 KiB, where a Vector copy's input and output tiles
+    would need 256), no TileShape is needed and no Vector instruction is priced."""
+    k = kernel([{"loop": {"name": "blocks", "idx": "i", "trip": 2},
+                 "body": [{"op": "view", "inputs": ["kv"], "out": "piece", "shape": [128, 512],
+                           "offsets": ["(3 - i) * 128", 0]},
+                          {"op": "move", "inputs": ["piece"], "out": "m"},
+                          {"op": "assemble", "inputs": ["m"], "out": "ws",
+                           "offsets": ["i * 128", 0]}]}],
+               {"kv": t([512, 512], "bf16"), "ws": t([256, 512], "bf16", "temporary")})
+    program = compile_kernel(k, HW)
+    assert program.leaf_tasks == 2
+    piece = 128 * 512 * 2
+    assert program.work.mte2_bytes.tolist() == [piece, piece]
+    assert program.work.mte3_bytes.tolist() == [piece, piece]
+    assert program.work.vector.task.size == 0
+    assert static_pipe_us(HW, program)["vector"].sum() == 0
+    on_chip = kernel([{"set_vec_tile_shapes": [32, 512]},
+                      {"op": "exp", "inputs": ["kv"], "out": "e"},
+                      {"op": "move", "inputs": ["e"], "out": "m"},
+                      {"op": "assemble", "inputs": ["m"], "out": "ws", "offsets": [0, 0]}],
+                     {"kv": t([32, 512]), "ws": t([32, 512], role="temporary")})
+    with pytest.raises(ConfigError, match=r"move takes GM data"):
+        compile_kernel(on_chip, HW)
+
+
+def test_a_stretched_column_with_a_valid_shape_leaves_the_result_valid_throughout():
+    """A [8, 1] view whose valid_shape is its whole shape, multiplied into [8, 256] rows, is
+    valid along the stretched axis too: the product reshapes on chip like any full value
+    (upstream's quantised prolog scales its query rows so before a 3-D reshape)."""
+    k = kernel([{"set_vec_tile_shapes": [8, 256]},
+                {"op": "view", "inputs": ["s"], "out": "col", "shape": [8, 1], "offsets": [0, 0],
+                 "valid_shape": [8, 1]},
+                {"op": "exp", "inputs": ["x"], "out": "e"},
+                {"op": "mul", "inputs": ["e", "col"], "out": "p"},
+                {"op": "reshape", "inputs": ["p"], "out": "r", "shape": [8, 2, 128]},
+                {"set_vec_tile_shapes": [8, 2, 128]},
+                {"op": "neg", "inputs": ["r"], "out": "n"},
+                {"op": "assemble", "inputs": ["n"], "out": "y", "offsets": [0, 0, 0]}],
+               {"x": t([8, 256]), "s": t([8, 1]), "y": t([8, 2, 128], role="output")})
+    assert _written(compile_kernel(k, HW)) == 8 * 256 * 4
+
+
+def test_a_row_of_a_reshaped_result_is_assembled_where_its_offsets_say():
+    """exp of [4, 128] reshaped on chip to [4, 1, 1, 128]; each row i (a view) is assembled
+    at row 3 i of y: four 512-byte rows written, lines 0, 3, 6 and 9 of y's first region."""
+    body = [{"set_vec_tile_shapes": [4, 128]},
+            {"op": "exp", "inputs": ["x"], "out": "e"},
+            {"op": "reshape", "inputs": ["e"], "out": "r", "shape": [4, 1, 1, 128]}]
+    for i in range(4):
+        body += [{"op": "view", "inputs": ["r"], "out": f"row{i}", "shape": [1, 1, 1, 128],
+                  "offsets": [i, 0, 0, 0]},
+                 {"op": "assemble", "inputs": [f"row{i}"], "out": "y",
+                  "offsets": [3 * i, 0, 0, 0]}]
+    program = compile_kernel(kernel(body, {"x": t([4, 128]),
+                                           "y": t([16, 1, 1, 128], role="output")}), HW)
+    regions = program.regions
+    assert program.leaf_tasks == 1
+    assert regions.bytes[regions.write].sum() == 4 * 512
+    lines = np.bitwise_or.reduce(regions.lines[regions.write])
+    assert int(lines) == sum(1 << (3 * i) for i in range(4))

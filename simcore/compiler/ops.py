@@ -493,6 +493,31 @@ def copy(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     return _copy(index, op, inputs, 0)
 
 
+def move(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """GM data copied through UB, untiled: the kernel op ``move``, what an assemble of a GM
+    view into a GM tensor is.  Upstream's legacy passes leave the view and the assemble it
+    feeds whole, turn the view into one UB tensor (a COPY_IN on the AIV's MTE2) and the
+    assemble into its COPY_OUT (MTE3), with no Vector instruction between
+    (InferDiscontinuousInput's DDRTensorAssignUB, GenerateMoveOp; docs/sources.md §2).  So
+    the result is the loaded buffer: one tile, UB holds it once, and the op needs no
+    TileShape."""
+    (src,) = inputs
+    if not isinstance(src, GmValue):
+        raise ConfigError(f"field '{op.where}': move takes GM data (a tensor or a view of "
+                          f"one); an op's result is already in UB.")
+    out_shape = tuple(src.shape)
+    lo, hi = grid(out_shape, out_shape)
+    elem = DTYPE_BYTES[src.dtype]
+    ub = ub_bytes(lo, hi, elem)
+    _check_ub(limits, op, out_shape, ub)
+    n = _elements(lo, hi)
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=src.dtype, out_lo=lo, out_hi=hi, in_lo=[lo.copy()],
+                in_hi=[hi.copy()], flops=np.zeros(len(n)), ub_bytes=ub,
+                in_flight=np.ones(len(n)), vector_kind="", vector_bytes=np.zeros(len(n)),
+                **_rows(lo, hi, elem))
+
+
 def _copy(index: int, op: TracedOp, inputs: list[Value], axis: int) -> Node:
     shape = list(inputs[0].shape)
     for v in inputs[1:]:
@@ -631,4 +656,4 @@ BUILDERS = {**{op: elementwise for op in SAME_GEOMETRY},
             **{op: reduce for op in REDUCE_OPS},
             "matmul": matmul, "transpose": transpose, "concat": concat,
             "gather_elements": gather_elements, "scatter_elements": scatter_elements,
-            "expand": expand}
+            "expand": expand, "move": move}

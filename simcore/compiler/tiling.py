@@ -28,7 +28,7 @@ from .ops import Node
 from .program import CoreType
 from .rows import row_ids
 from .trace import RootCall, Scope, TracedOp
-from .values import GmValue, LocalValue, Piece, contiguous_bytes, pad, padded, ub_bytes
+from .values import carry_out, GmValue, LocalValue, Piece, contiguous_bytes, pad, padded, ub_bytes
 from .work import CubeWork, VectorWork, Work
 from .groupcache import GroupCache
 
@@ -315,14 +315,22 @@ class RootCallTiler:
         box = None
         if valid is not None and tuple(valid) != tuple(src.shape):
             box = (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
-        if src.path:
-            if any(step[0] != "view" for step in src.path):
-                raise ConfigError(f"field '{op.where}': assemble of '{op.inputs[0]}', a reshaped "
-                                  f"on-chip value, is not modeled; assemble the result into an "
-                                  f"inplace reshape of the GM target, or views of results.")
+        if src.path and all(step[0] == "view" for step in src.path):
             # the box of the producer's result it writes: the sum of the views' offsets
             lo = np.sum([np.asarray(step[1]) for step in src.path], axis=0)
             box = (lo, lo + np.asarray(src.shape))
+        elif src.path:
+            # through a reshape: the producer's box holding the value's elements, whose
+            # tiles' parts are carried out to the value's coordinates where they are written
+            rank = len(src.shape)
+            lo, hi, ok = src.source(np.zeros((1, rank), np.int64),
+                                    np.asarray([src.shape], np.int64))
+            if not ok.all():
+                raise ConfigError(f"field '{op.where}': assemble of '{op.inputs[0]}', a "
+                                  f"reshaped on-chip value whose elements are no box of its "
+                                  f"producer's result, is not modeled; assemble the result "
+                                  f"into an inplace reshape of the GM target.")
+            box = (lo[0], hi[0], src.path, tuple(src.shape))
         self.assembles.append((src.node, target, offsets, box))
         self._pinned.add(src.node)      # its GM write stays where the trace put it
 
@@ -415,12 +423,15 @@ class RootCallTiler:
         if node.op.op == "transpose":
             perm = node.op.get("perm")
             valids = [tuple(v[p] for p in perm) if v is not None else None for v in valids]
-        elif node.op.op not in ops.SAME_GEOMETRY:
+        elif node.op.op not in ops.SAME_GEOMETRY and node.op.op != "move":
             return      # a concat, gather, expand or copy lays its result out anew
         rank = len(node.out_shape)
-        # a lower-rank (broadcast) input's valid region covers the leading dims it lacks
-        valids = [tuple(node.out_shape[:rank - len(v)]) + tuple(v) for v in valids
-                  if v is not None]
+        # a broadcast input's valid region covers the leading dims it lacks and, along a dim
+        # of 1 it stretches, the whole of the result's
+        valids = [tuple(node.out_shape[:rank - len(v)]) + tuple(
+            o if s == 1 and d >= 1 else d
+            for d, s, o in zip(v, x.shape, node.out_shape[rank - len(v):]))
+                  for v, x in zip(valids, inputs) if v is not None]
         if valids:
             self.valid[node.index] = tuple(min(d) for d in zip(*valids))
 
@@ -883,7 +894,16 @@ class RootCallTiler:
                 # a view of the result: each tile writes its part of the view's box
                 lo, hi = np.maximum(lo, box[0]), np.minimum(hi, box[1])
                 keep = np.flatnonzero((hi > lo).all(axis=1))
-                lo, hi, off = lo[keep], hi[keep], off - box[0]
+                lo, hi = lo[keep], hi[keep]
+                if len(box) == 2:
+                    off = off - box[0]
+                else:       # a reshape between: the parts in the assembled value's geometry
+                    lo, hi, ok = carry_out(lo, hi, box[2], box[3])
+                    if not ok.all():
+                        raise ConfigError(f"field '{node.op.where}': a tile of "
+                                          f"{list(node.out_shape)} writes no box of the "
+                                          f"reshaped value it assembles; choose a TileShape "
+                                          f"whose tiles are whole rows of it.")
             t, names, index, blo, bhi = target.region(lo + off, hi + off)
             if box is not None:
                 t = keep[t]
@@ -956,6 +976,8 @@ class _TaskSums:
     def add(self, node: Node, tasks: np.ndarray, frac: np.ndarray, waits: bool = False) -> None:
         if node.vector_parts:
             self._composite(node, tasks, frac, waits)
+        elif node.kind == "vector" and not node.vector_kind:
+            pass        # a move through UB (ops.move): its copy-in and copy-out only
         elif node.kind == "vector":
             kind = self.vector_kinds.setdefault(node.vector_kind, len(self.vector_kinds))
             if not waits:

@@ -199,6 +199,24 @@ def _carry(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, ...], steps):
     return lo, hi, ok, shape
 
 
+def carry_out(lo: np.ndarray, hi: np.ndarray, steps, shape: tuple[int, ...]):
+    """Boxes of the producer's result carried out through ``steps`` (a path, outermost
+    last) into the coordinates of the value of ``shape`` at its end: (lo, hi, ok), a view
+    clipping each box to its window; ok is False for a box a reshape does not carry onto
+    one box."""
+    ok = np.ones(len(lo), bool)
+    for k, step in enumerate(steps):
+        after = shape if k + 1 == len(steps) else \
+            steps[k + 1][2] if steps[k + 1][0] == "view" else steps[k + 1][1]
+        if step[0] == "view":
+            off, top = np.asarray(step[1], np.int64), np.asarray(after, np.int64)
+            lo, hi = np.clip(lo - off, 0, top), np.clip(hi - off, 0, top)
+        else:
+            lo, hi, good = reshape_boxes(lo, hi, tuple(step[1]), tuple(after))
+            ok &= good
+    return lo, hi, ok
+
+
 def dim_groups(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
     """The dims of two shapes of one element count in runs of equal products: a reshape
     [B*S, D] -> [B, S, D] is ([0], [0, 1]) and ([1], [2]); dims of 1 join the run before."""

@@ -23,7 +23,7 @@ DType = Literal["fp32", "fp16", "bf16", "int8", "int32", "int64", "bool"]
 # element sizes; int64 is 8 bytes as upstream's BytesOf(DT_INT64) (seq_lens, block tables
 # and indices are int64 in many upstream kernels)
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int32": 4, "int64": 8, "bool": 1}
-# "copy": GM data through UB into GM (an assemble of a GM view), priced as vector copy
+# "copy": a Vector copy of every tile into a tensor of its own (pypto.clone)
 # "erfc" (fp32) is one tile op made of several vector instructions (compiler/ops.py COMPOSITES)
 UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast", "relu", "log", "copy",
              "erfc", "logical_not")
@@ -35,7 +35,9 @@ ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + ("where",)
 REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
-    "scatter_update", "gather_elements", "scatter_elements", "expand")
+    "scatter_update", "gather_elements", "scatter_elements", "expand", "move")
+# move: GM data (a tensor or a view) loaded into UB whole and nothing else, as upstream
+# moves a view it assembles into another GM tensor (a copy-in, then the assemble's copy-out)
 # expand: pypto.expand_clone(x, shape), x's dims of 1 broadcast to ``shape`` in a tensor of
 # its own
 # gather: paged blocks stacked along axis 0; gather_elements: pypto.gather(input, dim, index),
@@ -250,7 +252,9 @@ class Kernel(Strict):
     # The data of input tensors whose elements the kernel reads as scalars (seq_lens[b],
     # block_table[b, i]) for trip counts and view offsets: a run's data, fixed by the
     # config (or a study's values.<name>) so the program is deterministic.  Such a
-    # tensor is a control-flow input: the control AICPU reads it before building.
+    # tensor is a control-flow input: the control AICPU reads it before building, unless
+    # its spec says `control_flow_input: false` (values only the leaf tasks read, such as
+    # scatter_update's row indices).
     values: dict[str, Values] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -260,7 +264,7 @@ class Kernel(Strict):
             tensors = dict(data["tensors"])
             for name in data["values"]:
                 spec = tensors.get(name)
-                if isinstance(spec, dict):
+                if isinstance(spec, dict) and "control_flow_input" not in spec:
                     tensors[name] = {**spec, "control_flow_input": True}
             data = {**data, "tensors": tensors}
         return data
