@@ -519,3 +519,111 @@ def test_symbolic_scalar_of_an_int_is_that_int_and_reshape_takes_leading_valid_r
         """)
     with pytest.raises(ConfigError, match=r"valid_shape smaller than its shape off its first"):
         trace_file(cols)
+
+
+SCATTER_KERNEL = """
+    @pypto.jit
+    def k(x: pypto.Tensor((4, 128), pypto.DT_FP16),
+          index: pypto.Tensor((4,), pypto.DT_INT64),
+          cache: pypto.Tensor((16, 128, 1, 128), pypto.DT_FP16),
+          cache_out: pypto.Tensor((16, 128, 1, 128), pypto.DT_FP16)):
+        idx = pypto.reshape(index, [4, 1], inplace=True)
+        rows = pypto.view(idx, [4, 1], [0, 0])
+        pypto.set_vec_tile_shapes(4, 128)
+        k4 = pypto.reshape(pypto.exp(x), [4, 1, 1, 128])
+        pypto.set_vec_tile_shapes(4, 1, 1, 128)
+        cache_out.move(pypto.scatter_update(cache, -2, rows, k4))
+    """
+
+
+def _rows_written(program):
+    """(region index, line) of every GM write: a 256-byte fp16 row of the cache is one
+    512-byte L2 line of one 32 KiB region."""
+    regions = program.regions
+    out = set()
+    for region, lines in zip(regions.region[regions.write], regions.lines[regions.write]):
+        bits = [b for b in range(64) if int(lines) >> b & 1]
+        out |= {(int(region) & ((1 << 40) - 1), b) for b in bits}
+    return out
+
+
+def test_scatter_update_writes_each_row_where_its_index_value_says(tmp_path):
+    """pypto.scatter_update(cache, -2, index, src) into a paged [blocks, 128, 1, d] cache:
+    row i of src goes to block index[i] // 128, slot index[i] % 128, read through a view of
+    an in-place reshape of the index argument.  The leaf task reads the index values, not
+    the control flow: the tensor carries them but is no control-flow input (no host
+    fetch).  The move of the result into the output renames it (upstream's Move), so no
+    copy of the 8 MiB cache is made."""
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.spec.kernel import Kernel
+    path = write(tmp_path, SCATTER_KERNEL)
+    with pytest.raises(ConfigError, match=r"--arg index.values="):
+        trace_file(path)
+    values = [5, 200, 1030, 2047]
+    cfg = yaml.safe_load(kernel_text(trace_file(path, args={"index.values": values}), "t"))
+    assert cfg["values"] == {"index": values}
+    assert cfg["tensors"]["index"]["control_flow_input"] is False
+    assert "move" not in [s.get("op") for s in cfg["body"] if isinstance(s, dict)]
+    program = compile_kernel(Kernel.model_validate(cfg), load_hardware("dav_2201"))
+    assert program.control_inputs == ()
+    assert program.leaf_tasks == 1
+    # row r sits at byte 256 r of the cache: region 256 r // 32768, line (256 r % 32768) // 512
+    assert _rows_written(program) == {(256 * r // 32768, 256 * r % 32768 // 512)
+                                      for r in values}
+    assert program.regions.bytes[program.regions.write].sum() == 4 * 256
+
+
+def test_scatter_update_checks_its_dim_and_shapes(tmp_path):
+    wrong_dim = write(tmp_path, SCATTER_KERNEL.replace("cache, -2,", "cache, 0,"))
+    with pytest.raises(ConfigError, match=r"scatter_update into a 4-D tensor along dim 0"):
+        trace_file(wrong_dim, args={"index.values": [0, 1, 2, 3]})
+    wrong_src = write(tmp_path, SCATTER_KERNEL.replace("[4, 1, 1, 128]", "[2, 2, 1, 128]"))
+    with pytest.raises(ConfigError, match=r"src of shape \[2, 2, 1, 128\].*expected \[4, 1, 1"):
+        trace_file(wrong_src, args={"index.values": [0, 1, 2, 3]})
+
+
+def test_moving_gm_data_renames_it_or_copies_input_data(tmp_path):
+    """Upstream's Tensor.move (and x[:] = v) repoints the tensor: a pypto.tensor the kernel
+    wrote is renamed with no op (a note says where the data stays), while kernel input data
+    (a view of an input) leaves through the output's address, a move through UB, and an
+    on-chip value through an assemble."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((32, 64)), out: pypto.Tensor((32, 64)),
+              first: pypto.Tensor((8, 64)), c: pypto.Tensor((32, 64))):
+            pypto.set_vec_tile_shapes(8, 64)
+            tmp = pypto.tensor([32, 64], pypto.DT_FP32, "tmp")
+            tmp[:] = a + 1.0
+            out[:] = tmp
+            first[:] = a[0:8, :]
+            c.move(a * 2.0)
+        """)
+    text = kernel_text(trace_file(path), "t")
+    cfg = yaml.safe_load(text)
+    ops = [(s["op"], s["out"]) for s in cfg["body"] if isinstance(s, dict) and "op" in s]
+    assert [o for o in ops if o[0] in ("assemble", "move")] == \
+        [("assemble", "tmp"), ("move", "move"), ("assemble", "first"), ("assemble", "c")]
+    assert "# note: 'out' takes the data of 'tmp'" in text
+
+
+def test_a_gm_reshape_whose_valid_shape_is_its_shape_is_the_plain_reshape(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(h: pypto.Tensor((128, 128), pypto.DT_BF16),
+              y: pypto.Tensor((1, 128, 128), pypto.DT_BF16)):
+            pypto.set_vec_tile_shapes(1, 128, 128)
+            y[:] = pypto.reshape(h, [1, 128, 128], valid_shape=[1, 128, 128]) + 1.0
+        """)
+    body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
+    reshape = next(s for s in body if isinstance(s, dict) and s.get("op") == "reshape")
+    assert reshape["inplace"] is False and "valid_shape" not in reshape
+    partial = write(tmp_path, """
+        @pypto.jit
+        def k(h: pypto.Tensor((128, 128), pypto.DT_BF16),
+              y: pypto.Tensor((1, 128, 128), pypto.DT_BF16)):
+            pypto.set_vec_tile_shapes(1, 128, 128)
+            y[:] = pypto.reshape(h, [1, 128, 128], valid_shape=[1, 64, 128]) + 1.0
+        """)
+    with pytest.raises(ConfigError, match=r"a reshape with valid_shape"):
+        trace_file(partial)

@@ -96,6 +96,8 @@ def _tensor_line(decl, name: str) -> str:
     spec["role"] = decl.role
     if decl.control_flow_input:
         spec["control_flow_input"] = True
+    elif decl.data_values:
+        spec["control_flow_input"] = False   # its values place data; the leaf tasks read them
     if decl.cache_policy != "default":
         spec["cache_policy"] = decl.cache_policy
     comment = f"   # {_at(decl.where)}" if decl.where else ""
@@ -124,7 +126,7 @@ def kernel_text(traced: Traced, command: str) -> str:
     if tiles.table:
         lines.append("tiles:")
         lines += [f"  {n}: {_flow(v)}" for n, v in tiles.table.items()]
-    read = {d.slot.hint for d in R.decls if d.control_flow_input}
+    read = {d.slot.hint for d in R.decls if d.control_flow_input or d.data_values}
     values = {n: v for n, v in R.values.items() if n in read}
     if values:
         lines.append("values:   # data the kernel reads as scalars (--arg NAME.values=...)")

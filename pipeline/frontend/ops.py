@@ -9,13 +9,14 @@ from numbers import Real
 
 from . import context
 from .symbols import SymInt, is_int, same_dim
-from .tensor import DataType, DType, Tensor, make, schema_dtype
+from .tensor import DataType, DType, Tensor, _element, make, schema_dtype
 
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
                  "neg", "reciprocal", "relu", "log", "tanh", "clip", "ceil", "floor", "trunc",
                  "round", "exp2", "expm1", "pow", "erfc", "gather(input, dim, index)",
-                 "scatter(input, dim, index, src)", "cast",
+                 "scatter(input, dim, index, src)",
+                 "scatter_update(input, -2, index, src) (index values given at import)", "cast",
                  "sum(dim, keepdim)",
                  "amax(dim, keepdim)", "amin(dim, keepdim)", "softmax", "sigmoid",
                  "matmul (2-D, batched 3-D/4-D)", "@", "view (GM and on-chip)", "slicing x[a:b, :]",
@@ -303,6 +304,9 @@ def reshape(input, shape, *, valid_shape=None, inplace=False):
     t = _tensor(input, "reshape")
     if t.kind == "local":
         return _local_reshape(t, shape, valid_shape)
+    if valid_shape is not None and len(valid_shape) == len(shape) and all(
+            same_dim(v, d) for v, d in zip(valid_shape, shape)):
+        valid_shape = None      # valid throughout: the plain reshape
     if valid_shape is not None or (inplace and t.kind == "view"):
         raise R.fail("a reshape with valid_shape, or an inplace reshape of a view, is not "
                      "supported (PyPTO allows a view only inplace=False)",
@@ -545,11 +549,55 @@ def scatter_(input, dim, index, src, *, reduce=None):
     return input
 
 
+def scatter_update(input, dim, index, src):
+    """pypto.scatter_update(input, -2, index, src): row i*s+j of ``src`` (2-D [b*s, d], or
+    4-D [b, s, 1, d]) goes to row index[i, j] of ``input`` (2-D [rows, d], or the paged
+    4-D [blocks, block_size, 1, d], where it is block index // block_size, slot
+    index % block_size), in place.  Upstream's leaf task copies index and src into UB and
+    writes each row out on its own; here each row is an assemble of one row of ``src`` at
+    the row the index data names, so the index needs its values (--arg NAME.values=...).
+    The leaf tasks read them, not the control flow: no host fetch before the launch."""
+    R = context.rec()
+    dst = _gm(input, "scatter_update into")
+    idx = _tensor(index, "scatter_update", "index")
+    rows = _tensor(src, "scatter_update", "src")
+    if len(dst.shape) not in (2, 4) or dim not in (-2, len(dst.shape) - 2):
+        raise R.fail(f"scatter_update into a {len(dst.shape)}-D tensor along dim {dim!r}",
+                     supported=["scatter_update(input, -2, index, src) into a 2-D [rows, d] "
+                                "or 4-D [blocks, block_size, 1, d] input"])
+    if len(idx.shape) != 2 or not all(is_int(n) for n in idx.shape):
+        raise R.fail(f"scatter_update index of shape {idx.shape}: a 2-D [b, s] index of "
+                     f"static sizes", supported=["index [b, s] with int sizes"])
+    b, s = idx.shape
+    d = dst.shape[-1]
+    want = [b * s, d] if len(rows.shape) == 2 else [b, s, 1, d]
+    if len(rows.shape) not in (2, 4) or not all(same_dim(x, y)
+                                                 for x, y in zip(rows.shape, want)):
+        raise R.fail(f"scatter_update src of shape {rows.shape} for an index of shape "
+                     f"{idx.shape}: expected {want}")
+    if rows.kind != "local":
+        rows = copy(rows)
+    block = dst.shape[1] if len(dst.shape) == 4 else None
+    for i in range(b):
+        for j in range(s):
+            at = _element(idx, [i, j], control_flow=False)
+            row = view(rows, [1, d] if len(rows.shape) == 2 else [1, 1, 1, d],
+                       [i * s + j, 0] if len(rows.shape) == 2 else [i, j, 0, 0])
+            offsets = [at, 0] if block is None else [at // block, at % block, 0, 0]
+            R.op({"op": "scatter_update", "offsets": R.check_dims(offsets,
+                                                                  "scatter_update row")},
+                 [row], dst, R.where())
+    if dst.decl is not None and dst.decl.role == "input":
+        dst.decl.role = "output"
+    return dst
+
+
 def copy(src):
-    """A GM tensor or view copied through UB (assembling GM data into GM), priced as the
-    vector copy instruction over its bytes, like concat's copies."""
+    """A GM tensor or view moved into UB whole, to be assembled into GM: upstream's view and
+    assemble of GM data, a copy-in and a copy-out with no Vector instruction (the kernel
+    op ``move``)."""
     t = _tensor(src, "assemble", "source")
-    return _local("copy", t.shape, t.dtype, {}, [t])
+    return _local("move", t.shape, t.dtype, {}, [t])
 
 
 def clone(input):
@@ -601,14 +649,14 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh, "clip": clip,
            "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
            "expm1": expm1, "pow": pow, "erfc": erfc, "gather": gather, "scatter": scatter,
-           "scatter_": scatter_, "clone": clone, "unsqueeze": unsqueeze,
+           "scatter_": scatter_, "scatter_update": scatter_update, "clone": clone, "unsqueeze": unsqueeze,
            "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
            "logical_not": logical_not,
            "expand_clone": expand_clone,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
 UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu",
-               "topk", "scatter_update",
+               "topk",
                "index_select", "arange", "sign",
                "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",

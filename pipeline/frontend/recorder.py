@@ -44,7 +44,8 @@ class TensorDecl:
     role: str = "input"
     cache_policy: str = "default"
     where: str = ""
-    control_flow_input: bool = False     # its elements are read as scalars
+    control_flow_input: bool = False     # its elements are read as scalars by the control flow
+    data_values: bool = False            # its elements place data (scatter_update's rows)
 
 
 @dataclass(eq=False)

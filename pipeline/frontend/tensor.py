@@ -214,10 +214,30 @@ class Tensor:
 
     def __setitem__(self, key, value):
         offsets, _ = _region(self, key, "write")
-        _ops().assemble(value, offsets or [0] * len(self._shape), self)
+        if offsets is None:     # x[:] = v and x[...] = v: upstream's __setitem__ moves v
+            self.move(value)
+            return
+        _ops().assemble(value, offsets, self)
 
     def move(self, other):
-        _ops().assemble(other, [0] * len(self._shape), self)
+        """Upstream's Move repoints this tensor at ``other`` (tensor.cpp's move assignment: no
+        op of its own), and a kernel argument's final value is linked to the argument's
+        address.  An on-chip value then leaves the function as this tensor: the output's
+        assemble writes it out.  So does kernel input data (an input or a view of one), which
+        lives elsewhere: a move through UB.  Data the kernel wrote into GM (a pypto.tensor
+        temporary, a scatter_update's result) is only renamed: no copy, later uses of this
+        tensor read and write it."""
+        other = _ops()._tensor(other, "move", "source")
+        if other.kind == "local" or other.decl.role == "input":
+            _ops().assemble(other, [0] * len(self._shape), self)
+            return
+        R = context.rec()
+        if self.kind == "arg" and other.decl is not self.decl:
+            R.notes.append(f"'{self.slot.root().hint}' takes the data of "
+                           f"'{other.slot.root().hint}' at {R.where()} (a move: upstream links "
+                           f"it to the argument's address, no copy); the config keeps the "
+                           f"data in '{other.slot.root().hint}'")
+        self.__dict__.update(vars(other))
 
     def set_cache_policy(self, policy, value: bool) -> None:
         R = context.rec()
@@ -280,30 +300,37 @@ def temporary(shape, dtype, name="", format=None) -> Tensor:
     return make("temp", list(shape), dtype, decl.slot.hint, decl)
 
 
-def _element(t: Tensor, keys) -> SymInt:
-    """``seq_lens[b]``: one element of an int tensor argument, as a scalar of the kernel
-    language.  Its value comes from the data given at import (--arg NAME.values=...), which
-    the config keeps under ``values``: a trip count or view offset built from it is known
-    per loop iteration when the kernel compiles, as upstream's control AICPU reads it."""
+def _element(t: Tensor, keys, control_flow: bool = True) -> SymInt:
+    """``seq_lens[b]``: one element of an int tensor argument (or of a view or in-place
+    reshape of one), as a scalar of the kernel language.  Its value comes from the data
+    given at import (--arg NAME.values=...), which the config keeps under ``values``.  Read
+    by the control flow (a trip count, a view offset: known per loop iteration when the
+    kernel compiles, as upstream's control AICPU reads it) the tensor is a control-flow
+    input; ``control_flow=False`` is a read by the leaf tasks themselves (scatter_update's
+    row indices), which the control AICPU never fetches."""
     R = context.rec()
+    if len(keys) != len(t._shape):
+        raise R.fail(f"{t.slot.root().hint}[{', '.join(map(repr, keys))}] reads an element of "
+                     f"a {len(t._shape)}-D tensor with {len(keys)} indices",
+                     supported=["one index per dim: x[b, i]", "slices x[a:b, :]"])
+    t, keys = _argument_element(t, list(keys))
     name = t.slot.root().hint
     if t.kind != "arg":
         raise R.fail(f"an element read of '{name}', which is not a tensor argument (its data "
                      f"is made on the device, not known while tracing)",
-                     supported=["element reads of int32/int64 tensor arguments"])
+                     supported=["element reads of int32/int64 tensor arguments and their views"])
     if t.decl.dtype not in ("int32", "int64"):
         raise R.fail(f"an element read of '{name}' ({t.decl.dtype}): scalars come from "
                      f"int32/int64 tensors", supported=["element reads of int32/int64 tensor "
                                                         "arguments"])
-    if len(keys) != len(t._shape):
-        raise R.fail(f"{name}[{', '.join(map(repr, keys))}] reads an element of a "
-                     f"{len(t._shape)}-D tensor with {len(keys)} indices",
-                     supported=["one index per dim: x[b, i]", "slices x[a:b, :]"])
     if name not in R.values:
         raise R.fail(f"the kernel reads elements of '{name}' as scalars; their values are "
                      f"data the config must hold", hint=f"give them as --arg {name}.values="
                                                         f"[...] (a nested JSON list)")
-    t.decl.control_flow_input = True
+    if control_flow:
+        t.decl.control_flow_input = True
+    else:
+        t.decl.data_values = True
     texts = [k.text if isinstance(k, SymInt) else str(k) for k in keys]
     R.check_dims([k for k in keys], f"index of {name}")
     value = None
@@ -319,6 +346,33 @@ def _element(t: Tensor, keys) -> SymInt:
         except (IndexError, TypeError):
             raise R.fail(f"{name}[{', '.join(texts)}] is outside its values") from None
     return SymInt(f"{name}[{', '.join(texts)}]", value)
+
+
+def _argument_element(t: Tensor, keys: list):
+    """The tensor a chain of GM views and in-place reshapes starts from, and the keys of
+    ``t``'s element ``keys`` in it (a view adds its offsets; a reshape keeps the row-major
+    position)."""
+    while t.kind == "view" and t.defined_by is not None:
+        rec = t.defined_by
+        parent = rec.inputs[0]
+        if rec.fields["op"] == "view":
+            keys = [k + _dim(o) for k, o in zip(keys, rec.fields["offsets"])]
+        else:
+            flat = 0
+            for k, d in zip(keys, t._shape):
+                flat = flat * d + k
+            keys = []
+            for d in reversed(parent._shape[1:]):
+                keys.insert(0, flat % d)
+                flat = flat // d
+            keys.insert(0, flat)
+        t = parent
+    return t, keys
+
+
+def _dim(d):
+    """A recorded dim (int or expression text) as a value of the tracer's arithmetic."""
+    return d if isinstance(d, int) else SymInt(d)
 
 
 def _region(t: Tensor, key, mode: str):
