@@ -762,3 +762,53 @@ def test_a_row_of_a_reshaped_result_is_assembled_where_its_offsets_say():
     assert regions.bytes[regions.write].sum() == 4 * 512
     lines = np.bitwise_or.reduce(regions.lines[regions.write])
     assert int(lines) == sum(1 << (3 * i) for i in range(4))
+
+
+def test_a_reshaped_result_whose_tiles_are_no_rows_of_it_is_written_in_its_own_geometry():
+    """exp of [8, 12, 128] tiled (4, 12, 32), reshaped on chip to [8, 1536] and assembled
+    at row 8 of y [16, 1536]: a tile is 48 runs of 32 values of y, no box of it, so each
+    tile is written into y seen as [16, 12, 128] (the same bytes).  Rows 8-15 of y are
+    bytes 49152-98303: the second half of region 1 and all of region 2.  With the reshape's
+    valid_shape [3, 1536] only three rows are written."""
+    def program(valid):
+        return compile_kernel(kernel(
+            [{"set_vec_tile_shapes": [4, 12, 32]},
+             {"op": "exp", "inputs": ["x"], "out": "e"},
+             {"op": "reshape", "inputs": ["e"], "out": "r", "shape": [8, 1536], **valid},
+             {"op": "assemble", "inputs": ["r"], "out": "y", "offsets": [8, 0]}],
+            {"x": t([8, 12, 128]), "y": t([16, 1536], role="output")}), HW)
+    full = program({})
+    assert full.leaf_tasks == 8
+    assert _written(full) == 8 * 1536 * 4
+    regions = full.regions
+    lines = {}
+    for region, bits in zip(regions.region[regions.write], regions.lines[regions.write]):
+        lines[int(region) & ((1 << 40) - 1)] = lines.get(int(region) & ((1 << 40) - 1), 0) | \
+            int(bits)
+    assert lines == {1: ((1 << 32) - 1) << 32, 2: (1 << 64) - 1}
+    assert _written(program({"valid_shape": [3, 1536]})) == 3 * 1536 * 4
+
+
+def test_a_copying_reshape_into_another_rank_takes_upstreams_default_copy_tile():
+    """A reshape with inplace=False copies its input, tiled in the input's geometry: by the
+    TileShape in force when it has the input's rank, else by upstream's default tile of a
+    copy it inserts (the last dim rounded up to a power of two, at least 32, then the dims
+    before it within 16384 elements).  A [128, 128] matrix reshaped to [1, 128, 128] under
+    the 3-D tile (1, 32, 128) is one [128, 128] copy, not 512 copies of (1, 32)."""
+    from simcore.compiler.ops import default_copy_tile
+    assert default_copy_tile((128, 128)) == (128, 128)
+    assert default_copy_tile((5120, 1)) == (512, 1)        # a last dim of 1 counts as 32
+    assert default_copy_tile((2, 100000)) == (1, 16384)
+
+    def copies(tile):
+        program = compile_kernel(kernel(
+            [{"set_vec_tile_shapes": tile},
+             {"op": "reshape", "inputs": ["h"], "out": "h3", "shape": [1, 128, 128],
+              "inplace": False},
+             {"set_vec_tile_shapes": [1, 32, 128]},
+             {"op": "exp", "inputs": ["h3"], "out": "e"},
+             {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0, 0, 0]}],
+            {"h": t([128, 128], "bf16"), "y": t([1, 128, 128], "bf16", "output")}), HW)
+        return sum("reshape" in ops for ops in leaf_ops(program))
+    assert copies([1, 32, 128]) == 1
+    assert copies([32, 128]) == 4       # the input's rank: its own tile

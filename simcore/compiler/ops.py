@@ -489,8 +489,34 @@ def concat(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
 
 def copy(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     """A copy of one GM value into a new tensor: what a reshape with ``inplace=False`` does
-    (upstream gives its output an address of its own; the readers then read the copy)."""
-    return _copy(index, op, inputs, 0)
+    (upstream gives its output an address of its own; the readers then read the copy).
+    The copy is tiled in its input's geometry: by the TileShape in force when it has the
+    input's rank, else by upstream's default tile of an inserted copy (no TileShape, or one
+    of the reshaped rank: InferMemoryConflict::InferTileShape)."""
+    src = inputs[0]
+    tile = None if op.vec_tile is not None and len(op.vec_tile) == len(src.shape) else \
+        default_copy_tile(tuple(src.shape))
+    return _copy(index, op, inputs, 0, tile)
+
+
+# upstream's budget for the default tile of a copy it inserts (elements)
+COPY_TILE_ELEMENTS = 16384
+
+
+def default_copy_tile(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Upstream's default vector tile for a copy it inserts (InferMemoryConflict::
+    SetDefaultShape, framework/src/passes/tensor_graph_pass/infer_memory_conflict.cpp): the
+    last dim rounded up to a power of two (at least 32), then each dim before it the same,
+    within a budget of 16384 elements that each later dim's tile divides down."""
+    def pow2(n: int) -> int:
+        return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+    tile = [1] * len(shape)
+    budget = COPY_TILE_ELEMENTS
+    tile[-1] = min(budget, 32 if shape[-1] < 32 else pow2(shape[-1]))
+    for d in range(len(shape) - 2, -1, -1):
+        budget //= tile[d + 1]
+        tile[d] = max(1, min(budget, pow2(shape[d]) if shape[d] > 0 else 1))
+    return tuple(min(t, s) for t, s in zip(tile, shape))
 
 
 def move(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
@@ -518,7 +544,7 @@ def move(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
                 **_rows(lo, hi, elem))
 
 
-def _copy(index: int, op: TracedOp, inputs: list[Value], axis: int) -> Node:
+def _copy(index: int, op: TracedOp, inputs: list[Value], axis: int, tile=None) -> Node:
     shape = list(inputs[0].shape)
     for v in inputs[1:]:
         if len(v.shape) != len(shape) or any(a != b for d, (a, b) in
@@ -528,7 +554,7 @@ def _copy(index: int, op: TracedOp, inputs: list[Value], axis: int) -> Node:
     starts = np.cumsum([0] + [v.shape[axis] for v in inputs])
     shape[axis] = int(starts[-1])
     out_shape = tuple(shape)
-    tile = _vec_tile(op, out_shape)
+    tile = tile or _vec_tile(op, out_shape)
     lo, hi = grid(out_shape, tile)
     in_lo, in_hi = [], []
     for v, s0 in zip(inputs, starts):

@@ -310,8 +310,11 @@ class RootCallTiler:
                               f"'{op.inputs[0]}' is a GM view, so copy it with an op first.")
         offsets = op.get("offsets")
         valid = self._local_valid(src) if not src.path else None
+        reshaped = any(step[0] == "reshape" for step in src.path)
+        # a reshape's valid_shape names the leading rows the value holds data in
+        held = src.valid if reshaped and src.valid is not None else valid
         # a result with a valid region (a tail of M or N) writes that region only
-        _check_inside(op, offsets, valid if valid is not None else src.shape, target.shape)
+        _check_inside(op, offsets, held if held is not None else src.shape, target.shape)
         box = None
         if valid is not None and tuple(valid) != tuple(src.shape):
             box = (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
@@ -325,16 +328,59 @@ class RootCallTiler:
             rank = len(src.shape)
             lo, hi, ok = src.source(np.zeros((1, rank), np.int64),
                                     np.asarray([src.shape], np.int64))
-            if not ok.all():
-                raise ConfigError(f"field '{op.where}': assemble of '{op.inputs[0]}', a "
-                                  f"reshaped on-chip value whose elements are no box of its "
-                                  f"producer's result, is not modeled; assemble the result "
-                                  f"into an inplace reshape of the GM target.")
-            box = (lo[0], hi[0], src.path, tuple(src.shape))
+            producer = self.nodes[src.node]
+            if ok.all():
+                parts_ok = carry_out(np.maximum(producer.out_lo, lo[0]),
+                                     np.minimum(producer.out_hi, hi[0]), src.path,
+                                     tuple(src.shape))[2]
+                ok = parts_ok | ((np.minimum(producer.out_hi, hi[0]) <=
+                                  np.maximum(producer.out_lo, lo[0])).any(axis=1))
+            if ok.all():
+                box = (lo[0], hi[0], src.path, tuple(src.shape),
+                       tuple(held) if held is not None else tuple(src.shape))
+            else:
+                # tiles that are no boxes of the reshaped value: the bytes are the same in
+                # any geometry, so write each tile into the target seen in the producer's
+                target, offsets = self._in_producer_geometry(op, src, target, offsets,
+                                                             producer.out_shape)
+                valid = self.valid.get(src.node)
+                if held is not None and tuple(held) != tuple(src.shape):
+                    # the value's leading rows, as leading rows of the result where they fill
+                    # whole ones
+                    count, row = int(np.prod(held)), int(np.prod(producer.out_shape[1:]))
+                    if count % row == 0:
+                        valid = (count // row, *producer.out_shape[1:])
+                box = None if valid is None or tuple(valid) == producer.out_shape else \
+                    (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
         self.assembles.append((src.node, target, offsets, box))
         self._pinned.add(src.node)      # its GM write stays where the trace put it
 
     _op_scatter_update = _op_assemble
+
+    def _in_producer_geometry(self, op: TracedOp, src: LocalValue, target: GmValue, offsets,
+                              shape: tuple[int, ...]):
+        """(target, offsets) of an assemble of a reshaped result seen in the result's own
+        geometry: the target tensor reshaped in place so its trailing dims are the result's
+        (as upstream's copy-out writes a tile with strides).  The value must be the whole
+        result reshaped, assembled over whole trailing dims of a whole tensor."""
+        t = target.shape
+        whole = len(target.pieces) == 1 and target.pieces[0].shape == target.buffer_shape \
+            and tuple(t) == tuple(target.buffer_shape)
+        inner_t, inner_p = int(np.prod(t[1:])), int(np.prod(shape[1:]))
+        if not (whole and all(step[0] == "reshape" for step in src.path)
+                and tuple(src.shape[1:]) == tuple(t[1:]) and not any(offsets[1:])
+                and (t[0] * inner_t) % inner_p == 0 and (offsets[0] * inner_t) % inner_p == 0):
+            raise ConfigError(f"field '{op.where}': assemble of '{op.inputs[0]}', a reshaped "
+                              f"on-chip value whose tiles are no boxes of it, is modeled only "
+                              f"for the whole result assembled over whole rows of a tensor; "
+                              f"choose a TileShape whose tiles are whole rows of it, or "
+                              f"assemble into an inplace reshape of the GM target.")
+        (p,) = target.pieces
+        geometry = (t[0] * inner_t // inner_p, *shape[1:])
+        buffer = f"{p.base}@{'x'.join(map(str, geometry))}"
+        seen = GmValue((Piece(buffer, (0,) * len(geometry), geometry, p.base),), geometry,
+                       target.dtype, target.format, target.bypass, geometry)
+        return seen, (offsets[0] * inner_t // inner_p,) + (0,) * (len(geometry) - 1)
 
     def _compute(self, op: TracedOp) -> None:
         inputs = [self.lookup(name, op) for name in op.inputs]
@@ -898,12 +944,10 @@ class RootCallTiler:
                 if len(box) == 2:
                     off = off - box[0]
                 else:       # a reshape between: the parts in the assembled value's geometry
-                    lo, hi, ok = carry_out(lo, hi, box[2], box[3])
-                    if not ok.all():
-                        raise ConfigError(f"field '{node.op.where}': a tile of "
-                                          f"{list(node.out_shape)} writes no box of the "
-                                          f"reshaped value it assembles; choose a TileShape "
-                                          f"whose tiles are whole rows of it.")
+                    lo, hi, _ = carry_out(lo, hi, box[2], box[3])
+                    hi = np.minimum(hi, np.asarray(box[4]))     # up to its valid rows
+                    inside = np.flatnonzero((hi > lo).all(axis=1))
+                    lo, hi, keep = lo[inside], hi[inside], keep[inside]
             t, names, index, blo, bhi = target.region(lo + off, hi + off)
             if box is not None:
                 t = keep[t]
