@@ -625,5 +625,41 @@ def test_a_gm_reshape_whose_valid_shape_is_its_shape_is_the_plain_reshape(tmp_pa
             pypto.set_vec_tile_shapes(1, 128, 128)
             y[:] = pypto.reshape(h, [1, 128, 128], valid_shape=[1, 64, 128]) + 1.0
         """)
-    with pytest.raises(ConfigError, match=r"a reshape with valid_shape"):
+    with pytest.raises(ConfigError, match=r"a valid_shape cut off any dim but the first"):
         trace_file(partial)
+
+
+def test_int_indices_view_and_reshape_and_a_moved_value_keeps_earlier_reads(tmp_path):
+    """x[b, h] of a 4-D tensor is upstream's view of extent 1 at b, h followed by a reshape
+    without those dims (a copy: the reshape of a view is not inplace); y[r:r + n, h] = v
+    reshapes v with a dim of 1 at h and assembles it, its extent n found whatever r reads
+    (seq[b]).  `acc[:] = new` renames the on-chip `acc`: the op that read acc before still
+    reads the old value."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(states: pypto.Tensor((2, 4, 16, 32)), seq: pypto.Tensor((3,), pypto.DT_INT32),
+              out: pypto.Tensor((64, 4, 32)), last: pypto.Tensor((2, 4, 16, 32))):
+            pypto.set_vec_tile_shapes(16, 32)
+            for b in range(2):
+                acc = states[b, 1]
+                first = acc + 1.0
+                acc[:] = first * 2.0
+                out[seq[b]:seq[b] + 16, 1] = first
+                last[b, 1] = acc
+        """)
+    cfg = yaml.safe_load(kernel_text(trace_file(path, args={"seq.values": [0, 16, 32]}), "t"))
+    ops = [s for s in cfg["body"] if isinstance(s, dict) and "op" in s]
+    views = [o for o in ops if o["op"] == "view"]
+    assert views[0]["shape"] == [1, 1, 16, 32] and views[0]["offsets"] == [0, 1, 0, 0]
+    reshapes = [o for o in ops if o["op"] == "reshape"]
+    assert reshapes[0]["shape"] == [16, 32] and reshapes[0]["inplace"] is False
+    assert [16, 1, 32] in [o["shape"] for o in reshapes]        # v gains the dim of h
+    adds = [o for o in ops if o["op"] == "add"]
+    muls = [o for o in ops if o["op"] == "mul"]
+    assert adds[0]["inputs"] == [reshapes[0]["out"]]            # read before the rename
+    into_out = [o["offsets"][:2] for o in ops if o["op"] == "assemble" and o["out"] == "out"]
+    assert into_out == [["seq[0]", 1], ["seq[1]", 1]]
+    # last[b, 1] = acc writes the renamed acc: the product
+    last = next(o for o in ops if o["op"] == "assemble" and o["out"] == "last")
+    source = next(o for o in reshapes if o["out"] == last["inputs"][0])
+    assert source["inputs"] == [muls[0]["out"]]

@@ -812,3 +812,20 @@ def test_a_copying_reshape_into_another_rank_takes_upstreams_default_copy_tile()
         return sum("reshape" in ops for ops in leaf_ops(program))
     assert copies([1, 32, 128]) == 1
     assert copies([32, 128]) == 4       # the input's rank: its own tile
+
+
+def test_a_copying_reshape_of_a_view_keeps_the_valid_rows_it_names():
+    """A [16, 1, 32] view holding 3 valid rows, copied by a reshape to [16, 32] with
+    valid_shape [3, 32] (upstream's GDR kernel does this per chunk): the neg over it and the
+    assemble work on those 3 rows."""
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 1, 32]},
+         {"op": "view", "inputs": ["x"], "out": "v", "shape": [16, 1, 32], "offsets": [0, 2, 0],
+          "valid_shape": [3, 1, 32]},
+         {"op": "reshape", "inputs": ["v"], "out": "r", "shape": [16, 32], "inplace": False,
+          "valid_shape": [3, 32]},
+         {"set_vec_tile_shapes": [16, 32]},
+         {"op": "neg", "inputs": ["r"], "out": "n"},
+         {"op": "assemble", "inputs": ["n"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([16, 4, 32]), "y": t([3, 32], role="output")}), HW)
+    assert _written(program) == 3 * 32 * 4

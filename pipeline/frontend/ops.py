@@ -307,16 +307,22 @@ def reshape(input, shape, *, valid_shape=None, inplace=False):
     if valid_shape is not None and len(valid_shape) == len(shape) and all(
             same_dim(v, d) for v, d in zip(valid_shape, shape)):
         valid_shape = None      # valid throughout: the plain reshape
-    if valid_shape is not None or (inplace and t.kind == "view"):
-        raise R.fail("a reshape with valid_shape, or an inplace reshape of a view, is not "
-                     "supported (PyPTO allows a view only inplace=False)",
+    leading = valid_shape is not None and len(valid_shape) == len(shape) and all(
+        same_dim(v, d) for v, d in zip(valid_shape[1:], shape[1:]))
+    if (valid_shape is not None and (inplace or not leading)) or (inplace and t.kind == "view"):
+        raise R.fail("an inplace reshape with valid_shape, a valid_shape cut off any dim but "
+                     "the first, or an inplace reshape of a view, is not supported (PyPTO "
+                     "allows a view only inplace=False)",
                      supported=["pypto.reshape(kernel_tensor, shape, inplace=True)",
-                                "pypto.reshape(tensor_or_view, shape) (a copy)",
+                                "pypto.reshape(tensor_or_view, shape) (a copy), with a "
+                                "valid_shape of leading rows",
                                 "pypto.reshape(on_chip_value, shape)"])
     if not inplace:
         # upstream gives the output an address of its own: the data is copied
-        return _local("reshape", list(shape), t.dtype,
-                      {"shape": R.check_dims(shape, "reshape shape"), "inplace": False}, [t])
+        fields = {"shape": R.check_dims(shape, "reshape shape"), "inplace": False}
+        if valid_shape is not None:
+            fields["valid_shape"] = R.check_dims(valid_shape, "reshape valid_shape")
+        return _local("reshape", list(shape), t.dtype, fields, [t])
     where = R.where()
     out = make("view", list(shape), t.dtype, "reshaped", t.decl)
     out.defined_by = R.window({"op": "reshape", "shape": R.check_dims(shape, "reshape shape"),

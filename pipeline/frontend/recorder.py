@@ -48,6 +48,17 @@ class TensorDecl:
     data_values: bool = False            # its elements place data (scatter_update's rows)
 
 
+def _as_now(value):
+    """A traced tensor as it is when an op reads or writes it: ``Tensor.move`` rebinds a
+    tensor to another value (upstream's move assignment), which must not change what
+    earlier ops recorded."""
+    if not hasattr(value, "_shape"):
+        return value
+    now = object.__new__(type(value))      # Tensor.__new__ would declare a tensor
+    now.__dict__.update(vars(value))
+    return now
+
+
 @dataclass(eq=False)
 class OpRec:
     fields: dict
@@ -195,7 +206,8 @@ class Recorder:
         self._check_state(fields["op"])
         if self.label is not None:
             fields.setdefault("label", self.label)
-        rec = OpRec(fields, list(inputs), out, where, tuple(self.conds))
+        rec = OpRec(fields, [_as_now(v) for v in inputs], _as_now(out), where,
+                    tuple(self.conds))
         self.stack[-1].append(rec)
         return rec
 
@@ -204,7 +216,7 @@ class Recorder:
         it is declared in each root function that uses it, where it is first used."""
         if self.label is not None:
             fields.setdefault("label", self.label)
-        return OpRec(fields, list(inputs), out, where, tuple(self.conds))
+        return OpRec(fields, [_as_now(v) for v in inputs], out, where, tuple(self.conds))
 
     def _reachable(self, value):
         """An on-chip value used in another root function than the one that made it goes
@@ -237,7 +249,7 @@ class Recorder:
                                        tensor.schema_dtype(value.dtype), "ND", "temporary",
                                        where=value.where))
         temp = tensor.make("temp", value.shape, value.dtype, decl.slot.hint, decl)
-        body.insert(index + 1, OpRec({"op": "assemble", "offsets": [0] * len(dims)}, [value],
+        body.insert(index + 1, OpRec({"op": "assemble", "offsets": [0] * len(dims)}, [_as_now(value)],
                                      temp, rec.where, rec.cond))
         self.notes.append(f"'{hint}' (made at {value.where}) is used in another root function "
                           f"at {self.where()}: it goes through the GM workspace tensor "

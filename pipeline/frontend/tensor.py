@@ -205,29 +205,41 @@ class Tensor:
     # -- slicing ----------------------------------------------------------------------------
     def __getitem__(self, key):
         keys = key if isinstance(key, tuple) else (key,)
-        if keys and all(is_int(k) or isinstance(k, SymInt) for k in keys):
+        if keys and len(keys) == len(self._shape) and \
+                all(is_int(k) or isinstance(k, SymInt) for k in keys):
             return _element(self, keys)
-        offsets, shape = _region(self, key, "read")
+        offsets, shape, dropped = _region(self, key, "read")
         if offsets is None:
             return self
-        return _ops().view(self, shape, offsets)
+        out = _ops().view(self, shape, offsets)
+        if dropped:
+            # x[b, :] (upstream's __getitem__): the view, then a reshape without the
+            # int-indexed dims
+            out = _ops().reshape(out, [d for i, d in enumerate(shape) if i not in dropped])
+        return out
 
     def __setitem__(self, key, value):
-        offsets, _ = _region(self, key, "write")
+        offsets, shape, dropped = _region(self, key, "write")
         if offsets is None:     # x[:] = v and x[...] = v: upstream's __setitem__ moves v
             self.move(value)
             return
+        if dropped:
+            # x[b, :] = v: v reshaped with a dim of 1 at each int index, then assembled
+            value = _ops().reshape(value, shape)
         _ops().assemble(value, offsets, self)
 
     def move(self, other):
         """Upstream's Move repoints this tensor at ``other`` (tensor.cpp's move assignment: no
-        op of its own), and a kernel argument's final value is linked to the argument's
-        address.  An on-chip value then leaves the function as this tensor: the output's
+        op of its own; an on-chip value is simply renamed), and a GM tensor's final value is
+        linked to its address.  An on-chip value then leaves the function as this tensor: the output's
         assemble writes it out.  So does kernel input data (an input or a view of one), which
         lives elsewhere: a move through UB.  Data the kernel wrote into GM (a pypto.tensor
         temporary, a scatter_update's result) is only renamed: no copy, later uses of this
         tensor read and write it."""
         other = _ops()._tensor(other, "move", "source")
+        if self.kind == "local":    # an op's result renamed: no GM behind it
+            self.__dict__.update(vars(other))
+            return
         if other.kind == "local" or other.decl.role == "input":
             _ops().assemble(other, [0] * len(self._shape), self)
             return
@@ -376,10 +388,11 @@ def _dim(d):
 
 
 def _region(t: Tensor, key, mode: str):
-    """(offsets, shape) of a basic slice, or (None, None) for ``[:]`` / ``[...]``."""
+    """(offsets, shape, dims indexed by an int) of a basic slice, or (None, None, ()) for
+    ``[:]`` / ``[...]``; an int index is a slice of extent 1."""
     R = context.rec()
     if key is Ellipsis or (isinstance(key, slice) and key == slice(None)):
-        return None, None
+        return None, None, ()
     key = key if isinstance(key, tuple) else (key,)
     if Ellipsis in key:
         i = key.index(Ellipsis)
@@ -387,11 +400,17 @@ def _region(t: Tensor, key, mode: str):
     key = key + (slice(None),) * (len(t._shape) - len(key))
     if len(key) != len(t._shape):
         raise R.fail(f"index {key!r} has more entries than the {len(t._shape)} dims of the tensor")
-    if not all(isinstance(k, slice) for k in key):
-        raise R.fail(f"tensor element {'reads mixed with slices' if mode == 'read' else 'writes'}"
-                     f" (an int index such as x[b, :] or x[b] = ...) are not supported yet",
-                     supported=["slices x[a:b, :]", "pypto.view",
-                                "element reads x[b, i] of int tensor arguments"])
+    dropped = tuple(i for i, k in enumerate(key) if not isinstance(k, slice))
+    if not all(is_int(key[i]) or isinstance(key[i], SymInt) for i in dropped):
+        raise R.fail(f"index {key!r}: an entry is neither a slice nor an int",
+                     supported=["slices x[a:b, :]", "int indices x[b, :]", "pypto.view"])
+    if len(dropped) == len(key):
+        raise R.fail(f"tensor element writes (x[{', '.join(map(repr, key))}] = ...) are not "
+                     f"supported", supported=["slice assignment x[a:b, :] = v",
+                                              "x[b, :] = v", "pypto.assemble"])
+    key = tuple(slice(k, k + 1) if i in dropped else k for i, k in enumerate(key))
+    if any(is_int(k.start) and k.start < 0 for i, k in enumerate(key) if i in dropped):
+        raise R.fail("negative indices are not supported")
     offsets, shape = [], []
     for k, dim in zip(key, t._shape):
         if k.step not in (None, 1):
@@ -402,16 +421,35 @@ def _region(t: Tensor, key, mode: str):
             raise R.fail("negative slice bounds are not supported")
         offsets.append(start)
         shape.append(_constant(stop - start))
-    return offsets, shape
+    return offsets, shape, dropped
+
+
+class _Opaque(ast.NodeTransformer):
+    """Each element read (``seq[b]``) as a name of its own, so an extent can be evaluated
+    for made-up values of everything it reads."""
+
+    def __init__(self):
+        self.names: dict[str, str] = {}
+
+    def visit_Subscript(self, node):
+        text = ast.unparse(node)
+        return ast.copy_location(ast.Name(self.names.setdefault(text, f"_e{len(self.names)}"),
+                                          ast.Load()), node)
 
 
 def _constant(extent):
-    """x[b:b + 1] has extent 1 whatever b is: fold an extent that does not vary."""
+    """x[b:b + 1] has extent 1 whatever b is (or seq[b]): fold an extent that does not
+    vary."""
     if not isinstance(extent, SymInt):
         return extent
-    names = {n.id for n in ast.walk(parse(extent.text)) if isinstance(n, ast.Name)}
     try:
-        values = {evaluate(extent.text, {n: k * 7 + 3 for n in names}) for k in range(3)}
+        tree = _Opaque().visit(parse(extent.text))
+    except (ExprError, SyntaxError):
+        return extent
+    text = ast.unparse(tree)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    try:
+        values = {evaluate(text, {n: k * 7 + 3 for n in names}) for k in range(3)}
     except ExprError:
         return extent
     return values.pop() if len(values) == 1 else extent

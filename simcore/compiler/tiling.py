@@ -267,8 +267,16 @@ class RootCallTiler:
             node = ops.copy(len(self.nodes), op, [src], self.limits)
             self._place(node)
             self._track_valid(node, [src])
+            result_valid = op.get("valid_shape")
+            if result_valid is not None:
+                result_valid = tuple(int(d) for d in result_valid)
+                if not _leading_rows(result_valid, shape):
+                    raise ConfigError(f"field '{op.where}': reshape valid_shape "
+                                      f"{list(result_valid)} of shape {list(shape)}: only a "
+                                      f"number of leading rows is modeled.")
             self.values[op.out] = LocalValue(node.index, tuple(shape), src.dtype,
-                                             (("reshape", tuple(src.shape), op.where),))
+                                             (("reshape", tuple(src.shape), op.where),),
+                                             result_valid)
             return
         if len(src.pieces) != 1 or src.pieces[0].shape != src.buffer_shape:
             raise ConfigError(f"field '{op.where}': reshape of a partial view or a gather is "
