@@ -663,3 +663,38 @@ def test_int_indices_view_and_reshape_and_a_moved_value_keeps_earlier_reads(tmp_
     last = next(o for o in ops if o["op"] == "assemble" and o["out"] == "last")
     source = next(o for o in reshapes if o["out"] == last["inputs"][0])
     assert source["inputs"] == [muls[0]["out"]]
+
+
+def test_arange_and_a_value_spilled_for_both_branches_of_an_if(tmp_path):
+    """pypto.arange(end) gives int32, a float bound fp32, ceil((end - start) / step)
+    values; an on-chip value read in both branches of a symbolic if in a later root
+    function goes through one workspace, usable in either branch."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(x: pypto.Tensor((16, 64)), seq: pypto.Tensor((2,), pypto.DT_INT32),
+              y: pypto.Tensor((2, 16, 64)), i: pypto.Tensor((16,), pypto.DT_INT32),
+              f: pypto.Tensor((4,))):
+            pypto.set_vec_tile_shapes(16)
+            i[:] = pypto.arange(16)
+            f[:] = pypto.arange(0.0, 2.0, 0.5)
+            pypto.set_vec_tile_shapes(16, 64)
+            e = pypto.exp(x)
+            for b in pypto.loop(2, name="L", idx_name="b"):
+                if seq[b] > 3:
+                    y[b, :, :] = e + 1.0
+                else:
+                    y[b, :, :] = e * 2.0
+        """)
+    text = kernel_text(trace_file(path, args={"seq.values": [1, 5]}), "t")
+    cfg = yaml.safe_load(text)
+    ranges = [s for s in cfg["body"] if isinstance(s, dict) and s.get("op") == "arange"]
+    assert [(r["shape"], r["dtype"], r.get("step", 1.0)) for r in ranges] == \
+        [([16], "int32", 1.0), ([4], "fp32", 0.5)]
+    assert cfg["tensors"]["e_ws"]["role"] == "temporary"
+    with pytest.raises(ConfigError, match=r"pypto.arange\(4, 4, 1\) is empty"):
+        trace_file(write(tmp_path, """
+            @pypto.jit
+            def k(i: pypto.Tensor((4,), pypto.DT_INT32)):
+                pypto.set_vec_tile_shapes(4)
+                i[:] = pypto.arange(4, 4, 1)
+            """))

@@ -829,3 +829,27 @@ def test_a_copying_reshape_of_a_view_keeps_the_valid_rows_it_names():
          {"op": "assemble", "inputs": ["n"], "out": "y", "offsets": [0, 0]}],
         {"x": t([16, 4, 32]), "y": t([3, 32], role="output")}), HW)
     assert _written(program) == 3 * 32 * 4
+
+
+def test_arange_is_a_chain_of_one_block_and_one_repeat_adds_after_a_scalar_block():
+    """upstream's TRange fills a tile's first 32-byte block from the scalar unit, then each
+    further block of the first repeat (up to 7) and each further 256-byte repeat with a
+    TADDS of the one before, behind a barrier: 128 int32 values are 8 stores, 7 block adds
+    and 1 repeat add; 8 values are the stores alone."""
+    def program(n, tile):
+        return compile_kernel(kernel([{"set_vec_tile_shapes": [tile]},
+                                      {"op": "arange", "out": "i", "shape": [n],
+                                       "dtype": "int32"},
+                                      {"op": "assemble", "inputs": ["i"], "out": "y",
+                                       "offsets": [0]}],
+                                     {"y": t([n], "int32", "output")}), HW)
+    long = program(128, 128)
+    assert long.leaf_tasks == 1
+    assert long.work.scalar_elements.tolist() == [8]
+    vector = long.work.vector
+    adds = vector.kinds.index("adds")
+    assert vector.tiles[vector.kind == adds].sum() == 8        # 7 block adds + 1 repeat add
+    short = program(8, 8)
+    assert short.work.scalar_elements.tolist() == [8] and short.work.vector.task.size == 0
+    tiled = program(256, 64)
+    assert tiled.leaf_tasks == 4

@@ -16,8 +16,8 @@ from .loader import Traced
 from .recorder import LoopRec, OpRec, StateRec
 
 _FIELD_ORDER = ("op", "inputs", "out", "scalar", "dtype", "shape", "offsets", "valid_shape", "axis",
-                "keepdim", "a_trans", "b_trans", "perm", "inplace", "value", "label", "cond",
-                "src")
+                "keepdim", "a_trans", "b_trans", "perm", "inplace", "value", "start", "step",
+                "label", "cond", "src")
 
 
 def _flow(value) -> str:
@@ -66,6 +66,9 @@ def _op_dict(rec: OpRec, name_of) -> dict:
     if fields["op"] == "full":
         fields.pop("inputs")
     fields["src"] = _at(rec.where)      # data the compiler carries to the program's ops
+    unknown = set(fields) - set(_FIELD_ORDER)
+    if unknown:     # a field the config would lose
+        raise ValueError(f"op field(s) {sorted(unknown)} have no place in _FIELD_ORDER")
     return {k: fields[k] for k in _FIELD_ORDER if k in fields}
 
 

@@ -5,6 +5,7 @@ cannot (a compiler mechanism is missing), the op stops with what is supported in
 """
 from __future__ import annotations
 
+import math
 from numbers import Real
 
 from . import context
@@ -24,7 +25,7 @@ SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt"
                  "reshape(GM tensor inplace, a copy of a GM tensor or view, or an on-chip value)",
                  "unsqueeze", "clone", "expand_clone", "eq ne lt le gt ge (and < <= > >=)",
                  "logical_not", "where", "zeros", "ones", "transpose", "concat", "full",
-                 "pypto.tensor", "+ - * / with scalars"]
+                 "arange", "pypto.tensor", "+ - * / with scalars"]
 
 
 BROADCAST_RULE = ["shapes aligned at the last dim whose dims match or are 1",
@@ -415,6 +416,38 @@ def full(size, fill_value, dtype, *, valid_shape=None):
                                               "dtype": schema_dtype(dtype)}, [])
 
 
+def arange(*args, dtype=None, **kwargs):
+    """pypto.arange(end) / (start, end) / (start, end, step): a 1-D tensor of the
+    ceil((end - start) / step) values from start by step, int32 unless a bound is a float
+    (then fp32)."""
+    R = context.rec()
+    names = ("start", "end", "step")
+    if len(args) == 1 and "end" not in kwargs:
+        given = {"end": args[0]}
+    else:
+        given = dict(zip(names, args))
+    given.update(kwargs)
+    unknown = set(given) - set(names)
+    if unknown or "end" not in given:
+        raise R.fail(f"pypto.arange takes start, end and step, got {sorted(given)}",
+                     supported=["pypto.arange(end)", "pypto.arange(start, end, step)"])
+    start, end, step = given.get("start", 0), given["end"], given.get("step", 1)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+               for v in (start, end, step)):
+        raise R.fail(f"pypto.arange({start!r}, {end!r}, {step!r}): bounds must be Python "
+                     f"numbers known when the kernel is traced",
+                     supported=["int or float start, end and step"])
+    if -1e-8 <= step <= 1e-8 or (end - start) / step <= 0:
+        raise R.fail(f"pypto.arange({start!r}, {end!r}, {step!r}) is empty or has step 0")
+    count = int(math.ceil((end - start) / step))
+    if dtype is None:
+        floats = any(isinstance(v, float) for v in (start, end, step))
+        dtype = DataType.DT_FP32 if floats else DataType.DT_INT32
+    return _local("arange", [count], dtype, {"shape": [count], "start": float(start),
+                                             "step": float(step), "dtype": schema_dtype(dtype)},
+                  [])
+
+
 def _filled(value: float, size, dtype):
     """pypto.zeros / pypto.ones (upstream creation.py: a Full of 0 or 1): sizes as ints or one
     sequence, fp32 unless ``dtype``."""
@@ -663,7 +696,7 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
 
 UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu",
                "topk",
-               "index_select", "arange", "sign",
+               "index_select", "sign",
                "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",
                "sin", "cos")

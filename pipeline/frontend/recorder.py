@@ -249,12 +249,17 @@ class Recorder:
                                        tensor.schema_dtype(value.dtype), "ND", "temporary",
                                        where=value.where))
         temp = tensor.make("temp", value.shape, value.dtype, decl.slot.hint, decl)
-        body.insert(index + 1, OpRec({"op": "assemble", "offsets": [0] * len(dims)}, [_as_now(value)],
-                                     temp, rec.where, rec.cond))
+        body.insert(index + 1, OpRec({"op": "assemble", "offsets": [0] * len(dims)},
+                                     [_as_now(value)], temp, rec.where, rec.cond))
         self.notes.append(f"'{hint}' (made at {value.where}) is used in another root function "
                           f"at {self.where()}: it goes through the GM workspace tensor "
                           f"'{decl.slot.hint}', as upstream spills it")
-        return ops.view(temp, list(value.shape), [0] * len(dims))
+        # the workspace holds the value wherever it is used, whatever branch used it first
+        conds, self.conds = self.conds, type(self.conds)()
+        try:
+            return ops.view(temp, list(value.shape), [0] * len(dims))
+        finally:
+            self.conds = conds
 
     def _check_state(self, op: str) -> None:
         if op in _STATELESS_OPS:

@@ -164,7 +164,7 @@ def build() -> dict[str, types.ModuleType]:
         "floor": ops.floor, "trunc": ops.trunc, "round": ops.round, "exp2": ops.exp2,
         "expm1": ops.expm1, "pow": ops.pow, "gather": ops.gather, "erfc": ops.erfc,
         "scatter": ops.scatter, "scatter_": ops.scatter_, "clone": ops.clone,
-        "scatter_update": ops.scatter_update,
+        "scatter_update": ops.scatter_update, "arange": ops.arange,
         "unsqueeze": ops.unsqueeze, "expand_clone": ops.expand_clone,
         "where": ops.where, "logical_not": ops.logical_not, "greater": ops.gt,
         "zeros": ops.zeros, "ones": ops.ones,

@@ -106,9 +106,11 @@ class _Walker:
 
     def shape_and_tiles(self, stmt: OpStmt, inputs, env) -> tuple[tuple[int, ...] | None, int]:
         op = stmt.op
-        if op in ("view", "reshape", "full", "expand"):
+        if op in ("view", "reshape", "full", "expand", "arange"):
             shape = self.dims(stmt.shape, env)
-            return shape, self.grid(shape) if op in ("full", "expand") else 0
+            return shape, self.grid(shape) if op in ("full", "expand", "arange") else 0
+        if op == "move":
+            return inputs[0], 1
         if op in ELEMENTWISE_OPS:
             rank = max((len(i) for i in inputs), default=1)   # shorter shapes broadcast
             shape = tuple(max(d) for d in zip(*[(1,) * (rank - len(i)) + i for i in inputs])) \

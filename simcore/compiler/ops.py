@@ -519,6 +519,40 @@ def default_copy_tile(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(min(t, s) for t, s in zip(tile, shape))
 
 
+def arange(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """pypto.arange as upstream's TRange tile op (framework/src/interface/tileop/vector/
+    range.h) builds each tile: the first 32-byte block's values stored one by one from the
+    scalar unit, then each further block of the first repeat a TADDS of the block before
+    (up to 7), then each further 256-byte repeat a TADDS of the repeat before, every TADDS
+    behind a pipe barrier: a chain of one-block or one-repeat adds."""
+    shape = tuple(op.get("shape"))
+    if len(shape) != 1:
+        raise ConfigError(f"field '{op.where}': arange makes a 1-D tensor, got shape "
+                          f"{list(shape)}.")
+    dtype = op.get("dtype") or "int32"
+    elem = DTYPE_BYTES[dtype]
+    tile = _vec_tile(op, shape)
+    lo, hi = grid(shape, tile)
+    n = _elements(lo, hi)
+    block, repeat = UB_BLOCK_BYTES // elem, 256 // elem
+    full = int(n.max())
+    adds = 0
+    if full > block:
+        adds += min(full, repeat) // block - 1 + (full < repeat and full % block > 0)
+    if full > repeat:
+        adds += full // repeat - 1 + (full % repeat > 0)
+    ub = ub_bytes(lo, hi, elem)
+    _check_ub(limits, op, tile, ub)
+    row = np.minimum(n * elem, 256).astype(np.float64)
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=shape,
+                out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=[], in_hi=[],
+                flops=n.astype(np.float64), ub_bytes=ub, in_flight=np.ones(len(n)),
+                vector_kind="adds" if adds else "", vector_bytes=row,
+                vector_rows=np.ones(len(n)),
+                vector_row_bytes=row, vector_parts=(("adds", adds),) if adds else (),
+                scalar_elements=np.minimum(n, block).astype(np.float64))
+
+
 def move(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     """GM data copied through UB, untiled: the kernel op ``move``, what an assemble of a GM
     view into a GM tensor is.  Upstream's legacy passes leave the view and the assemble it
@@ -682,4 +716,4 @@ BUILDERS = {**{op: elementwise for op in SAME_GEOMETRY},
             **{op: reduce for op in REDUCE_OPS},
             "matmul": matmul, "transpose": transpose, "concat": concat,
             "gather_elements": gather_elements, "scatter_elements": scatter_elements,
-            "expand": expand, "move": move}
+            "expand": expand, "move": move, "arange": arange}

@@ -1026,11 +1026,19 @@ class _TaskSums:
         return table[key]
 
     def add(self, node: Node, tasks: np.ndarray, frac: np.ndarray, waits: bool = False) -> None:
-        if node.vector_parts:
+        if node.kind != "vector":
+            fractals, tiles = self._table(self.cube, node.cube_dtype)
+            self.put(fractals, tasks, node.fractals * frac)
+            self.put(tiles, tasks, frac)
+            self.put(self.mte1_bytes, tasks, node.mte1_bytes * frac)
+            self.put(self.mte1_steps, tasks, node.k_steps * frac)
+            if node.l0_single:
+                self.put(self.l0_serial_steps, tasks, node.k_steps * frac)
+            self.put(self.fixp_bytes, tasks, node.fixp_bytes * frac)
+            self.put(self.fixp_tiles, tasks, frac)
+        elif node.vector_parts:
             self._composite(node, tasks, frac, waits)
-        elif node.kind == "vector" and not node.vector_kind:
-            pass        # a move through UB (ops.move): its copy-in and copy-out only
-        elif node.kind == "vector":
+        elif node.vector_kind:      # (none for a move through UB: its copies only)
             kind = self.vector_kinds.setdefault(node.vector_kind, len(self.vector_kinds))
             if not waits:
                 dependent = 0.0
@@ -1042,20 +1050,10 @@ class _TaskSums:
             self.vector.append((tasks, kind, node.vector_bytes * frac, frac,
                                 node.vector_rows * frac, node.vector_row_bytes,
                                 node.vector_reduce, dependent))
-            if node.scalar_elements is not None and node.scalar_elements.any():
-                looped = node.scalar_elements > 0
-                self.put(self.scalar_elements, tasks, node.scalar_elements * frac)
-                self.put(self.scalar_loops, tasks, looped * frac)
-        else:
-            fractals, tiles = self._table(self.cube, node.cube_dtype)
-            self.put(fractals, tasks, node.fractals * frac)
-            self.put(tiles, tasks, frac)
-            self.put(self.mte1_bytes, tasks, node.mte1_bytes * frac)
-            self.put(self.mte1_steps, tasks, node.k_steps * frac)
-            if node.l0_single:
-                self.put(self.l0_serial_steps, tasks, node.k_steps * frac)
-            self.put(self.fixp_bytes, tasks, node.fixp_bytes * frac)
-            self.put(self.fixp_tiles, tasks, frac)
+        if node.scalar_elements is not None and node.scalar_elements.any():
+            looped = node.scalar_elements > 0
+            self.put(self.scalar_elements, tasks, node.scalar_elements * frac)
+            self.put(self.scalar_loops, tasks, looped * frac)
         self.put(self.flops, tasks, node.flops * frac)
         if self.tile_per_task:
             np.maximum(self.in_flight, node.in_flight, out=self.in_flight)

@@ -35,7 +35,8 @@ ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + ("where",)
 REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
-    "scatter_update", "gather_elements", "scatter_elements", "expand", "move")
+    "scatter_update", "gather_elements", "scatter_elements", "expand", "move", "arange")
+# arange: pypto.arange, a 1-D tensor start, start + step, ... of ``shape`` [n]
 # move: GM data (a tensor or a view) loaded into UB whole and nothing else, as upstream
 # moves a view it assembles into another GM tensor (a copy-in, then the assemble's copy-out)
 # expand: pypto.expand_clone(x, shape), x's dims of 1 broadcast to ``shape`` in a tensor of
@@ -44,7 +45,7 @@ OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
 # an element gather by an index tensor; scatter_elements: pypto.scatter(input, dim, index,
 # src), inputs [input, index] with a scalar src or [input, index, src]
 _ARITY = {"view": 1, "assemble": 1, "scatter_update": 1, "transpose": 1, "reshape": 1,
-          "matmul": 2, "full": 0, "gather": 1, "gather_elements": 2, "where": 3,
+          "matmul": 2, "full": 0, "arange": 0, "gather": 1, "gather_elements": 2, "where": 3,
           **{op: 1 for op in REDUCE_OPS}}
 
 
@@ -97,6 +98,8 @@ class OpStmt(Strict):
     inplace: bool = True                 # reshape
     # full; infinities are values a mask fills with (pypto.where(mask, x, -inf))
     value: float = Field(default=0.0, allow_inf_nan=True)
+    start: float = 0.0                   # arange: the first value
+    step: float = 1.0                    # arange: the difference of consecutive values
     block_rows: Dim | None = None        # gather: rows per paged block
     first_block: Dim = 0                 # gather: first logical block
     count: Dim | None = None             # gather: blocks gathered
@@ -135,6 +138,7 @@ class OpStmt(Strict):
             raise ValueError("op 'concat' needs at least 2 inputs and 'axis'")
         needs = {"view": ("shape", "offsets"), "assemble": ("offsets",),
                  "scatter_update": ("offsets",), "cast": ("dtype",), "full": ("shape",),
+                 "arange": ("shape",),
                  "expand": ("shape",),
                  "reshape": ("shape",), "transpose": ("perm",),
                  "gather": ("block_rows", "count"), "gather_elements": ("axis",),
