@@ -8,6 +8,7 @@ after it), with the enclosing function's arguments from ``--arg``.
 """
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -621,9 +622,9 @@ def test_a_gm_reshape_whose_valid_shape_is_its_shape_is_the_plain_reshape(tmp_pa
     partial = write(tmp_path, """
         @pypto.jit
         def k(h: pypto.Tensor((128, 128), pypto.DT_BF16),
-              y: pypto.Tensor((1, 128, 128), pypto.DT_BF16)):
-            pypto.set_vec_tile_shapes(1, 128, 128)
-            y[:] = pypto.reshape(h, [1, 128, 128], valid_shape=[1, 64, 128]) + 1.0
+              y: pypto.Tensor((2, 64, 128), pypto.DT_BF16)):
+            pypto.set_vec_tile_shapes(1, 64, 128)
+            y[:] = pypto.reshape(h, [2, 64, 128], valid_shape=[2, 32, 128]) + 1.0
         """)
     with pytest.raises(ConfigError, match=r"a valid_shape cut off any dim but the first"):
         trace_file(partial)
@@ -698,3 +699,16 @@ def test_arange_and_a_value_spilled_for_both_branches_of_an_if(tmp_path):
                 pypto.set_vec_tile_shapes(4)
                 i[:] = pypto.arange(4, 4, 1)
             """))
+
+
+def test_an_unknown_loop_keyword_is_noted_as_upstream_ignores_it(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(x: pypto.Tensor((64, 64)), y: pypto.Tensor((64, 64))):
+            pypto.set_vec_tile_shapes(16, 64)
+            for i in pypto.loop(4, name="L", idx="i"):
+                y[i * 16:(i + 1) * 16, :] = x[i * 16:(i + 1) * 16, :] + 1.0
+        """)
+    text = kernel_text(trace_file(path), "t")
+    assert re.search(r"# note: pypto.loop keyword idx='i' at k.py:\d+ is ignored", text)
+    assert yaml.safe_load(text)["body"][1]["loop"]["trip"] == 4

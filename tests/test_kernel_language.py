@@ -853,3 +853,28 @@ def test_arange_is_a_chain_of_one_block_and_one_repeat_adds_after_a_scalar_block
     assert short.work.scalar_elements.tolist() == [8] and short.work.vector.task.size == 0
     tiled = program(256, 64)
     assert tiled.leaf_tasks == 4
+
+
+def test_a_reduction_keeps_the_valid_rows_of_its_input_and_a_squeeze_keeps_any_box():
+    """A row sum over a [16, 64] view holding 3 valid rows holds data in 3 rows (assembled
+    into a [3, 1] output), and a reshape that only adds a dim of 1 carries a valid region
+    cut in the last dim ([16, 20] of [16, 64] -> [16, 1, 20] of [16, 1, 64])."""
+    summed = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 64]},
+         {"op": "view", "inputs": ["x"], "out": "v", "shape": [16, 64], "offsets": [0, 0],
+          "valid_shape": [3, 64]},
+         {"op": "sum", "inputs": ["v"], "out": "s", "axis": -1, "keepdim": True},
+         {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([16, 64]), "y": t([3, 1], role="output")}), HW)
+    assert _written(summed) == 3 * 4
+    squeezed = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 64]},
+         {"op": "view", "inputs": ["x"], "out": "v", "shape": [16, 64], "offsets": [0, 0],
+          "valid_shape": [16, 20]},
+         {"op": "exp", "inputs": ["v"], "out": "e"},
+         {"op": "reshape", "inputs": ["e"], "out": "r", "shape": [16, 1, 64]},
+         {"set_vec_tile_shapes": [16, 1, 64]},
+         {"op": "neg", "inputs": ["r"], "out": "n"},
+         {"op": "assemble", "inputs": ["n"], "out": "y", "offsets": [0, 0, 0]}],
+        {"x": t([16, 64]), "y": t([16, 1, 20], role="output")}), HW)
+    assert _written(squeezed) == 16 * 20 * 4

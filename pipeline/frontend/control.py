@@ -71,10 +71,14 @@ _LOOP_KWARGS = ("name", "idx_name", "unroll_list", "parallel", "submit_before_lo
 
 
 def _check_kwargs(kwargs, allowed=_LOOP_KWARGS):
-    bad = [k for k in kwargs if k not in allowed]
-    if bad:
-        raise context.rec().fail(f"pypto.loop keyword {bad[0]!r} is not known",
-                                 supported=list(allowed))
+    R = context.rec()
+    for key in kwargs:
+        if key not in allowed:
+            # upstream's loop reads its keywords with kwargs.get and ignores any other
+            # (python/pypto/_controller.py loop): so does the import, with a note
+            R.notes.append(f"pypto.loop keyword {key}={kwargs[key]!r} at {_short(R.where())} "
+                           f"is ignored, as upstream's loop ignores it (it reads "
+                           f"{', '.join(allowed)})")
     if kwargs.get("submit_before_loop"):
         raise context.rec().fail("pypto.loop(submit_before_loop=True) is not supported yet")
 

@@ -308,8 +308,11 @@ def reshape(input, shape, *, valid_shape=None, inplace=False):
     if valid_shape is not None and len(valid_shape) == len(shape) and all(
             same_dim(v, d) for v, d in zip(valid_shape, shape)):
         valid_shape = None      # valid throughout: the plain reshape
-    leading = valid_shape is not None and len(valid_shape) == len(shape) and all(
-        same_dim(v, d) for v, d in zip(valid_shape[1:], shape[1:]))
+    kept_in = [d for d in t.shape if not same_dim(d, 1)]
+    kept_out = [d for d in shape if not same_dim(d, 1)]
+    leading = valid_shape is not None and len(valid_shape) == len(shape) and (all(
+        same_dim(v, d) for v, d in zip(valid_shape[1:], shape[1:])) or (
+        len(kept_in) == len(kept_out) and all(same_dim(a, b) for a, b in zip(kept_in, kept_out))))
     if (valid_shape is not None and (inplace or not leading)) or (inplace and t.kind == "view"):
         raise R.fail("an inplace reshape with valid_shape, a valid_shape cut off any dim but "
                      "the first, or an inplace reshape of a view, is not supported (PyPTO "
@@ -338,12 +341,18 @@ def _local_reshape(t: Tensor, shape, valid_shape) -> Tensor:
     R = context.rec()
     shape = list(shape)
     fields = {}
+    kept_in = [d for d in t.shape if not same_dim(d, 1)]
+    kept_out = [d for d in shape if not same_dim(d, 1)]
+    # only dims of 1 come or go (upstream's unsqueeze, x[b, :]): any valid box carries over
+    squeeze = len(kept_in) == len(kept_out) and all(same_dim(a, b)
+                                                    for a, b in zip(kept_in, kept_out))
     if valid_shape is not None and not (len(valid_shape) == len(shape) and all(
             same_dim(v, d) for v, d in zip(valid_shape, shape))):
-        if len(valid_shape) != len(shape) or not all(
-                same_dim(v, d) for v, d in zip(valid_shape[1:], shape[1:])):
+        if len(valid_shape) != len(shape) or not (squeeze or all(
+                same_dim(v, d) for v, d in zip(valid_shape[1:], shape[1:]))):
             raise R.fail("reshape of an on-chip value with a valid_shape smaller than its "
-                         "shape off its first dim is not supported yet",
+                         "shape off its first dim is not supported yet (unless the reshape "
+                         "only adds or drops dims of 1)",
                          supported=["pypto.reshape(on_chip_value, shape)",
                                     "valid_shape = [leading rows, *shape[1:]]"])
         fields["valid_shape"] = R.check_dims(valid_shape, "reshape valid_shape")

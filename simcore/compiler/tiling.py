@@ -234,6 +234,20 @@ class RootCallTiler:
             # on chip a reshape moves nothing: readers see the producer's elements in
             # row-major order; whether their tiles can is checked where they read it
             valid = self._local_valid(src)
+            if _squeeze_only(src.shape, shape):
+                # only dims of 1 come or go: any valid box keeps its extents
+                result_valid = op.get("valid_shape")
+                if result_valid is None and valid is not None:
+                    kept = iter(v for v, d in zip(valid, src.shape) if d != 1)
+                    result_valid = tuple(1 if d == 1 else next(kept) for d in shape)
+                if result_valid is not None:
+                    result_valid = tuple(int(d) for d in result_valid)
+                    if tuple(result_valid) == tuple(shape):
+                        result_valid = None
+                self.values[op.out] = LocalValue(src.node, tuple(shape), src.dtype,
+                                                 src.path + (("reshape", src.shape, op.where),),
+                                                 result_valid)
+                return
             if valid is not None and not _leading_rows(valid, src.shape):
                 raise ConfigError(f"field '{op.where}': reshape of '{op.inputs[0]}', an on-chip "
                                   f"value whose valid region {list(valid)} is smaller than its "
@@ -270,7 +284,7 @@ class RootCallTiler:
             result_valid = op.get("valid_shape")
             if result_valid is not None:
                 result_valid = tuple(int(d) for d in result_valid)
-                if not _leading_rows(result_valid, shape):
+                if not (_leading_rows(result_valid, shape) or _squeeze_only(src.shape, shape)):
                     raise ConfigError(f"field '{op.where}': reshape valid_shape "
                                       f"{list(result_valid)} of shape {list(shape)}: only a "
                                       f"number of leading rows is modeled.")
@@ -468,9 +482,19 @@ class RootCallTiler:
         return node.extra.get("source", {}).get(i, (node.in_lo[i], node.in_hi[i]))
 
     def _track_valid(self, node: Node, inputs) -> None:
-        if node.op.op in ops.REDUCE_OPS:
-            return
         valids = [v.valid if isinstance(v, GmValue) else self._local_valid(v) for v in inputs]
+        if node.op.op in ops.REDUCE_OPS:
+            # the rows that hold data keep it; the reduced axis is one value (or gone)
+            if valids[0] is not None:
+                axis = node.op.get("axis") % len(inputs[0].shape)
+                valid = list(valids[0])
+                if node.op.get("keepdim", True):
+                    valid[axis] = 1
+                else:
+                    del valid[axis]
+                if tuple(valid) != tuple(node.out_shape):
+                    self.valid[node.index] = tuple(valid)
+            return
         if node.kind == "cube":
             self._track_matmul_valid(node, inputs, valids)
             return
@@ -1104,6 +1128,11 @@ def _op_details(nodes: list[Node], task: int) -> tuple:
 
 def _tile_bytes(lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:
     return int(ub_bytes(lo, hi, DTYPE_BYTES[dtype]).max()) if len(lo) else 0
+
+
+def _squeeze_only(a, b) -> bool:
+    """A reshape that only inserts or drops dims of 1 (upstream's unsqueeze, or x[b, :])."""
+    return [d for d in a if d != 1] == [d for d in b if d != 1]
 
 
 def _leading_rows(valid, shape) -> bool:
