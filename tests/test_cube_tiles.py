@@ -96,3 +96,25 @@ def test_an_l0_tile_over_half_the_buffer_loses_mte1_double_buffering(tmp_path):
     assert np.allclose(busiest_pipe_us(pipes, half.work),
                        np.maximum(pipes["mte1"], pipes["cube"]))
     assert tl_half.kernel_us < tl_whole.kernel_us
+
+
+def test_the_l0_checks_cut_each_tile_dim_to_the_matrix():
+    """An fp32 [16, 512] x [512, 24] matmul under k [512, 512] and n [128, 128] fills L0B
+    with 512 x 32 (24 rounded up to a fractal) x 4 bytes, exactly its 64 KiB, as upstream's
+    hc_pre runs it; the same tiles over N = 128 need 256 KiB and are refused."""
+    from simcore.spec.errors import OoOError
+    from simcore.spec.kernel import Kernel
+
+    def matmul(n):
+        return Kernel.model_validate({
+            "name": "k", "tensors": {"a": {"shape": [16, 512], "dtype": "fp32"},
+                                     "b": {"shape": [512, n], "dtype": "fp32"},
+                                     "c": {"shape": [16, n], "dtype": "fp32", "role": "output"}},
+            "tiles": {"cube": {"m": [16, 16], "k": [512, 512], "n": [128, 128]}},
+            "body": [{"set_cube_tile_shapes": "cube"},
+                     {"op": "matmul", "inputs": ["a", "b"], "out": "r", "dtype": "fp32"},
+                     {"op": "assemble", "inputs": ["r"], "out": "c", "offsets": [0, 0]}]})
+    hw = load_hardware("dav_2201")
+    assert compile_kernel(matmul(24), hw).leaf_tasks == 1
+    with pytest.raises(OoOError, match=r"L0B"):
+        compile_kernel(matmul(128), hw)

@@ -295,13 +295,18 @@ def _l0_tiles(op: TracedOp, a_dtype: str, b_dtype: str) -> tuple[int, int]:
             up(t.n[0]) * up(t.k[0]) * DTYPE_BYTES[b_dtype])
 
 
-def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str) -> None:
-    """L0A/L0B/L0C/L1 checks of set_cube_tile_shapes, dims rounded up to fractal alignment."""
+def _cube_fit(limits: Limits, op: TracedOp, a_dtype: str, b_dtype: str,
+              m: int, k: int, n: int) -> None:
+    """L0A/L0B/L0C/L1 checks of set_cube_tile_shapes for an M x K x N matmul: each tile dim
+    no larger than the matrix's (a tile never holds more than the matrix, as a vector tile
+    is cut to its tensor), rounded up to fractal alignment."""
     t, up = op.cube_tile, _fractal_up(a_dtype, b_dtype)
     sa, sb = DTYPE_BYTES[a_dtype], DTYPE_BYTES[b_dtype]
     sc = 4
     (m0, m1), (k0, ka1, kb1), (n0, n1) = t.m, t.k, t.n
-    l0a, l0b = _l0_tiles(op, a_dtype, b_dtype)
+    m0, m1, n0, n1 = min(m0, m), min(m1, m), min(n0, n), min(n1, n)
+    k0, ka1, kb1 = min(k0, k), min(ka1, k), min(kb1, k)
+    l0a, l0b = up(m0) * up(k0) * sa, up(n0) * up(k0) * sb
     checks = (("L0A", l0a, limits.buffers.l0a, [m0, k0]),
               ("L0B", l0b, limits.buffers.l0b, [k0, n0]),
               ("L0C", up(m0) * up(n0) * sc, limits.buffers.l0c, [m0, n0]),
@@ -394,7 +399,7 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     if nb + 2 > MAX_RANK:
         raise ConfigError(f"field '{op.where}': matmul output {list(batch) + [m, n]} has more "
                           f"than {MAX_RANK} dims.")
-    _cube_fit(limits, op, a.dtype, b.dtype)
+    _cube_fit(limits, op, a.dtype, b.dtype, m, ka, n)
     t = op.cube_tile
     split_k = t.split_k
     k_tile = t.k[1] if split_k else ka
