@@ -303,3 +303,29 @@ def test_a_column_reduction_issues_an_instruction_per_row():
     assert _cycles(column)[0] == pytest.approx(1263, rel=0.05)
     row = _program([("sum", ["x"], {"axis": -1})], (64, 64), (64, 64))
     assert _cycles(row)[0] < _cycles(column)[0] / 2
+
+
+# One tile op alone on the chip: CANN pto-isa's a2a3 cost model records its 910B3
+# measurements of each instruction as a line in repeats (include/pto/costmodel/a2a3/
+# cce_costmodel/cce_costmodel_vector_compute.hpp at 3186c381, the "910B3 标定" comments,
+# fp32): (cycles per repeat, fixed cycles).  The model's price of the same lone tile op (the
+# scalar issue, the instruction's start-up and its repeats) is held to them.
+MEASURED_910B3 = {"add": (2.11, 24), "sub": (2.11, 24), "mul": (2.3, 25), "div": (4.03, 31),
+                  "exp": (2.00, 31), "log": (2.00, 33), "maximum": (2.01, 23),
+                  "relu": (1.00, 23), "rsqrt": (1.07, 24), "maximums": (1.00, 23),
+                  "muls": (1.00, 26)}
+
+
+@pytest.mark.parametrize("kind", sorted(MEASURED_910B3))
+def test_a_lone_tile_op_costs_what_the_chip_measured(kind):
+    binary = kind in ("add", "sub", "mul", "div", "maximum")
+    scalar = kind in ("maximums", "muls")
+    op = kind[:-1] if scalar else kind
+    inputs = ["x", "x"] if binary else ["x"]
+    extra = {"scalar": 2.0} if scalar else {}
+    slope, fixed = MEASURED_910B3[kind]
+    for repeats in (1, 16, 128):     # rows of 64 fp32 values: one 256-byte repeat each
+        program = _program([(op, inputs, extra)], (repeats, 64), (repeats, 64))
+        assert program.work.vector.kinds == (kind,)
+        model, chip = _cycles(program).sum(), slope * repeats + fixed
+        assert abs(model - chip) <= max(4.0, 0.08 * chip), (kind, repeats, model, chip)
