@@ -361,7 +361,7 @@ def test_a_racing_case_is_scored_by_the_median_run_and_reports_the_race_range(tm
 def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
     """At the shipped model, a percent on one AICPU cost (dispatch, a fraction of a schedule
     thread's work) moves glm_attention's stitched stages (several softmax chains per dev
-    task: which schedule AICPU owns which chain changes) by several percent, and its
+    task: which schedule AICPU owns which chain changes) by percents, and its
     stitch-1 stage (one root call per dev task) by under 1 %: the reason the calibration
     scores glm by the median over race variants instead of a single run."""
     cal = load_calibration(REPO / "configs/calibration/dav_2201.yaml")
@@ -377,5 +377,6 @@ def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
                                  [case], base=shipped)[0]["kernel_us"]
                  for f in (0.99, 0.995, 1.0, 1.005, 1.01)]
         spread[case.stage] = max(times) / min(times) - 1
-    assert min(spread["stitch_128"], spread["stitch_512"]) > 0.03, spread
+    assert min(spread["stitch_128"], spread["stitch_512"]) > 0.015, spread
     assert spread["stitch_1"] < 0.01, spread
+    assert min(spread["stitch_128"], spread["stitch_512"]) > 20 * spread["stitch_1"], spread

@@ -608,24 +608,23 @@ def test_moving_gm_data_renames_it_or_copies_input_data(tmp_path):
     assert "# note: 'out' takes the data of 'tmp'" in text
 
 
+GM_RESHAPE = """
+    @pypto.jit
+    def k(h: pypto.Tensor((128, 128), pypto.DT_BF16),
+          y: pypto.Tensor(({shape}), pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(1, {tile}, 128)
+        y[:] = pypto.reshape(h, [{shape}], valid_shape=[{valid}]) + 1.0
+    """
+
+
 def test_a_gm_reshape_whose_valid_shape_is_its_shape_is_the_plain_reshape(tmp_path):
-    path = write(tmp_path, """
-        @pypto.jit
-        def k(h: pypto.Tensor((128, 128), pypto.DT_BF16),
-              y: pypto.Tensor((1, 128, 128), pypto.DT_BF16)):
-            pypto.set_vec_tile_shapes(1, 128, 128)
-            y[:] = pypto.reshape(h, [1, 128, 128], valid_shape=[1, 128, 128]) + 1.0
-        """)
+    path = write(tmp_path, GM_RESHAPE.format(shape="1, 128, 128", tile=128,
+                                             valid="1, 128, 128"))
     body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
     reshape = next(s for s in body if isinstance(s, dict) and s.get("op") == "reshape")
     assert reshape["inplace"] is False and "valid_shape" not in reshape
-    partial = write(tmp_path, """
-        @pypto.jit
-        def k(h: pypto.Tensor((128, 128), pypto.DT_BF16),
-              y: pypto.Tensor((2, 64, 128), pypto.DT_BF16)):
-            pypto.set_vec_tile_shapes(1, 64, 128)
-            y[:] = pypto.reshape(h, [2, 64, 128], valid_shape=[2, 32, 128]) + 1.0
-        """)
+    partial = write(tmp_path, GM_RESHAPE.format(shape="2, 64, 128", tile=64,
+                                                valid="2, 32, 128"))
     with pytest.raises(ConfigError, match=r"a valid_shape cut off any dim but the first"):
         trace_file(partial)
 

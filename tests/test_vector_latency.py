@@ -329,3 +329,21 @@ def test_a_lone_tile_op_costs_what_the_chip_measured(kind):
         assert program.work.vector.kinds == (kind,)
         model, chip = _cycles(program).sum(), slope * repeats + fixed
         assert abs(model - chip) <= max(4.0, 0.08 * chip), (kind, repeats, model, chip)
+
+
+def test_a_binary_op_over_rows_of_a_partial_repeat_pays_the_count_mask_floor():
+    """pto-isa's 910B3 calibration: vadd, vmul, ... over rows that are no whole number of
+    256-byte repeats dispatch in count-mask mode, a one-time floor per instruction; rows of
+    whole repeats and the scalar forms (vadds, vmuls) do not pay it."""
+    floor = ISSUE.count_mode_cycles
+    assert floor > 0
+
+    def lone(op, cols, extra=None):
+        inputs = ["x"] if extra else ["x", "x"]
+        return _cycles(_program([(op, inputs, extra or {})], (16, cols), (16, cols))).sum()
+    # [16, 48] fp32: rows of 192 bytes, one repeat each, like [16, 64] but in count mode
+    assert lone("add", 48) - lone("add", 64) == pytest.approx(floor)
+    assert lone("mul", 48) - lone("mul", 64) == pytest.approx(floor)
+    assert lone("mul", 48, {"scalar": 2.0}) == pytest.approx(lone("mul", 64, {"scalar": 2.0}))
+    assert _cycles(_program([("exp", ["x"], {})], (16, 48), (16, 48))).sum() == \
+        pytest.approx(_cycles(_program([("exp", ["x"], {})], (16, 64), (16, 64))).sum())

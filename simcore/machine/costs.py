@@ -28,6 +28,11 @@ def _per_task(task: np.ndarray, cycles: np.ndarray, n: int) -> np.ndarray:
 REDUCE_FOLD = {"rowsum": "add", "rowamax": "maximum", "rowamin": "minimum"}
 
 
+# the binary ALU instructions pto-isa's 910B3 calibration found paying a dispatch floor in
+# count-mask mode (cce_costmodel_vector_compute.hpp: vadd, vsub, vmul, vdiv, vmax, vmin)
+COUNT_MODE_KINDS = ("add", "sub", "mul", "div", "maximum", "minimum")
+
+
 def vector_cycles(hw: Hardware, vector: VectorWork, n: int) -> np.ndarray:
     """Each op tile as the instructions it issues (docs/sources.md §2, Vector unit).
 
@@ -73,6 +78,10 @@ def vector_cycles(hw: Hardware, vector: VectorWork, n: int) -> np.ndarray:
     row_cycles = np.asarray([r.row_cycles for r in own])
     cycles += rows * row_cycles[k]
     cycles += tiles * issue.issue_cycles + vector.dependent * issue.dependency_cycles
+    # tensor-tensor ALU instructions over rows of a partial repeat: the count-mask floor
+    counted = np.asarray([kk in COUNT_MODE_KINDS for kk in vector.kinds])[k] \
+        & (np.mod(vector.row_bytes, rep) != 0)
+    cycles += np.where(counted, instr * issue.count_mode_cycles, 0.0)
     return _per_task(vector.task, cycles, n)
 
 

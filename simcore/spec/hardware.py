@@ -100,13 +100,17 @@ class VectorIssue(Strict):
     of an earlier op of its leaf task waits ``dependency_cycles`` for the pipe to
     drain (pipe_barrier(PIPE_V)), and so does each folding step of a row reduction.
     A tile op that runs a loop of instructions on the scalar unit (a column reduction:
-    one instruction per row) pays ``loop_instruction_cycles`` of issue for each.
+    one instruction per row) pays ``loop_instruction_cycles`` of issue for each.  A
+    tensor-tensor ALU instruction (add, sub, mul, div, maximum, minimum) over rows that
+    are no whole number of repeats runs in count-mask mode and pays
+    ``count_mode_cycles`` once.
     """
     repeat_bytes: PositiveInt
     max_repeats: PositiveInt
     issue_cycles: float = Field(ge=0)
     dependency_cycles: float = Field(ge=0)
     loop_instruction_cycles: float = Field(ge=0)
+    count_mode_cycles: float = Field(ge=0)
 
 
 class ScalarUnit(Strict):
