@@ -382,7 +382,7 @@ def assemble(*args, parallel=False):
     src = _tensor(src, "assemble", "source")
     dst = _gm(dst, "assemble into")
     if src.kind != "local":
-        src = copy(src)          # GM into GM goes through UB: a copy op
+        src = gm_load(src)       # GM into GM goes through UB: a move
     if len(offsets) != len(dst.shape):
         raise R.fail(f"assemble offsets {list(offsets)} need one entry per dim of {dst.shape}")
     fields = {"offsets": R.check_dims(offsets, "assemble offsets")}
@@ -624,7 +624,7 @@ def scatter_update(input, dim, index, src):
         raise R.fail(f"scatter_update src of shape {rows.shape} for an index of shape "
                      f"{idx.shape}: expected {want}")
     if rows.kind != "local":
-        rows = copy(rows)
+        rows = gm_load(rows)
     block = dst.shape[1] if len(dst.shape) == 4 else None
     for i in range(b):
         for j in range(s):
@@ -640,7 +640,7 @@ def scatter_update(input, dim, index, src):
     return dst
 
 
-def copy(src):
+def gm_load(src):
     """A GM tensor or view moved into UB whole, to be assembled into GM: upstream's view and
     assemble of GM data, a copy-in and a copy-out with no Vector instruction (the kernel
     op ``move``)."""
@@ -697,7 +697,8 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "sigmoid": sigmoid, "relu": relu, "log": log, "tanh": tanh, "clip": clip,
            "ceil": ceil, "floor": floor, "trunc": trunc, "round": round, "exp2": exp2,
            "expm1": expm1, "pow": pow, "erfc": erfc, "gather": gather, "scatter": scatter,
-           "scatter_": scatter_, "scatter_update": scatter_update, "clone": clone, "unsqueeze": unsqueeze,
+           "scatter_": scatter_, "scatter_update": scatter_update, "clone": clone,
+           "unsqueeze": unsqueeze,
            "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
            "logical_not": logical_not,
            "expand_clone": expand_clone,

@@ -208,7 +208,7 @@ class Tensor:
         if keys and len(keys) == len(self._shape) and \
                 all(is_int(k) or isinstance(k, SymInt) for k in keys):
             return _element(self, keys)
-        offsets, shape, dropped = _region(self, key, "read")
+        offsets, shape, dropped = _region(self, key)
         if offsets is None:
             return self
         out = _ops().view(self, shape, offsets)
@@ -219,7 +219,7 @@ class Tensor:
         return out
 
     def __setitem__(self, key, value):
-        offsets, shape, dropped = _region(self, key, "write")
+        offsets, shape, dropped = _region(self, key)
         if offsets is None:     # x[:] = v and x[...] = v: upstream's __setitem__ moves v
             self.move(value)
             return
@@ -231,11 +231,11 @@ class Tensor:
     def move(self, other):
         """Upstream's Move repoints this tensor at ``other`` (tensor.cpp's move assignment: no
         op of its own; an on-chip value is simply renamed), and a GM tensor's final value is
-        linked to its address.  An on-chip value then leaves the function as this tensor: the output's
-        assemble writes it out.  So does kernel input data (an input or a view of one), which
-        lives elsewhere: a move through UB.  Data the kernel wrote into GM (a pypto.tensor
-        temporary, a scatter_update's result) is only renamed: no copy, later uses of this
-        tensor read and write it."""
+        linked to its address.  An on-chip value then leaves the function as this tensor:
+        the output's assemble writes it out.  So does kernel input data (an input or a view
+        of one), which lives elsewhere: a move through UB.  Data the kernel wrote into GM (a
+        pypto.tensor temporary, a scatter_update's result) is only renamed: no copy, later
+        uses of this tensor read and write it."""
         other = _ops()._tensor(other, "move", "source")
         if self.kind == "local":    # an op's result renamed: no GM behind it
             self.__dict__.update(vars(other))
@@ -387,7 +387,7 @@ def _dim(d):
     return d if isinstance(d, int) else SymInt(d)
 
 
-def _region(t: Tensor, key, mode: str):
+def _region(t: Tensor, key):
     """(offsets, shape, dims indexed by an int) of a basic slice, or (None, None, ()) for
     ``[:]`` / ``[...]``; an int index is a slice of extent 1."""
     R = context.rec()

@@ -563,7 +563,7 @@ def move(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     view into a GM tensor is.  Upstream's legacy passes leave the view and the assemble it
     feeds whole, turn the view into one UB tensor (a COPY_IN on the AIV's MTE2) and the
     assemble into its COPY_OUT (MTE3), with no Vector instruction between
-    (InferDiscontinuousInput's DDRTensorAssignUB, GenerateMoveOp; docs/sources.md §2).  So
+    (InferDiscontinuousInput's DDRTensorAssignUB, GenerateMoveOp; docs/sources.md §5).  So
     the result is the loaded buffer: one tile, UB holds it once, and the op needs no
     TileShape."""
     (src,) = inputs
