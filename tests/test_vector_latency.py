@@ -347,3 +347,21 @@ def test_a_binary_op_over_rows_of_a_partial_repeat_pays_the_count_mask_floor():
     assert lone("mul", 48, {"scalar": 2.0}) == pytest.approx(lone("mul", 64, {"scalar": 2.0}))
     assert _cycles(_program([("exp", ["x"], {})], (16, 48), (16, 48))).sum() == \
         pytest.approx(_cycles(_program([("exp", ["x"], {})], (16, 64), (16, 64))).sum())
+
+
+def test_an_element_gather_costs_the_chips_per_row_time():
+    """pypto.gather by index is one vgather a row (counter mode) behind a vmuls and a
+    barrier: pto-isa's 910B3 calibration measures 46.6 cycles a row; the model charges the
+    tile op's issue once and then that per one-repeat row."""
+    def gather(rows):
+        k = Kernel.model_validate({
+            "name": "k", "tensors": {"x": {"shape": [rows, 64], "dtype": "fp32"},
+                                     "i": {"shape": [rows, 64], "dtype": "int32"},
+                                     "y": {"shape": [rows, 64], "dtype": "fp32",
+                                           "role": "output"}},
+            "body": [{"set_vec_tile_shapes": [rows, 64]},
+                     {"op": "gather_elements", "inputs": ["x", "i"], "out": "g", "axis": 1},
+                     {"op": "assemble", "inputs": ["g"], "out": "y", "offsets": [0, 0]}]})
+        return _cycles(compile_kernel(k, HW)).sum()
+    assert gather(64) - gather(16) == pytest.approx(48 * 46.6)
+    assert gather(1) == pytest.approx(ISSUE.issue_cycles + 46.6)
