@@ -308,11 +308,9 @@ def reshape(input, shape, *, valid_shape=None, inplace=False):
     if valid_shape is not None and len(valid_shape) == len(shape) and all(
             same_dim(v, d) for v, d in zip(valid_shape, shape)):
         valid_shape = None      # valid throughout: the plain reshape
-    kept_in = [d for d in t.shape if not same_dim(d, 1)]
-    kept_out = [d for d in shape if not same_dim(d, 1)]
     leading = valid_shape is not None and len(valid_shape) == len(shape) and (all(
-        same_dim(v, d) for v, d in zip(valid_shape[1:], shape[1:])) or (
-        len(kept_in) == len(kept_out) and all(same_dim(a, b) for a, b in zip(kept_in, kept_out))))
+        same_dim(v, d) for v, d in zip(valid_shape[1:], shape[1:])) or
+        _squeeze_only(t.shape, shape))
     if (valid_shape is not None and (inplace or not leading)) or (inplace and t.kind == "view"):
         raise R.fail("an inplace reshape with valid_shape, a valid_shape cut off any dim but "
                      "the first, or an inplace reshape of a view, is not supported (PyPTO "
@@ -334,6 +332,13 @@ def reshape(input, shape, *, valid_shape=None, inplace=False):
     return out
 
 
+def _squeeze_only(a, b) -> bool:
+    """A reshape from ``a`` to ``b`` that only inserts or drops dims of 1."""
+    kept_a = [d for d in a if not same_dim(d, 1)]
+    kept_b = [d for d in b if not same_dim(d, 1)]
+    return len(kept_a) == len(kept_b) and all(same_dim(x, y) for x, y in zip(kept_a, kept_b))
+
+
 def _local_reshape(t: Tensor, shape, valid_shape) -> Tensor:
     """Reshape of an on-chip value: its elements read in row-major order under the new
     shape; a reader whose tiles are no contiguous runs of it reads it through the
@@ -341,11 +346,8 @@ def _local_reshape(t: Tensor, shape, valid_shape) -> Tensor:
     R = context.rec()
     shape = list(shape)
     fields = {}
-    kept_in = [d for d in t.shape if not same_dim(d, 1)]
-    kept_out = [d for d in shape if not same_dim(d, 1)]
     # only dims of 1 come or go (upstream's unsqueeze, x[b, :]): any valid box carries over
-    squeeze = len(kept_in) == len(kept_out) and all(same_dim(a, b)
-                                                    for a, b in zip(kept_in, kept_out))
+    squeeze = _squeeze_only(t.shape, shape)
     if valid_shape is not None and not (len(valid_shape) == len(shape) and all(
             same_dim(v, d) for v, d in zip(valid_shape, shape))):
         if len(valid_shape) != len(shape) or not (squeeze or all(
