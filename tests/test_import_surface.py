@@ -711,3 +711,72 @@ def test_an_unknown_loop_keyword_is_noted_as_upstream_ignores_it(tmp_path):
     text = kernel_text(trace_file(path), "t")
     assert re.search(r"# note: pypto.loop keyword idx='i' at k.py:\d+ is ignored", text)
     assert yaml.safe_load(text)["body"][1]["loop"]["trip"] == 4
+
+
+def _ops(path, **kw):
+    body = yaml.safe_load(kernel_text(trace_file(path, **kw), "t"))["body"]
+    return [s for s in body if isinstance(s, dict) and "op" in s]
+
+
+def test_topk_is_a_sort_and_an_extraction_of_each_half(tmp_path, capsys):
+    """pypto.topk(x, k) returns (values, indices): one topk (the k best (value, index)
+    pairs of each row) and two topk_extract, values fp32 and indices int32, whether the
+    kernel reads both or not (upstream writes both); the kernel simulates."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(x: pypto.Tensor((8, 160)), ids: pypto.Tensor((8, 8), pypto.DT_INT32)):
+            pypto.set_vec_tile_shapes(8, 160)
+            _, idx = pypto.topk(x, 8, -1, True)
+            ids[:] = idx
+        """)
+    ops = _ops(path)
+    sort = next(o for o in ops if o["op"] == "topk")
+    assert sort["k"] == 8 and "largest" not in sort
+    halves = [o for o in ops if o["op"] == "topk_extract"]
+    assert [(h["part"], h["inputs"]) for h in halves] == \
+        [("values", [sort["out"]]), ("indices", [sort["out"]])]
+    written = next(o for o in ops if o["op"] == "assemble" and o["out"] == "ids")
+    assert written["inputs"] == [halves[1]["out"]]
+    out = tmp_path / "k.yaml"
+    assert main(["import", f"{path}:k", "--out", str(out)]) == 0
+    assert main(["simulate", str(out), "--out", str(tmp_path / "sim")]) == 0
+    assert "leaf_tasks: 1" in capsys.readouterr().out
+    for call, why in (("pypto.topk(x, 8, 0)", r"along dim 0 .*last dim only"),
+                      ("pypto.topk(pypto.cast(x, pypto.DT_FP16), 8)", "MERGE_SORT sorts DT_FP32"),
+                      ("pypto.topk(x, 8, algo=pypto.TopKAlgo.RADIX_SELECT)",
+                       "A2/A3 run MERGE_SORT only")):
+        bad = write(tmp_path, f"""
+            @pypto.jit
+            def k(x: pypto.Tensor((8, 160)), ids: pypto.Tensor((8, 8), pypto.DT_INT32)):
+                pypto.set_vec_tile_shapes(8, 160)
+                _, idx = {call}
+                ids[:] = idx
+            """)
+        with pytest.raises(ConfigError, match=why):
+            trace_file(bad)
+
+
+def test_logical_not_of_numbers_scatter_into_an_on_chip_value_and_a_partly_valid_full(
+        tmp_path):
+    """logical_not of an fp32 tensor is x == 0 (upstream takes every numeric dtype); an
+    in-place scatter_ into an on-chip value (a full) makes the scatter's result that value,
+    with no assemble into it; a full's valid_shape is carried to the op."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(s: pypto.Tensor((8, 16)), i: pypto.Tensor((8, 2), pypto.DT_INT32),
+              c: pypto.Tensor((8, 16))):
+            pypto.set_vec_tile_shapes(8, 16)
+            mask = pypto.full([8, 16], 0.0, pypto.DT_FP32, valid_shape=[4, 16])
+            pypto.scatter_(mask, 1, i, 1.0)
+            c[:] = pypto.where(pypto.logical_not(mask), 0.0, s)
+        """)
+    ops = _ops(path)
+    names = [o["op"] for o in ops]
+    assert "logical_not" not in names
+    zero = next(o for o in ops if o["op"] == "eq")
+    assert zero["scalar"] == 0.0
+    scatter = next(o for o in ops if o["op"] == "scatter_elements")
+    assert zero["inputs"] == [scatter["out"]]
+    assert not [o for o in ops if o["op"] == "assemble" and o["out"] != "c"]
+    assert next(o for o in ops if o["op"] == "full" and o["value"] == 0.0 and
+                "valid_shape" in o)["valid_shape"] == [4, 16]

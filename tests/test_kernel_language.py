@@ -845,12 +845,13 @@ def test_arange_is_a_chain_of_one_block_and_one_repeat_adds_after_a_scalar_block
                                      {"y": t([n], "int32", "output")}), HW)
     long = program(128, 128)
     assert long.leaf_tasks == 1
-    assert long.work.scalar_elements.tolist() == [8]
+    assert long.work.scalar_stores.tolist() == [8]             # a fill: stores, no loads
+    assert long.work.scalar_elements.tolist() == [0]
     vector = long.work.vector
     adds = vector.kinds.index("adds")
     assert vector.tiles[vector.kind == adds].sum() == 8        # 7 block adds + 1 repeat add
     short = program(8, 8)
-    assert short.work.scalar_elements.tolist() == [8] and short.work.vector.task.size == 0
+    assert short.work.scalar_stores.tolist() == [8] and short.work.vector.task.size == 0
     tiled = program(256, 64)
     assert tiled.leaf_tasks == 4
 
@@ -878,3 +879,84 @@ def test_a_reduction_keeps_the_valid_rows_of_its_input_and_a_squeeze_keeps_any_b
          {"op": "assemble", "inputs": ["n"], "out": "y", "offsets": [0, 0, 0]}],
         {"x": t([16, 64]), "y": t([16, 1, 20], role="output")}), HW)
     assert _written(squeezed) == 16 * 20 * 4
+
+
+# topk ------------------------------------------------------------------------------------
+def _topk(shape, tile, k, parts=("indices",), largest=True, dtype="fp32"):
+    order = {} if largest else {"largest": False}
+    body = [{"set_vec_tile_shapes": tile},
+            {"op": "topk", "inputs": ["x"], "out": "p", "k": k, **order}]
+    tensors = {"x": t(shape, dtype)}
+    for part in parts:
+        body += [{"op": "topk_extract", "inputs": ["p"], "out": part, "k": k, "part": part,
+                  **order},
+                 {"op": "assemble", "inputs": [part], "out": f"y_{part}",
+                  "offsets": [0] * len(shape)}]
+        tensors[f"y_{part}"] = t([*shape[:-1], k], "int32" if part == "indices" else "fp32",
+                                 "output")
+    return compile_kernel(kernel(body, tensors), HW)
+
+
+def test_topk_sorts_each_tile_then_merges_the_tiles_lists_four_at_a_time():
+    """The lightning indexer's topk (2048 of rows of 65536, TileShape [1, 8192]): each row
+    is 8 sort tiles, each an index list filled by the scalar unit, 256 vbitsort repeats and
+    4 vmrgsort4 passes (runs of 32 -> 128 -> 512 -> 2048 -> 8192); the 8 lists of 2048
+    pairs then merge 4 at a time, 2 merges and 1, and one extraction takes the indices."""
+    program = _topk([4, 65536], [1, 8192], 2048)
+    ops = leaf_ops(program)
+    assert sum(o == ("topk",) for o in ops) == 4 * (8 + 2)      # sorts and first merges
+    assert sum("topk_extract" in o for o in ops) == 4           # the last merge's task
+    assert program.leaf_tasks == 4 * 11
+    work = program.work
+    assert work.scalar_stores.sum() == 32 * 8192                # one index list a sort tile
+    vector = work.vector
+    merge = vector.kinds.index("mrgsort")
+    sorted_bytes = 32 * 8192 * 8                                # pairs: 8 bytes an element
+    merged_bytes = 4 * (8 + 2) * 2048 * 8                       # 8 then 2 lists a row read
+    assert vector.bytes[vector.kind == merge].sum() == 4 * sorted_bytes + merged_bytes
+    # the fill prices at a store and the loop's three integer ops an element
+    pipes = static_pipe_us(HW, program)
+    sort_task = next(i for i, o in enumerate(ops) if o == ("topk",))
+    fill = 8192 * HW.pipes.scalar.store_cycles_per_element / HW.cores.clock_mhz
+    assert pipes["scalar"][sort_task] > fill
+
+
+def test_topk_widens_a_short_tile_of_a_long_row_and_checks_k_and_dtype():
+    """A row more than twice the TileShape's last dim is cut in tiles of up to 8192
+    elements (upstream's TiledTopK), whatever the TileShape says; k may not pass the
+    TileShape's last dim, and MERGE_SORT sorts fp32 only."""
+    narrow = _topk([1, 65536], [1, 1024], 512)
+    assert narrow.work.scalar_stores.sum() == 65536
+    assert sum(o == ("topk",) for o in leaf_ops(narrow)) == 8 + 2
+    whole = _topk([2, 1000], [2, 256], 8)           # 2000 elements: the whole row, padded
+    assert whole.leaf_tasks == 1
+    assert whole.work.scalar_stores.sum() == 1000
+    with pytest.raises(ConfigError, match=r"k=300 .*TileShape's last dim \(256\)"):
+        _topk([2, 1000], [2, 256], 300)
+    with pytest.raises(ConfigError, match="topk sorts fp32"):
+        _topk([2, 1000], [2, 256], 8, dtype="fp16")
+
+
+def test_topk_smallest_first_flips_the_keys_and_both_halves_cost_an_extraction():
+    """largest=False adds a TADDS of the keys before the sort (and of the values after);
+    each half read costs one vreducev2 over the pairs."""
+    largest = static_pipe_us(HW, _topk([8, 160], [8, 160], 8))["vector"].sum()
+    smallest = static_pipe_us(HW, _topk([8, 160], [8, 160], 8, largest=False))["vector"].sum()
+    assert smallest > largest
+    both = _topk([8, 160], [8, 160], 8, parts=("values", "indices"))
+    vector = both.work.vector
+    assert vector.tiles[vector.kind == vector.kinds.index("gathermask")].sum() == 2
+    assert both.leaf_tasks == 1
+
+
+def test_a_full_with_a_valid_shape_holds_data_in_that_region_only():
+    """pypto.full(shape, v, valid_shape=...) as a view's valid region: a row sum of a
+    [16, 64] full holding 3 valid rows writes 3 values."""
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 64]},
+         {"op": "full", "out": "f", "shape": [16, 64], "value": 1.0, "dtype": "fp32",
+          "valid_shape": [3, 64]},
+         {"op": "sum", "inputs": ["f"], "out": "s", "axis": -1, "keepdim": True},
+         {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}],
+        {"y": t([3, 1], role="output")}), HW)
+    assert _written(program) == 3 * 4

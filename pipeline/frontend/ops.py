@@ -129,10 +129,11 @@ def ge(input, other): return _compare("ge", input, other)
 
 
 def logical_not(input):
+    """True where the input is 0: a bool input is negated (one vnot), a number compared with
+    0 (upstream takes every numeric dtype; the comparison is one vcmpvs)."""
     t = _tensor(input, "logical_not")
     if t.dtype != DataType.DT_BOOL:
-        raise context.rec().fail(f"pypto.logical_not of a {t.dtype.name} tensor: it takes the "
-                                 f"bool result of a comparison")
+        return eq(t, 0.0)
     return _local("logical_not", t.shape, DataType.DT_BOOL, {}, [t])
 
 
@@ -417,14 +418,19 @@ def concat(tensors, dim=0):
 
 
 def full(size, fill_value, dtype, *, valid_shape=None):
+    """A tile filled with one value; a valid_shape says which region holds data (what its
+    readers count as valid), as a view's does."""
     R = context.rec()
+    fields = {}
     if valid_shape is not None and not (len(valid_shape) == len(size) and all(
             same_dim(v, d) for v, d in zip(valid_shape, size))):
-        raise R.fail("full with a valid_shape smaller than its size is not supported yet",
-                     supported=["valid_shape equal to the size"])
+        if len(valid_shape) != len(size):
+            raise R.fail(f"full of size {list(size)} with valid_shape {list(valid_shape)}: "
+                         f"one entry per dim", supported=["valid_shape of the size's rank"])
+        fields["valid_shape"] = R.check_dims(valid_shape, "full valid_shape")
     return _local("full", list(size), dtype, {"shape": R.check_dims(size, "full size"),
                                               "value": _scalar(fill_value, "full"),
-                                              "dtype": schema_dtype(dtype)}, [])
+                                              "dtype": schema_dtype(dtype), **fields}, [])
 
 
 def arange(*args, dtype=None, **kwargs):
@@ -578,6 +584,35 @@ def gather(input, dim, index):
     return _local("gather_elements", i.shape, t.dtype, {"axis": dim}, [t, i])
 
 
+def topk(input, k, dim=None, largest=True, algo=None):
+    """pypto.topk(x, k, dim=-1, largest=True): (values, indices) of each row's k largest
+    (or smallest) along the last dim.  One topk (the sort, leaving the k best (value,
+    index) pairs, as upstream's sort tile ops do) and a topk_extract for each half; a half
+    the kernel never reads still costs its extraction, as upstream writes both."""
+    R = context.rec()
+    t = _tensor(input, "topk")
+    rank = len(t.shape)
+    if dim is not None and not (is_int(dim) and dim in (-1, rank - 1)):
+        raise R.fail(f"pypto.topk along dim {dim!r} of shape {t.shape}: upstream sorts along "
+                     f"the last dim only", supported=["pypto.topk(x, k) or dim=-1"])
+    if getattr(algo, "name", "MERGE_SORT") != "MERGE_SORT":
+        raise R.fail(f"pypto.topk with algo={algo!r}: A2/A3 run MERGE_SORT only",
+                     supported=["algo=pypto.TopKAlgo.MERGE_SORT (the default)"])
+    if not is_int(k) or isinstance(k, SymInt):
+        raise R.fail(f"pypto.topk k={k!r}: a Python int", supported=["k=2048"])
+    if t.dtype.name != "DT_FP32":
+        raise R.fail(f"pypto.topk of {t.dtype.name}: MERGE_SORT sorts DT_FP32",
+                     supported=["pypto.topk(pypto.cast(x, pypto.DT_FP32), k)"])
+    lead = list(t.shape[:-1])
+    order = {} if largest else {"largest": False}
+    pairs = _local("topk", lead + [2 * (-(-k // 8) * 8)], t.dtype, {"k": k, **order}, [t])
+    values = _local("topk_extract", lead + [k], t.dtype,
+                    {"k": k, **order, "part": "values"}, [pairs])
+    indices = _local("topk_extract", lead + [k], DataType.DT_INT32,
+                     {"k": k, **order, "part": "indices"}, [pairs])
+    return values, indices
+
+
 def scatter(input, dim, index, src, *, reduce=None):
     """pypto.scatter(input, dim, index, src): the element scatter of the kernel language."""
     R = context.rec()
@@ -594,8 +629,13 @@ def scatter(input, dim, index, src, *, reduce=None):
 
 
 def scatter_(input, dim, index, src, *, reduce=None):
+    """In place: a GM tensor gets the result assembled into it; an on-chip value is the
+    result from here on (renamed, as Tensor.move renames one)."""
     out = scatter(input, dim, index, src, reduce=reduce)
-    assemble(out, [0] * len(out.shape), input)
+    if input.kind == "local":
+        input.move(out)
+    else:
+        assemble(out, [0] * len(out.shape), input)
     return input
 
 
@@ -703,11 +743,10 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "unsqueeze": unsqueeze,
            "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
            "logical_not": logical_not,
-           "expand_clone": expand_clone,
+           "expand_clone": expand_clone, "topk": topk,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
 UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu",
-               "topk",
                "index_select", "sign",
                "cumsum",
                "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",

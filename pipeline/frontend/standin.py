@@ -167,7 +167,7 @@ def build() -> dict[str, types.ModuleType]:
         "scatter_update": ops.scatter_update, "arange": ops.arange,
         "unsqueeze": ops.unsqueeze, "expand_clone": ops.expand_clone,
         "where": ops.where, "logical_not": ops.logical_not, "greater": ops.gt,
-        "zeros": ops.zeros, "ones": ops.ones,
+        "zeros": ops.zeros, "ones": ops.ones, "topk": ops.topk,
         **{c: getattr(ops, c) for c in ("eq", "ne", "lt", "le", "gt", "ge")},
     }
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",

@@ -136,6 +136,10 @@ class _Walker:
         if op in ("gather_elements", "scatter_elements"):   # the index's / input's shape
             shape = inputs[1] if op == "gather_elements" else inputs[0]
             return shape, self.grid(shape)
+        if op in ("topk", "topk_extract"):    # the k best (value, index) pairs; then k
+            k = self.value(stmt.k, env)
+            last = k if op == "topk_extract" else 2 * -(-k // 8) * 8
+            return (*inputs[0][:-1], last), self.grid(inputs[0])
         if op == "gather":
             rows = self.value(stmt.block_rows, env) * self.value(stmt.count, env)
             return (rows, *inputs[0][1:]), 0

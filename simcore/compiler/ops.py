@@ -50,6 +50,7 @@ class Node:
     # per tile: elements a scalar loop moves (a transpose whose UB strides the Vector
     # path cannot take), each a scalar load and store between two pipe hand-overs
     scalar_elements: np.ndarray | None = None
+    scalar_stores: np.ndarray | None = None  # per tile: elements a scalar fill loop stores
     cube_dtype: str = ""          # A's dtype: it sets the cycles per fractal
     fractals: np.ndarray | None = None       # per tile: 16x16x16 fractals
     mte1_bytes: np.ndarray | None = None     # per tile: A and B fed to L0A/L0B
@@ -555,7 +556,7 @@ def arange(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
                 vector_kind="adds" if adds else "", vector_bytes=row,
                 vector_rows=np.ones(len(n)),
                 vector_row_bytes=row, vector_parts=(("adds", adds),) if adds else (),
-                scalar_elements=np.minimum(n, block).astype(np.float64))
+                scalar_stores=np.minimum(n, block).astype(np.float64))
 
 
 def move(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:

@@ -21,7 +21,7 @@ import numpy as np
 from ..spec.errors import ConfigError
 from ..spec.expr import ExprError, evaluate
 from ..spec.kernel import DTYPE_BYTES, Kernel
-from . import ops
+from . import ops, sort
 from .accesses import Accesses, GmBuffer
 from .limits import Limits
 from .ops import Node
@@ -406,14 +406,14 @@ class RootCallTiler:
 
     def _compute(self, op: TracedOp) -> None:
         inputs = [self.lookup(name, op) for name in op.inputs]
-        builder = ops.BUILDERS[op.op]
+        builder = ops.BUILDERS.get(op.op) or sort.BUILDERS[op.op]
         node = builder(len(self.nodes), op, inputs, self.limits)
         self._sources(node)
         self._place(node)
         value = LocalValue(node.index, node.out_shape, node.out_dtype)
-        partial = node
+        partial, combine = node, sort.COMBINERS.get(op.op, ops.combine)
         while partial.extra.get("splits", 1) > 1:     # a split reduce: combine its partials
-            partial = ops.combine(len(self.nodes), partial, value, self.limits)
+            partial = combine(len(self.nodes), partial, value, self.limits)
             self._place(partial)
             value = LocalValue(partial.index, partial.out_shape, partial.out_dtype)
         self._track_valid(node, inputs)
@@ -497,6 +497,11 @@ class RootCallTiler:
             return
         if node.kind == "cube":
             self._track_matmul_valid(node, inputs, valids)
+            return
+        if node.op.op == "full" and node.op.get("valid_shape"):
+            valid = tuple(min(v, s) for v, s in zip(node.op.get("valid_shape"), node.out_shape))
+            if valid != tuple(node.out_shape):
+                self.valid[node.index] = valid
             return
         if node.op.op == "transpose":
             perm = node.op.get("perm")
@@ -1037,6 +1042,7 @@ class _TaskSums:
         self.mte3_bytes, self.flops, self.in_flight = np.zeros(n), np.zeros(n), np.zeros(n)
         self.round_trips = np.zeros(n)
         self.scalar_elements, self.scalar_loops = np.zeros(n), np.zeros(n)
+        self.scalar_stores = np.zeros(n)
 
     def put(self, column: np.ndarray, tasks: np.ndarray, values) -> None:
         if self.tile_per_task:   # tile i is task i: a plain sum, faster than add.at
@@ -1074,10 +1080,11 @@ class _TaskSums:
             self.vector.append((tasks, kind, node.vector_bytes * frac, frac,
                                 node.vector_rows * frac, node.vector_row_bytes,
                                 node.vector_reduce, dependent))
-        if node.scalar_elements is not None and node.scalar_elements.any():
-            looped = node.scalar_elements > 0
-            self.put(self.scalar_elements, tasks, node.scalar_elements * frac)
-            self.put(self.scalar_loops, tasks, looped * frac)
+        for column, elements in ((self.scalar_elements, node.scalar_elements),
+                                 (self.scalar_stores, node.scalar_stores)):
+            if elements is not None and elements.any():
+                self.put(column, tasks, elements * frac)
+                self.put(self.scalar_loops, tasks, (elements > 0) * frac)
         self.put(self.flops, tasks, node.flops * frac)
         if self.tile_per_task:
             np.maximum(self.in_flight, node.in_flight, out=self.in_flight)
@@ -1108,7 +1115,8 @@ class _TaskSums:
             l0_serial_steps=self.l0_serial_steps, fixp_bytes=self.fixp_bytes,
             fixp_tiles=self.fixp_tiles, mte3_bytes=self.mte3_bytes, flops=self.flops,
             in_flight=self.in_flight, round_trips=self.round_trips,
-            scalar_elements=self.scalar_elements, scalar_loops=self.scalar_loops)
+            scalar_elements=self.scalar_elements, scalar_stores=self.scalar_stores,
+            scalar_loops=self.scalar_loops)
 
 
 def _op_details(nodes: list[Node], task: int) -> tuple:

@@ -97,10 +97,10 @@ def unroll_chunks(trip: int, unroll_list: list[int] | None) -> list[int]:
 
 
 _DIM_ATTRS = ("shape", "offsets", "valid_shape")
-_INT_ATTRS = ("block_rows", "first_block", "count", "permute")
+_INT_ATTRS = ("block_rows", "first_block", "count", "permute", "k")
 
 _PLAIN_ATTRS = ("scalar", "dtype", "axis", "keepdim", "a_trans", "b_trans", "perm", "inplace",
-                "value", "src")
+                "value", "src", "largest", "part")
 
 
 class _OpPlan:

@@ -169,9 +169,11 @@ class Work:
     # results the task writes to GM and reads back itself (a concat's reader in its leaf
     # task): each waits for its copy-out and then its copy-in, latencies no overlap hides
     round_trips: np.ndarray
-    # elements scalar loops move (load + store each) and the loops, each between a V->S
-    # and an S->V hand-over
+    # elements scalar loops move (load + store each), elements they only store (a fill:
+    # an index list, a range's first block) and the loops, each between a V->S and an
+    # S->V hand-over
     scalar_elements: np.ndarray
+    scalar_stores: np.ndarray
     scalar_loops: np.ndarray
     flops: np.ndarray
     in_flight: np.ndarray       # tiles that pipeline inside the task

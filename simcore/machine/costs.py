@@ -109,6 +109,7 @@ def pipe_cycles(hw: Hardware, work: Work) -> dict[str, np.ndarray]:
     # a scalar loop waits for the Vector pipe to drain before it starts and the Vector
     # pipe waits for it after: two hand-overs, each priced as a pipe drain
     scalar = work.scalar_elements * p.scalar.element_cycles \
+        + work.scalar_stores * p.scalar.store_cycles_per_element \
         + work.scalar_loops * 2 * p.vector_issue.dependency_cycles
     return {"mte1": _linear(p.mte1, work.mte1_steps, work.mte1_bytes),
             "cube": cube_cycles(hw, work.cube, n),

@@ -128,6 +128,12 @@ class ScalarUnit(Strict):
     def element_cycles(self) -> float:
         return self.load_cycles + self.store_cycles + self.loop_alu_ops * self.alu_cycles
 
+    @property
+    def store_cycles_per_element(self) -> float:
+        """One element of a fill loop: its store and the loop's integer operations (the
+        value, the address and the test), no load."""
+        return self.store_cycles + self.loop_alu_ops * self.alu_cycles
+
 
 class Pipes(Strict):
     mte2: Mte2Rate        # GM -> UB/L1 (copy in)

@@ -35,7 +35,12 @@ ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + ("where",)
 REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
-    "scatter_update", "gather_elements", "scatter_elements", "expand", "move", "arange")
+    "scatter_update", "gather_elements", "scatter_elements", "expand", "move", "arange",
+    "topk", "topk_extract")
+# topk: pypto.topk's sort along the last axis, giving each row's k best (value, index) pairs
+# interleaved, [..., 2 * align8(k)] fp32, as upstream's sort tile ops keep them;
+# topk_extract: the values (fp32) or the indices (int32) of those pairs, [..., k].
+# pypto.topk(x, k) returning (values, indices) is one topk and two topk_extract
 # arange: pypto.arange, a 1-D tensor start, start + step, ... of ``shape`` [n]
 # move: GM data (a tensor or a view) loaded into UB whole and nothing else, as upstream
 # moves a view it assembles into another GM tensor (a copy-in, then the assemble's copy-out)
@@ -46,6 +51,7 @@ OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
 # src), inputs [input, index] with a scalar src or [input, index, src]
 _ARITY = {"view": 1, "assemble": 1, "scatter_update": 1, "transpose": 1, "reshape": 1,
           "matmul": 2, "full": 0, "arange": 0, "gather": 1, "gather_elements": 2, "where": 3,
+          "topk": 1, "topk_extract": 1,
           **{op: 1 for op in REDUCE_OPS}}
 
 
@@ -104,6 +110,9 @@ class OpStmt(Strict):
     first_block: Dim = 0                 # gather: first logical block
     count: Dim | None = None             # gather: blocks gathered
     permute: Dim = 0                     # gather: block-table permutation multiplier (0 = identity)
+    k: Dim | None = None                 # topk, topk_extract: how many of each row
+    largest: bool = True                 # topk, topk_extract: the k largest (else smallest)
+    part: Literal["values", "indices"] | None = None   # topk_extract: which half of the pairs
     label: str | None = None             # pypto.set_semantic_label
     cond: str | None = None              # the op exists only where this is true (is_loop_begin ...)
     src: str | None = None               # FILE.py:LINE of the Python statement that made it
@@ -142,7 +151,7 @@ class OpStmt(Strict):
                  "expand": ("shape",),
                  "reshape": ("shape",), "transpose": ("perm",),
                  "gather": ("block_rows", "count"), "gather_elements": ("axis",),
-                 "scatter_elements": ("axis",),
+                 "scatter_elements": ("axis",), "topk": ("k",), "topk_extract": ("k", "part"),
                  **{op: ("axis",) for op in REDUCE_OPS}}
         missing = [f for f in needs.get(self.op, ()) if getattr(self, f) is None]
         if missing:
