@@ -780,3 +780,23 @@ def test_logical_not_of_numbers_scatter_into_an_on_chip_value_and_a_partly_valid
     assert not [o for o in ops if o["op"] == "assemble" and o["out"] != "c"]
     assert next(o for o in ops if o["op"] == "full" and o["value"] == 0.0 and
                 "valid_shape" in o)["valid_shape"] == [4, 16]
+
+
+def test_expand_clone_keeps_a_valid_shape_and_symbolic_scalar_takes_a_bool(tmp_path):
+    """glm_select_experts' forms: expand_clone(..., valid_shape=...) carries its valid region
+    (the readers count it, as a view's), and `if pypto.symbolic_scalar(flag):` with a bool
+    flag is the constant int it is."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(s: pypto.Tensor((8, 1)), c: pypto.Tensor((8, 16)), flag=True):
+            pypto.set_vec_tile_shapes(8, 16)
+            e = pypto.expand_clone(s, [8, 16], valid_shape=[5, 16])
+            if pypto.symbolic_scalar(flag):
+                c[:] = e + 1.0
+            else:
+                c[:] = e
+        """)
+    ops = _ops(path)
+    assert next(o for o in ops if o["op"] == "expand")["valid_shape"] == [5, 16]
+    assert [o["op"] for o in ops if o["op"] in ("add", "adds")] == ["add"]
+    assert not any("cond" in o for o in ops)

@@ -949,14 +949,16 @@ def test_topk_smallest_first_flips_the_keys_and_both_halves_cost_an_extraction()
     assert both.leaf_tasks == 1
 
 
-def test_a_full_with_a_valid_shape_holds_data_in_that_region_only():
-    """pypto.full(shape, v, valid_shape=...) as a view's valid region: a row sum of a
-    [16, 64] full holding 3 valid rows writes 3 values."""
+@pytest.mark.parametrize("source", [
+    {"op": "full", "out": "f", "shape": [16, 64], "value": 1.0, "dtype": "fp32",
+     "valid_shape": [3, 64]},
+    {"op": "expand", "inputs": ["x"], "out": "f", "shape": [16, 64], "valid_shape": [3, 64]}])
+def test_a_full_or_expand_with_a_valid_shape_holds_data_in_that_region_only(source):
+    """pypto.full / expand_clone(..., valid_shape=...) as a view's valid region: a row sum
+    of a [16, 64] value holding 3 valid rows writes 3 values."""
     program = compile_kernel(kernel(
-        [{"set_vec_tile_shapes": [16, 64]},
-         {"op": "full", "out": "f", "shape": [16, 64], "value": 1.0, "dtype": "fp32",
-          "valid_shape": [3, 64]},
+        [{"set_vec_tile_shapes": [16, 64]}, source,
          {"op": "sum", "inputs": ["f"], "out": "s", "axis": -1, "keepdim": True},
          {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}],
-        {"y": t([3, 1], role="output")}), HW)
+        {"x": t([16, 1]), "y": t([3, 1], role="output")}), HW)
     assert _written(program) == 3 * 4

@@ -296,8 +296,11 @@ def ceildiv(a, b):
 
 
 def symbolic_scalar(value):
-    """pypto.symbolic_scalar(v): a symbolic int, or an int made one (a constant)."""
-    if isinstance(value, (SymInt, int)) and not isinstance(value, bool):
+    """pypto.symbolic_scalar(v): a symbolic int, or an int made one (a constant); a bool is
+    the int it is in Python (upstream's constructor takes any int)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (SymInt, int)):
         return value
     raise context.rec().fail(f"pypto.symbolic_scalar({value!r}) takes an int or a symbolic "
                              f"int", supported=["pypto.symbolic_scalar(int)"])

@@ -701,21 +701,25 @@ def clone(input):
 
 def expand_clone(input, shape, *, valid_shape=None):
     """pypto.expand_clone(x, shape): x's dims of 1 stretched to ``shape`` in a tensor of its
-    own (upstream's Expand), numpy's broadcast rule."""
+    own (upstream's Expand), numpy's broadcast rule; a valid_shape is the region that holds
+    data, for the result's readers."""
     R = context.rec()
     t = _tensor(input, "expand_clone")
     shape = list(shape)
+    fields = {}
     if valid_shape is not None and not (len(valid_shape) == len(shape) and all(
             same_dim(v, d) for v, d in zip(valid_shape, shape))):
-        raise R.fail("expand_clone with a valid_shape smaller than its shape is not supported "
-                     "yet", supported=["valid_shape equal to the shape"])
+        if len(valid_shape) != len(shape):
+            raise R.fail(f"expand_clone to {shape} with valid_shape {list(valid_shape)}: one "
+                         f"entry per dim", supported=["valid_shape of the shape's rank"])
+        fields["valid_shape"] = R.check_dims(valid_shape, "expand_clone valid_shape")
     lead = len(shape) - len(t.shape)
     if lead < 0 or any(not (_is_one(d) or same_dim(d, s))
                        for d, s in zip(t.shape, shape[lead:])):
         raise R.fail(f"pypto.expand_clone of shape {t.shape} to {shape}: only dims of 1 "
                      f"stretch (and leading dims may be added)")
-    return _local("expand", shape, t.dtype, {"shape": R.check_dims(shape, "expand_clone shape")},
-                  [t])
+    return _local("expand", shape, t.dtype,
+                  {"shape": R.check_dims(shape, "expand_clone shape"), **fields}, [t])
 
 
 def unsqueeze(input, dim):

@@ -498,7 +498,7 @@ class RootCallTiler:
         if node.kind == "cube":
             self._track_matmul_valid(node, inputs, valids)
             return
-        if node.op.op == "full" and node.op.get("valid_shape"):
+        if node.op.op in ("full", "expand") and node.op.get("valid_shape"):
             valid = tuple(min(v, s) for v, s in zip(node.op.get("valid_shape"), node.out_shape))
             if valid != tuple(node.out_shape):
                 self.valid[node.index] = valid
