@@ -684,3 +684,29 @@ def test_option_setters_in_a_body_hold_kernel_wide(tmp_path):
         """, name="clash.py")
     with pytest.raises(ConfigError, match="one kernel-wide value"):
         trace_file(clash)
+
+
+def test_upstream_lightning_indexer_forms_import(tmp_path, hw):
+    """Three forms of upstream's lightning indexer: a loop_unroll whose stop is read from
+    data (its chunks after the first start at a symbolic index); a config object given as
+    JSON whose merge setting is keyed by hashOrder ints ({"-1": 16} stays a dict); a
+    matmul's extend_params scale and ReLU, which the fixpipe applies on the way out (noted,
+    nothing to price beyond the copy-out)."""
+    path = write(tmp_path, """
+        @pypto.frontend.jit
+        def k(x: pypto.Tensor([64, 64], pypto.DT_FP16), w: pypto.Tensor([64, 64], pypto.DT_FP16),
+              seq: pypto.Tensor([1], pypto.DT_INT32), y: pypto.Tensor([13 * 32], pypto.DT_FP32),
+              z: pypto.Tensor([64, 64], pypto.DT_BF16), cfg=None):
+            pypto.set_pass_options(vec_nbuffer_setting=cfg.nbuffer)
+            pypto.set_vec_tile_shapes(32)
+            for j, n in pypto.loop_unroll(0, seq[0], 1, unroll_list=[4, 1], name="u"):
+                y[j * 32:(j + n) * 32] = pypto.full([n * 32], 1.0, pypto.DT_FP32)
+            pypto.set_cube_tile_shapes([64, 64], [64, 64], [64, 64])
+            z[:] = pypto.matmul(x, w, pypto.DT_BF16, extend_params=cfg.extend)
+        """)
+    cfg = {"nbuffer": {"-1": 16}, "extend": {"scale": 0.5, "relu_type": "RELU"}}
+    kernel, text = imported(path, args={"seq.values": [13], "cfg": cfg})
+    assert kernel.options.pass_options.vec_nbuffer_setting == {"-1": 16}
+    assert "fixpipe" in text
+    program = compile_kernel(kernel, hw)
+    assert program.root_calls == 3 + 1 + 1        # 3 chunks of 4, 1 of 1, then the matmul

@@ -49,7 +49,9 @@ class LoopRange:
             head["parallel"] = True
         rec, entry = R.loop_begin(head, where)
         i = SymInt(idx)
-        value = self.start + self.step * i if (self.start, self.step) != (0, 1) else i
+        # a symbolic start (a loop_unroll chunk after the first) is never the plain 0
+        plain = is_int(self.start) and self.start == 0 and self.step == 1
+        value = i if plain else self.start + self.step * i
         if not isinstance(value, SymInt):
             value = SymInt(str(value))
         value = SymInt(value.text, None, loop=(idx, head["trip"]))

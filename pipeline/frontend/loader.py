@@ -425,9 +425,13 @@ def _config_object(name: str, ann, value):
 
 def _plain(value):
     """A JSON object argument reads like the config object a kernel expects (cfg.eps), and
-    "pypto.DT_BF16" is that dtype."""
+    "pypto.DT_BF16" is that dtype; an object whose keys are no Python names ({"-1": 16},
+    a merge setting by hashOrder key) stays a dict, its integer keys ints."""
     if isinstance(value, dict):
-        return types.SimpleNamespace(**{k: _plain(v) for k, v in value.items()})
+        if all(k.isidentifier() for k in value):
+            return types.SimpleNamespace(**{k: _plain(v) for k, v in value.items()})
+        return {int(k) if re.fullmatch(r"-?\d+", k) else k: _plain(v)
+                for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     if isinstance(value, str) and re.fullmatch(r"(pypto\.)?DT_[A-Z0-9_]+", value):

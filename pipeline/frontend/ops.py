@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from numbers import Real
+from types import SimpleNamespace
 
 from . import context
 from .symbols import SymInt, is_int, same_dim
@@ -236,13 +237,24 @@ def matmul(input, mat2, out_dtype=None, *, a_trans=False, b_trans=False, c_matri
                      supported=["[M, K] @ [K, N]", "batched [B, M, K] @ [B, K, N]",
                                 "broadcast [B, M, K] @ [K, N]"])
     bias = None
+    if isinstance(extend_params, SimpleNamespace):    # a JSON object given with --arg
+        extend_params = vars(extend_params)
     if extend_params:
-        other = [k for k in extend_params if k != "bias_tensor"]
+        on_the_way_out = [k for k in ("scale", "relu_type") if k in extend_params]
+        other = [k for k in extend_params if k != "bias_tensor" and k not in on_the_way_out]
         if other:
-            raise R.fail(f"matmul extend_params {other} (scale, relu, ...) are not supported yet",
-                         supported=["extend_params={'bias_tensor': bias}", "a_trans", "b_trans",
+            raise R.fail(f"matmul extend_params {other} are not supported yet",
+                         supported=["extend_params={'bias_tensor': bias, 'scale': s, "
+                                    "'relu_type': pypto.ReLuType.RELU}", "a_trans", "b_trans",
                                     "out_dtype"])
-        bias = _tensor(extend_params["bias_tensor"], "matmul", "bias")
+        if on_the_way_out:
+            # the per-tensor dequantisation scale and the ReLU run in the fixpipe as it
+            # copies the result out of L0C (docs/zh/api/operation/pypto-matmul.md, table 2)
+            R.notes.append(f"matmul at {R.where()}: extend_params {on_the_way_out} run in the "
+                           f"fixpipe as the result leaves L0C; the model prices that copy-out "
+                           f"and nothing more for them")
+        if "bias_tensor" in extend_params:
+            bias = _tensor(extend_params["bias_tensor"], "matmul", "bias")
     if c_matrix_nz:
         raise R.fail("matmul c_matrix_nz is not supported yet",
                      supported=["a_trans", "b_trans", "out_dtype", "bias_tensor"])
