@@ -962,3 +962,19 @@ def test_a_full_or_expand_with_a_valid_shape_holds_data_in_that_region_only(sour
          {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}],
         {"x": t([16, 1]), "y": t([3, 1], role="output")}), HW)
     assert _written(program) == 3 * 4
+
+
+def test_topk_tiles_past_a_views_valid_length_sort_nothing():
+    """A topk of a [1, 65536] view holding 20000 valid elements (the lightning indexer's
+    scores of one token): of its 8 sort tiles of 8192, the 3 that hold data fill their
+    index lists (the third 3616 elements), the other 5 are empty tasks."""
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [1, 8192]},
+         {"op": "view", "inputs": ["x"], "out": "v", "shape": [1, 65536], "offsets": [0, 0],
+          "valid_shape": [1, 20000]},
+         {"op": "topk", "inputs": ["v"], "out": "p", "k": 2048},
+         {"op": "topk_extract", "inputs": ["p"], "out": "i", "k": 2048, "part": "indices"},
+         {"op": "assemble", "inputs": ["i"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([1, 65536]), "y": t([1, 2048], "int32", "output")}), HW)
+    stores = program.work.scalar_stores
+    assert sorted(stores[stores > 0].tolist()) == [3616, 8192, 8192]

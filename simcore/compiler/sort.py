@@ -110,8 +110,21 @@ def topk(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
                 vector_bytes=rows * pair_bytes, vector_rows=rows.astype(np.float64),
                 vector_row_bytes=pair_bytes, vector_parts=tuple(parts),
                 scalar_stores=valid.astype(np.float64))   # one index list a tile, all rows
-    node.extra.update(splits=splits, axis=axis, kept=kept)
+    node.extra.update(splits=splits, axis=axis, kept=kept, width=width)
     return node
+
+
+def valid_pairs(node: Node, valid: tuple[int, ...]) -> tuple[int, ...]:
+    """The region of a topk's lists that counts as holding data when its input holds data in
+    ``valid``: the valid rows; along the row, the lists of the tiles that hold any of it,
+    the last one cut in the proportion of its tile that is valid, so that its sort (index
+    fill, runs, passes) is priced on the valid elements.  A tile past the valid length
+    sorts nothing (upstream's tile ops return at once on an empty tile)."""
+    axis, width, kept = node.extra["axis"], node.extra["width"], node.extra["kept"]
+    length = valid[axis]
+    lists = -(-length // width)
+    last = -(-2 * kept * (length - (lists - 1) * width) // width) if lists else 0
+    return (*valid[:axis], max(lists - 1, 0) * 2 * kept + last)
 
 
 def merge(index: int, partial: Node, value, limits: Limits) -> Node:

@@ -498,6 +498,12 @@ class RootCallTiler:
         if node.kind == "cube":
             self._track_matmul_valid(node, inputs, valids)
             return
+        if node.op.op == "topk":
+            if valids[0] is not None:
+                valid = sort.valid_pairs(node, valids[0])
+                if valid != tuple(node.out_shape):
+                    self.valid[node.index] = valid
+            return
         if node.op.op in ("full", "expand") and node.op.get("valid_shape"):
             valid = tuple(min(v, s) for v, s in zip(node.op.get("valid_shape"), node.out_shape))
             if valid != tuple(node.out_shape):
