@@ -83,12 +83,13 @@ def test_tail_axis_must_be_32_byte_aligned():
 def test_ub_checks_count_rows_padded_to_32_bytes():
     """UB pads every row to a 32-byte block: an fp32 [n, 1] column takes 32 n bytes, eight
     times its data, so a column tile that fits by its bytes (16384 x 4 x 2 = 128 KiB) is
-    OoO padded (16384 x 32 x 2 = 1 MiB), while the same elements as rows of 64 fit."""
+    OoO padded (16384 x 32 = 512 KiB even with the result in x's buffer), while the same
+    elements as rows of 64 fit."""
     column = {"x": {"shape": [16384, 1]}}
     body = [{"set_vec_tile_shapes": [16384, 1]}, {"op": "exp", "inputs": ["x"], "out": "e"}]
     with pytest.raises(OoOError) as err:
         compile_kernel(kernel(body, column), HW)
-    assert err.value.buffer == "UB" and err.value.need == 2 * 16384 * 32
+    assert err.value.buffer == "UB" and err.value.need == 16384 * 32
     rows = {"x": {"shape": [256, 64]}}
     body = [{"set_vec_tile_shapes": [256, 64]}, {"op": "exp", "inputs": ["x"], "out": "e"}]
     assert compile_kernel(kernel(body, rows), HW).leaf_tasks == 1
@@ -460,11 +461,13 @@ def _exp_chain(reread: list[str]):
 
 def test_ub_counts_the_tiles_live_at_once_not_every_tile_of_the_chain():
     """Nine 64-KiB tiles pass through a chain of exps, but only two are live at any op (a
-    buffer is reused once its last reader is done): one leaf function.  When the first two
-    exps are read again at the end, four tiles are live there, more than UB holds, and the
-    chain splits."""
+    buffer is reused once its last reader is done), and each exp's result takes the buffer
+    of the one before it (its only reader): one leaf function.  With the first two exps read
+    again at the end, three tiles are live along the chain: still one.  With the first
+    three, four are, more than UB holds, and the chain splits."""
     assert _exp_chain([]).leaf_tasks == 1
-    assert _exp_chain(["e1", "e2"]).leaf_tasks == 2
+    assert _exp_chain(["e1", "e2"]).leaf_tasks == 1
+    assert _exp_chain(["e1", "e2", "e3"]).leaf_tasks == 2
 
 
 def _group_order_is_topological(body, tensors):

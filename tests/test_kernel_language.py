@@ -5,7 +5,7 @@ import pytest
 
 from simcore.compiler import compile_kernel
 from simcore.machine.costs import static_pipe_us
-from simcore.spec.errors import ConfigError
+from simcore.spec.errors import ConfigError, OoOError
 from simcore.spec.hardware import load_hardware
 from simcore.spec.kernel import Kernel
 
@@ -978,3 +978,46 @@ def test_topk_tiles_past_a_views_valid_length_sort_nothing():
         {"x": t([1, 65536]), "y": t([1, 2048], "int32", "output")}), HW)
     stores = program.work.scalar_stores
     assert sorted(stores[stores > 0].tolist()) == [3616, 8192, 8192]
+
+
+# an op's result in an input's UB buffer (upstream's SrcDstBufferMerge) ---------------------
+def test_a_result_takes_the_buffer_of_an_input_nothing_else_reads():
+    """x * w on [20, 1024] fp32 tiles (80 KiB each): three tiles do not fit the 192 KiB UB,
+    but the product takes x's buffer (nothing else reads x), so it runs; the exp after it
+    takes the product's, so both ops share one leaf task per tile.  A broadcast operand's
+    expanded tile ([4, 5120] fp32 rows times a [4, 1] column, glm_ffn's shape) is read by
+    its op only, so the result takes it: two 80 KiB tiles, not three."""
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [20, 1024]},
+         {"op": "mul", "inputs": ["x", "w"], "out": "p"},
+         {"op": "exp", "inputs": ["p"], "out": "e"},
+         {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([40, 1024]), "w": t([40, 1024]), "y": t([40, 1024], role="output")}), HW)
+    assert leaf_ops(program) == [("mul", "exp")] * 2
+    broadcast = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [4, 5120]},
+         {"op": "mul", "inputs": ["x", "s"], "out": "p"},
+         {"op": "assemble", "inputs": ["p"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([8, 5120]), "s": t([8, 1]), "y": t([8, 5120], role="output")}), HW)
+    assert broadcast.leaf_tasks == 2
+    with pytest.raises(OoOError, match="mul"):      # 104 KiB tiles: two do not fit either
+        compile_kernel(kernel(
+            [{"set_vec_tile_shapes": [26, 1024]},
+             {"op": "mul", "inputs": ["x", "w"], "out": "p"},
+             {"op": "assemble", "inputs": ["p"], "out": "y", "offsets": [0, 0]}],
+            {"x": t([52, 1024]), "w": t([52, 1024]), "y": t([52, 1024], role="output")}), HW)
+
+
+def test_a_result_read_elsewhere_keeps_its_buffer():
+    """A value also assembled to GM is copied out: it has a second consumer, so the next
+    op's result cannot take its buffer, and an op that fits UB only by taking it goes to a
+    leaf function of its own (where the value is copied back in, read by it alone)."""
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [24, 1024]},
+         {"op": "exp", "inputs": ["x"], "out": "a"},
+         {"op": "assemble", "inputs": ["a"], "out": "z", "offsets": [0, 0]},
+         {"op": "mul", "inputs": ["a", "w"], "out": "p"},
+         {"op": "assemble", "inputs": ["p"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([24, 1024]), "w": t([1, 1024]), "z": t([24, 1024], role="output"),
+         "y": t([24, 1024], role="output")}), HW)
+    assert sorted(leaf_ops(program)) == [("exp",), ("mul",)]

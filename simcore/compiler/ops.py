@@ -169,9 +169,11 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
     kind = {"full": "dup", "where": "select", "logical_not": "not",
             **{c: "compare" for c in COMPARE_OPS}}.get(op.op, op.op)
     kind = kind + "s" if op.get("scalar") is not None else kind
-    # UB holds a tile of each input and of the result, each in its own dtype (a bf16 -> fp32
-    # cast takes 2 + 4 bytes an element, not twice the wider)
-    ub = sum(ub_bytes(lo, hi, DTYPE_BYTES[d]) for d in [dtype] + [v.dtype for v in inputs])
+    # UB holds a tile of each input (one for an input read twice, x + x) and of the result,
+    # each in its own dtype (a bf16 -> fp32 cast takes 2 + 4 bytes an element, not twice
+    # the wider)
+    ub = sum(ub_bytes(lo, hi, DTYPE_BYTES[d])
+             for d in [dtype] + [v.dtype for v in dict.fromkeys(inputs)])
     parts = COMPOSITES.get(op.op, ())
     if parts:
         if dtype != "fp32":
@@ -191,11 +193,29 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
         parts = (("rowexpand", 1), (kind, 1))
         column = next(i for i, s in enumerate(shapes) if s[-1] == 1)
         ub = ub + _elements(in_lo[column], in_hi[column]) * UB_BLOCK_BYTES
-    _check_ub(limits, op, tile, ub)
-    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+        if DTYPE_BYTES[inputs[column].dtype] == DTYPE_BYTES[dtype] and reuses_buffer(op):
+            # the expanded tile's only reader is the op: the result takes its buffer
+            # (upstream's SrcDstBufferMerge, RootCallTiler._reused_input)
+            ub = ub - ub_bytes(lo, hi, DTYPE_BYTES[dtype])
+    need, unsure = ub, 0
+    if reuses_buffer(op) and any(s == out_shape and DTYPE_BYTES[v.dtype] == DTYPE_BYTES[dtype]
+                                 for s, v in zip(shapes, inputs)):
+        # the result may take such an input's buffer if nothing else reads that input:
+        # known once the leaf functions are formed, where the tiler checks it again
+        need, unsure = ub - ub_bytes(lo, hi, DTYPE_BYTES[dtype]), int(ub.max())
+    _check_ub(limits, op, tile, need)
+    node = Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
                 out_dtype=dtype, out_lo=lo, out_hi=hi, in_lo=in_lo, in_hi=in_hi, flops=flops,
-                ub_bytes=ub, in_flight=np.ones(len(n)), vector_kind=kind,
+                ub_bytes=need, in_flight=np.ones(len(n)), vector_kind=kind,
                 vector_bytes=n * elem, vector_parts=parts, **_rows(lo, hi, elem))
+    if unsure > limits.buffers.ub:
+        node.extra["ub_if_no_reuse"] = (unsure, tile)
+    return node
+
+
+def reuses_buffer(op: TracedOp) -> bool:
+    """The op's result may take an input's UB buffer (BUFFER_REUSE_OPS, DIVS excluded)."""
+    return op.op in BUFFER_REUSE_OPS and not (op.op == "div" and op.get("scalar") is not None)
 
 
 def _broadcast_boxes(shape, out_shape, lo: np.ndarray, hi: np.ndarray):
@@ -715,6 +735,13 @@ def expand(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
                 vector_kind="rowexpand" if rows_expand else "copy", vector_bytes=n * elem,
                 **_rows(lo, hi, elem))
 
+
+# ops whose result may take an input's UB buffer (upstream's opcodes without
+# excludeBufferReuse, opcode.cpp at 08cec41e4 and 883e7dfb: the elementwise arithmetic and
+# their scalar forms but DIVS, the unary ops but RECIPROCAL, CAST, EXPAND, WHERE, compares,
+# LOGICALNOT, CONCAT; not the row max/min, transposes, gathers, UB copies)
+BUFFER_REUSE_OPS = tuple(o for o in UNARY_OPS if o not in ("reciprocal", "copy", "erfc")) \
+    + BINARY_OPS + ("where", "expand", "concat", "logical_not")
 
 # ops whose result has their inputs' geometry (a broadcast input aligned at the last dim)
 SAME_GEOMETRY = UNARY_OPS + BINARY_OPS + ("full", "where")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..spec.errors import ConfigError
+from ..spec.errors import ConfigError, OoOError
 from ..spec.expr import ExprError, evaluate
 from ..spec.kernel import DTYPE_BYTES, Kernel
 from . import ops, sort
@@ -170,12 +170,14 @@ class RootCallTiler:
 
     # -- ops ----------------------------------------------------------------------------
     def run(self) -> list[TaskBatch]:
-        for op in self.call.ops:
+        self._readers = _reader_counts(self.call.ops)
+        for self._at, op in enumerate(self.call.ops):
             handler = getattr(self, f"_op_{op.op}", None)
             if handler is not None:
                 handler(op)
             else:
                 self._compute(op)
+        self._check_reuse()
         self._place_assembles()
         order = sorted(range(len(self.groups)), key=lambda g: self.groups[g].rank)
         cache = GroupCache()
@@ -409,11 +411,15 @@ class RootCallTiler:
         builder = ops.BUILDERS.get(op.op) or sort.BUILDERS[op.op]
         node = builder(len(self.nodes), op, inputs, self.limits)
         self._sources(node)
+        readers = self._readers[self._at] if hasattr(self, "_readers") else 2
+        node.extra["readers"] = readers
         self._place(node)
         value = LocalValue(node.index, node.out_shape, node.out_dtype)
         partial, combine = node, sort.COMBINERS.get(op.op, ops.combine)
         while partial.extra.get("splits", 1) > 1:     # a split reduce: combine its partials
+            partial.extra["readers"] = 1                # its combine
             partial = combine(len(self.nodes), partial, value, self.limits)
+            partial.extra["readers"] = readers
             self._place(partial)
             value = LocalValue(partial.index, partial.out_shape, partial.out_dtype)
         self._track_valid(node, inputs)
@@ -827,7 +833,10 @@ class RootCallTiler:
         return total <= limit or self._peak_ub(members) <= limit
 
     def _peak_ub(self, members: list[int]) -> int:
-        """The most UB a leaf function of these ops (in trace order) holds at once.
+        return int(self._ub_profile(members).max())
+
+    def _ub_profile(self, members: list[int]) -> np.ndarray:
+        """The UB a leaf function of these ops (in trace order) holds while each runs.
 
         A tile is live from the op that makes (or first loads) it to the last op of the
         function that reads it, as the on-chip buffer allocator reuses a buffer once its
@@ -837,9 +846,12 @@ class RootCallTiler:
         """
         at = {n: k for k, n in enumerate(members)}
         live: dict = {}           # value: [first position, last position, bytes]
+        reads: dict = {}          # value: the ops of the function reading it
+        keys = []                 # per member: its inputs' keys, in order, each once
         for k, n in enumerate(members):
             node = self.nodes[n]
             live[("node", n)] = [k, k, _tile_bytes(node.out_lo, node.out_hi, node.out_dtype)]
+            mine = {}            # key: the value read through it
             for v, lo, hi in zip(node.inputs, node.in_lo, node.in_hi):
                 key = ("node", v.node) if isinstance(v, LocalValue) and v.node in at else v
                 span = live.get(key)
@@ -847,11 +859,54 @@ class RootCallTiler:
                     live[key] = [k, k, _tile_bytes(lo, hi, v.dtype)]
                 else:
                     span[1] = k
+                if key not in mine:
+                    mine[key] = v
+                    reads[key] = reads.get(key, 0) + 1
+            keys.append(mine)
         change = np.zeros(len(members) + 1, np.int64)
         for first, last, nbytes in live.values():
             change[first] += nbytes
             change[last + 1] -= nbytes
-        return int(np.cumsum(change).max())
+        for k, n in enumerate(members):
+            key = self._reused_input(self.nodes[n], k, keys[k], live, reads)
+            if key is not None:     # one buffer at k for the input and the result
+                change[k] -= live[("node", n)][2]
+                change[k + 1] += live[("node", n)][2]
+        return np.cumsum(change)[:-1]
+
+    def _check_reuse(self) -> None:
+        """An op that fits UB only if its result takes an input's buffer (ops.elementwise):
+        with its leaf function formed, that input must have no other consumer, else the
+        op is out of UB as PyPTO's OoO check finds it."""
+        for node in self.nodes:
+            unsure = node.extra.get("ub_if_no_reuse")
+            if unsure is None:
+                continue
+            members = self.groups[self.group_of[node.index]].nodes
+            need = int(self._ub_profile(members)[members.index(node.index)])
+            if need > self.limits.buffers.ub:
+                raise OoOError(op=f"{node.op.op} ({node.op.where})", tile=list(unsure[1]),
+                               buffer="UB", need=need, capacity=self.limits.buffers.ub)
+
+    def _reused_input(self, node: Node, k: int, keys: dict, live: dict, reads: dict):
+        """The input whose UB buffer ``node``'s result takes, or None.  Upstream's
+        SrcDstBufferMerge (framework/src/passes/block_graph_pass/memory_reuse/
+        merge_src_dst_buffer.cpp, before the OoO scheduler assigns addresses) gives an AIV
+        op's result the buffer of its first input of the same size and element width that
+        has no other consumer: no later reader in the leaf function, not copied out (a
+        result read elsewhere or assembled), unless the opcode excludes reuse."""
+        if node.kind != "vector" or not ops.reuses_buffer(node.op):
+            return None
+        out_bytes, width = live[("node", node.index)][2], DTYPE_BYTES[node.out_dtype]
+        for key, value in keys.items():
+            first, last, nbytes = live[key]
+            if last != k or reads[key] != 1 or nbytes != out_bytes or \
+                    DTYPE_BYTES[value.dtype] != width:
+                continue
+            if isinstance(key, tuple) and self.nodes[key[1]].extra.get("readers", 2) != 1:
+                continue            # also read elsewhere or assembled: it is copied out
+            return key
+        return None
 
     def _join(self, gi: int, node: Node) -> None:
         group = self.groups[gi]
@@ -1138,6 +1193,19 @@ def _op_details(nodes: list[Node], task: int) -> tuple:
         tile = tuple(int(v) for v in n.in_hi[0][row] - n.in_lo[0][row])
         details.append((axis, tile, tuple(int(v) for v in n.inputs[0].shape)))
     return tuple(details)
+
+
+def _reader_counts(ops_: list[TracedOp]) -> list[int]:
+    """Per op, how many later ops read its result by name (until the name is bound again);
+    an assemble or scatter_update names its GM target, not a result of its own."""
+    counts, current = [0] * len(ops_), {}
+    for pos, op in enumerate(ops_):
+        for name in dict.fromkeys(op.inputs):
+            if name in current:
+                counts[current[name]] += 1
+        if op.op not in ("assemble", "scatter_update"):
+            current[op.out] = pos
+    return counts
 
 
 def _tile_bytes(lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:
