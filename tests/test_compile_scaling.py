@@ -103,7 +103,7 @@ def _summary(program) -> dict:
 # Produced by the compiler at commit 5349f17 (before the speed work), not documented figures:
 # a change that alters them changes what the compiler builds, not just how fast.  (The
 # round_trips, scalar and l0_serial_steps columns came later; neither kernel writes a result
-# it reads back itself, runs a scalar loop or has an L0 tile over half its buffer (glm's
+# it reads back itself, runs a scalar loop (or fill) or has an L0 tile over half its buffer (glm's
 # 128 x 128 fp16 tiles are 32 KiB).  The glm edges changed when the device encoder's redundant-edge removal came in,
 # simcore/compiler/encode.py: 8 of its 2024 edges go.  Its bursts rose from 267736 to 275920
 # when loads into UB stopped joining rows shorter than a 32-byte block, values.contiguous_bytes.)
@@ -116,7 +116,7 @@ GOLDEN = {
                  "fixp_bytes": 7864320.0,
                  "fixp_tiles": 1280.0, "mte3_bytes": 4754304.0, "mte2_bytes": 80501248.0,
                  "mte2_bursts": 275920.0, "mte2_loads": 4824.0, "round_trips": 0.0,
-                 "scalar_elements": 0.0, "scalar_loops": 0.0,
+                 "scalar_elements": 0.0, "scalar_stores": 0.0, "scalar_loops": 0.0,
                  "flops": 815557344.0, "in_flight": 2816.0, "vector.bytes": 41003904.0, "vector.tiles": 3312.0,
                  "cube.fractals": 1048576.0}},
     "producer_consumer": {
@@ -126,7 +126,7 @@ GOLDEN = {
         "work": {"mte1_bytes": 0.0, "mte1_steps": 0.0, "l0_serial_steps": 0.0, "fixp_bytes": 0.0, "fixp_tiles": 0.0,
                  "mte3_bytes": 33554432.0, "mte2_bytes": 33554432.0, "mte2_bursts": 512.0,
                  "mte2_loads": 512.0, "round_trips": 0.0, "scalar_elements": 0.0,
-                 "scalar_loops": 0.0, "flops": 8388608.0, "in_flight": 512.0,
+                 "scalar_stores": 0.0, "scalar_loops": 0.0, "flops": 8388608.0, "in_flight": 512.0,
                  "vector.bytes": 33554432.0, "vector.tiles": 512.0, "cube.fractals": 0.0}},
 }
 GOLDEN_PARAMS = {"glm_attention": {}, "producer_consumer": {"params.R": 1024}}
