@@ -1021,3 +1021,20 @@ def test_a_result_read_elsewhere_keeps_its_buffer():
         {"x": t([24, 1024]), "w": t([1, 1024]), "z": t([24, 1024], role="output"),
          "y": t([24, 1024], role="output")}), HW)
     assert sorted(leaf_ops(program)) == [("exp",), ("mul",)]
+
+
+def test_a_view_of_an_on_chip_reshape_of_a_view_is_read_in_place():
+    """Upstream's GDR inverse reads row.reshape([8, 16]).view([8, i]) of a row of an on-chip
+    [16, 128] value (gated_delta_rule_impl.py): each row of that view is a run of the
+    value's row, read where it lies in UB, in the producer's leaf task, no GM round trip."""
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 128]},
+         {"op": "add", "inputs": ["x"], "out": "a", "scalar": 0.0},
+         {"op": "view", "inputs": ["a"], "out": "row", "shape": [1, 128], "offsets": [3, 0]},
+         {"op": "reshape", "inputs": ["row"], "out": "r", "shape": [8, 16]},
+         {"op": "view", "inputs": ["r"], "out": "v", "shape": [8, 2], "offsets": [0, 0]},
+         {"op": "transpose", "inputs": ["v"], "out": "tr", "perm": [1, 0]},
+         {"op": "assemble", "inputs": ["tr"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([16, 128]), "y": t([2, 8], role="output")}), HW)
+    assert leaf_ops(program) == [("add", "transpose")]
+    assert program.work.round_trips.tolist() == [0]

@@ -469,16 +469,15 @@ class RootCallTiler:
                     _through_workspace(node, i, box, None, source,
                                        value.bounds(node.in_lo[i], node.in_hi[i]))
                     continue
-                bad = int(np.flatnonzero(~ok)[0])
-                step = next(s for s in reversed(value.path) if s[0] == "reshape")
-                box = [f"{a}:{b}" for a, b in zip(node.in_lo[i][bad], node.in_hi[i][bad])]
-                raise ConfigError(
-                    f"field '{node.op.where}': '{node.op.op}' reads tile [{', '.join(box)}] of "
-                    f"'{node.op.inputs[i]}', an on-chip reshape {list(step[1])} -> "
-                    f"{list(value.shape)} (at '{step[2]}'), and that tile is not one "
-                    f"contiguous run of the reshaped value's rows; supported: tiles that, "
-                    f"within each merged or split group of dims, cover whole trailing rows "
-                    f"(e.g. [B*S, D] -> [B, S, D] read with a tile [1, s, d]).")
+                # a view lies between the reshape and the producer (a row of a larger
+                # on-chip value, reshaped, then viewed: the GDR case's inverse,
+                # row.reshape([8, 16]).view([8, i])).  Each row of the tile is still a run
+                # of the producer's result, which upstream reads where it lies in UB as a
+                # strided view; the model takes the runs' bounding box in the producer's
+                # result (from its workspace when the producer is in another leaf task,
+                # where that box overstates the bytes)
+                source[i] = value.bounds(node.in_lo[i], node.in_hi[i])
+                continue
             source[i] = (lo, hi)
         if source:
             node.extra["source"] = source
