@@ -800,3 +800,23 @@ def test_expand_clone_keeps_a_valid_shape_and_symbolic_scalar_takes_a_bool(tmp_p
     assert next(o for o in ops if o["op"] == "expand")["valid_shape"] == [5, 16]
     assert [o["op"] for o in ops if o["op"] in ("add", "adds")] == ["add"]
     assert not any("cond" in o for o in ops)
+
+
+def test_fillpad_is_the_constant_mode_of_one_or_two_dims(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(x: pypto.Tensor((16, 64)), c: pypto.Tensor((16, 64))):
+            pypto.set_vec_tile_shapes(16, 64)
+            v = pypto.view(x, [16, 64], [0, 0], valid_shape=[3, 64])
+            c[:] = pypto.fillpad(v, "constant", -1.0)
+        """)
+    pad = next(o for o in _ops(path) if o["op"] == "fillpad")
+    assert pad["value"] == -1.0
+    bad = write(tmp_path, """
+        @pypto.jit
+        def k(x: pypto.Tensor((16, 64)), c: pypto.Tensor((16, 64))):
+            pypto.set_vec_tile_shapes(16, 64)
+            c[:] = pypto.fillpad(x, "reflect")
+        """)
+    with pytest.raises(ConfigError, match="'constant' only"):
+        trace_file(bad)

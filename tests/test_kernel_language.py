@@ -1042,3 +1042,20 @@ def test_a_view_of_an_on_chip_reshape_of_a_view_is_read_in_place():
         {"x": t([16, 128]), "y": t([2, 8], role="output")}), HW)
     assert leaf_ops(program) == [("add", "transpose")]
     assert program.work.round_trips.tolist() == [0]
+
+
+def test_fillpad_fills_past_the_valid_region_and_its_result_holds_data_everywhere():
+    """pypto.fillpad of a [16, 64] view holding 3 valid rows: a copy of the tile and a dup
+    of the padding (pto-isa's TFillPad); a row sum after it writes all 16 rows."""
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [16, 64]},
+         {"op": "view", "inputs": ["x"], "out": "v", "shape": [16, 64], "offsets": [0, 0],
+          "valid_shape": [3, 64]},
+         {"op": "fillpad", "inputs": ["v"], "out": "f", "value": 0.0},
+         {"op": "sum", "inputs": ["f"], "out": "s", "axis": -1, "keepdim": True},
+         {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}],
+        {"x": t([16, 64]), "y": t([16, 1], role="output")}), HW)
+    assert _written(program) == 16 * 4
+    vector = program.work.vector
+    assert {vector.kinds[k] for k in vector.kind} >= {"copy", "dup"}
+    assert program.work.mte2_bytes.sum() == 3 * 64 * 4        # only the valid rows load

@@ -625,6 +625,20 @@ def topk(input, k, dim=None, largest=True, algo=None):
     return values, indices
 
 
+def fillpad(input, mode="constant", value=0):
+    """pypto.fillpad(x, "constant", value): x with the elements past its valid region set to
+    ``value``, the same shape, all of it holding data (1-2 dims, constant mode only)."""
+    R = context.rec()
+    t = _tensor(input, "fillpad")
+    if mode != "constant":
+        raise R.fail(f"pypto.fillpad mode {mode!r}: upstream implements 'constant' only",
+                     supported=["pypto.fillpad(x, 'constant', value)"])
+    if not 1 <= len(t.shape) <= 2:
+        raise R.fail(f"pypto.fillpad of a {len(t.shape)}-D tensor: upstream pads 1-2 dims",
+                     supported=["a 1-D or 2-D tensor"])
+    return _local("fillpad", t.shape, t.dtype, {"value": _scalar(value, "fillpad")}, [t])
+
+
 def scatter(input, dim, index, src, *, reduce=None):
     """pypto.scatter(input, dim, index, src): the element scatter of the kernel language."""
     R = context.rec()
@@ -759,11 +773,11 @@ METHODS = {"add": add, "sub": sub, "mul": mul, "div": div, "maximum": maximum,
            "unsqueeze": unsqueeze,
            "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
            "logical_not": logical_not,
-           "expand_clone": expand_clone, "topk": topk,
+           "expand_clone": expand_clone, "topk": topk, "fillpad": fillpad,
            "assemble": lambda self, src, offsets: assemble(src, offsets, self)}
 
 UNSUPPORTED = ("log1p", "log2", "log10", "lrelu", "prelu",
                "index_select", "sign",
                "cumsum",
-               "permute", "argmax", "argmin", "var", "fillpad", "atomic_add", "rms_norm",
+               "permute", "argmax", "argmin", "var", "atomic_add", "rms_norm",
                "sin", "cos")

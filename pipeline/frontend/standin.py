@@ -168,6 +168,7 @@ def build() -> dict[str, types.ModuleType]:
         "unsqueeze": ops.unsqueeze, "expand_clone": ops.expand_clone,
         "where": ops.where, "logical_not": ops.logical_not, "greater": ops.gt,
         "zeros": ops.zeros, "ones": ops.ones, "topk": ops.topk,
+        "fillpad": ops.fillpad,
         **{c: getattr(ops, c) for c in ("eq", "ne", "lt", "le", "gt", "ge")},
     }
     for op in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",

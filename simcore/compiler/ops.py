@@ -166,7 +166,7 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
     # a comparison is one vcmpv (vcmpvs with a scalar), where one vsel, logical_not one vnot:
     # pto-isa's cost model has no measured profile for them (a generic 6 + 2 cycles a
     # repeat), so they take the rate table's default
-    kind = {"full": "dup", "where": "select", "logical_not": "not",
+    kind = {"full": "dup", "where": "select", "logical_not": "not", "fillpad": "copy",
             **{c: "compare" for c in COMPARE_OPS}}.get(op.op, op.op)
     kind = kind + "s" if op.get("scalar") is not None else kind
     # UB holds a tile of each input (one for an input read twice, x + x) and of the result,
@@ -183,6 +183,10 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
     flops = n.astype(np.float64) if op.op != "full" else np.zeros(len(n))
     if parts:
         flops = flops * sum(c for _, c in parts)
+    if op.op == "fillpad":
+        # pto-isa's TFillPad (a2a3): a vcopy of the valid rows, then vector_dup of the
+        # padding on the right and below, priced as a copy and a dup of the whole tile
+        parts = (("copy", 1), ("dup", 1))
     if not op.get("combine_axis") and _expands_rows(shapes, out_shape):
         # upstream expands an input broadcast along the last axis to the result's shape
         # first (BroadcastOperandTensor, framework/src/interface/operation/vector/
@@ -740,7 +744,8 @@ def expand(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
 # excludeBufferReuse, opcode.cpp at 08cec41e4 and 883e7dfb: the elementwise arithmetic and
 # their scalar forms but DIVS, the unary ops but RECIPROCAL, CAST, EXPAND, WHERE, compares,
 # LOGICALNOT, CONCAT; not the row max/min, transposes, gathers, UB copies)
-BUFFER_REUSE_OPS = tuple(o for o in UNARY_OPS if o not in ("reciprocal", "copy", "erfc")) \
+BUFFER_REUSE_OPS = tuple(o for o in UNARY_OPS
+                         if o not in ("reciprocal", "copy", "erfc", "fillpad")) \
     + BINARY_OPS + ("where", "expand", "concat", "logical_not")
 
 # ops whose result has their inputs' geometry (a broadcast input aligned at the last dim)

@@ -509,6 +509,8 @@ class RootCallTiler:
                 if valid != tuple(node.out_shape):
                     self.valid[node.index] = valid
             return
+        if node.op.op == "fillpad":
+            return          # the padding filled: data everywhere
         if node.op.op in ("full", "expand") and node.op.get("valid_shape"):
             valid = tuple(min(v, s) for v, s in zip(node.op.get("valid_shape"), node.out_shape))
             if valid != tuple(node.out_shape):

@@ -26,7 +26,9 @@ DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int32": 4, "int64": 
 # "copy": a Vector copy of every tile into a tensor of its own (pypto.clone)
 # "erfc" (fp32) is one tile op made of several vector instructions (compiler/ops.py COMPOSITES)
 UNARY_OPS = ("exp", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cast", "relu", "log", "copy",
-             "erfc", "logical_not")
+             "erfc", "logical_not", "fillpad")
+# fillpad: pypto.fillpad(x, "constant", value), x's elements past its valid region set to
+# ``value``; the result holds data everywhere
 # comparisons give a bool tensor (one byte an element, upstream's DT_BOOL); where(cond, a, b)
 # takes a where cond holds, else b
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
