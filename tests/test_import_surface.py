@@ -820,3 +820,49 @@ def test_fillpad_is_the_constant_mode_of_one_or_two_dims(tmp_path):
         """)
     with pytest.raises(ConfigError, match="'constant' only"):
         trace_file(bad)
+
+
+def test_a_tensor_renamed_in_place_in_the_branches_of_a_symbolic_if(tmp_path):
+    """Upstream's gdr kernel renames its running state in both branches of an is_loop_end
+    if (last_state[:] = cur_state): each branch starts from the value before the if, and
+    after it the state is one value that either branch wrote.  A variable the branches bind
+    to clashing values (two shapes) is an error only where it is used after the if."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(x: pypto.Tensor((2, 16, 64)), y: pypto.Tensor((2, 16, 64))):
+            pypto.set_vec_tile_shapes(16, 64)
+            state = x[0, :, :] + 0.0
+            for i in pypto.loop(2, name="L", idx_name="i"):
+                if pypto.is_loop_end(i):
+                    t = state * 2.0
+                    state[:] = t + 1.0
+                    scratch = pypto.full([16, 32], 0.0, pypto.DT_FP32)
+                else:
+                    t = state * 3.0
+                    state[:] = t - 1.0
+                    scratch = pypto.full([16, 64], 0.0, pypto.DT_FP32)
+                y[i, :, :] = state
+        """)
+    body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
+    ops = [s for s in next(s for s in body if "loop" in s)["body"] if "op" in s]
+    muls = [o for o in ops if o["op"] == "mul"]
+    # both branches multiply the state as it was before the if
+    assert len(muls) == 2 and muls[0]["inputs"] == muls[1]["inputs"]
+    assert muls[0]["cond"] != muls[1]["cond"]
+    new = [o for o in ops if o["op"] in ("add", "sub") and o.get("scalar") == 1.0]
+    assert len(new) == 2 and new[0]["out"] == new[1]["out"]      # one name, either branch
+    written = next(o for o in ops if o["op"] == "reshape" and "cond" not in o)
+    assert written["inputs"] == [new[0]["out"]]
+    used = write(tmp_path, """
+        @pypto.jit
+        def k(x: pypto.Tensor((16, 64)), y: pypto.Tensor((2, 16, 64))):
+            pypto.set_vec_tile_shapes(16, 64)
+            for i in pypto.loop(2, name="L", idx_name="i"):
+                if pypto.is_loop_end(i):
+                    scratch = pypto.full([16, 32], 0.0, pypto.DT_FP32)
+                else:
+                    scratch = pypto.full([16, 64], 0.0, pypto.DT_FP32)
+                y[i, :, :] = scratch + x
+        """)
+    with pytest.raises(ConfigError, match=r"'scratch' has shape \[16, 32\] in one branch"):
+        trace_file(used)

@@ -42,6 +42,22 @@ class _Unbound:
         return f"<{self.name}: bound in one branch only>"
 
 
+class _Clash(_Unbound):
+    """A variable the two branches of a symbolic if bind to values that cannot be one (a
+    kernel tensor and an op result, two shapes): an error only where it is used after."""
+
+    def __init__(self, name: str, why: str):
+        super().__init__(name)
+        self.why = why
+
+    def __getattr__(self, attr):
+        raise context.rec().fail(f"'{self.name}' {self.why}, and it is used after the if",
+                                 hint="bind it to one kind of value and shape in both branches")
+
+    def __repr__(self):
+        return f"<'{self.name}' {self.why}>"
+
+
 class Runtime:
     """The helpers the rewritten function calls."""
 
@@ -87,11 +103,18 @@ class Runtime:
         R = context.rec()
         cond = test.text if isinstance(test, SymBool) else f"{test.text} != 0"
         pre = {n: scope[n] for n in names if n in scope}
-        return {"cond": cond, "pre": pre, "state": R.branch_begin(cond)}
+        return {"cond": cond, "pre": pre, "pre_vars": _tensor_states(pre),
+                "state": R.branch_begin(cond)}
 
     @staticmethod
     def switch(ctx, scope: dict, names):
         ctx["a"] = {n: scope[n] for n in names if n in scope}
+        ctx["a_vars"] = _tensor_states(ctx["a"])
+        # x[:] = v renames the tensor object itself (Tensor.move): the other branch starts
+        # from the value it held before the if
+        for tensor, state in ctx["pre_vars"].values():
+            tensor.__dict__.clear()
+            tensor.__dict__.update(state)
         ctx["after_a"] = context.rec().branch_switch(ctx["cond"], ctx["state"])
         return ctx
 
@@ -102,6 +125,7 @@ class Runtime:
     @staticmethod
     def end(ctx, scope: dict, names):
         ctx["b"] = {n: scope[n] for n in names if n in scope}
+        ctx["b_vars"] = _tensor_states(ctx["b"])
         context.rec().branch_end(ctx["after_a"])
         return ctx
 
@@ -112,6 +136,12 @@ class Runtime:
         a, b = ctx["a"].get(name, MISSING), ctx["b"].get(name, MISSING)
         if isinstance(b, _Unbound):
             b = MISSING
+        if a is b and isinstance(a, Tensor) and id(a) in ctx["pre_vars"]:
+            renamed = Runtime._renamed(ctx, a)
+            if renamed is not None:
+                a.__dict__.clear()
+                a.__dict__.update(vars(renamed))
+            return a
         if a is b:
             return a if a is not MISSING else _Unbound(name)
         if a is MISSING:
@@ -122,11 +152,11 @@ class Runtime:
             if a is pre or b is pre:
                 return b if a is pre else a    # one branch rebinds: its value keeps its cond
             if a.kind in ("arg", "temp") or b.kind in ("arg", "temp"):
-                raise R.fail(f"'{name}' names a kernel tensor in one branch of a symbolic if "
-                             f"and another value in the other")
+                return _Clash(name, "names a kernel tensor in one branch of a symbolic if and "
+                                    "another value in the other")
             if a.shape != b.shape and repr(a.shape) != repr(b.shape):
-                raise R.fail(f"'{name}' has shape {a.shape} in one branch of a symbolic if and "
-                             f"{b.shape} in the other")
+                return _Clash(name, f"has shape {a.shape} in one branch of a symbolic if and "
+                                    f"{b.shape} in the other")
             return R.tie(a, b)
         if isinstance(a, (int, SymInt)) and isinstance(b, (int, SymInt)) and \
                 not isinstance(a, bool):
@@ -140,6 +170,25 @@ class Runtime:
         except Exception:
             pass
         return _Unbound(name)
+
+    @staticmethod
+    def _renamed(ctx, tensor):
+        """The value a tensor renamed in place (x[:] = v) holds after the if: the one branch's
+        rename (under its condition), or both tied into one name; None if neither renamed."""
+        pre = ctx["pre_vars"][id(tensor)][1]
+        a = ctx.get("a_vars", {}).get(id(tensor), (None, pre))[1]
+        b = ctx.get("b_vars", {}).get(id(tensor), (None, pre))[1]
+        if a == b:
+            return None
+        ta, tb = (object.__new__(Tensor) for _ in range(2))
+        ta.__dict__.update(a)
+        tb.__dict__.update(b)
+        if a == pre or b == pre:
+            return tb if a == pre else ta
+        if repr(ta.shape) != repr(tb.shape):
+            raise context.rec().fail(f"a tensor renamed in both branches of a symbolic if has "
+                                     f"shape {ta.shape} in one and {tb.shape} in the other")
+        return context.rec().tie(ta, tb)
 
     @staticmethod
     def min(*args, **kwargs):
@@ -168,13 +217,23 @@ def _extreme(builtin, name, args, kwargs):
 
 
 def _stored_names(stmts) -> list[str]:
+    """Names a branch binds, and names whose tensor it renames in place (x[:] = v)."""
     names = []
     for stmt in stmts:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) \
-                    and not node.id.startswith("__pto") and node.id not in names:
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
+                    isinstance(node.value, ast.Name):
+                node = node.value
+            elif not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)):
+                continue
+            if not node.id.startswith("__pto") and node.id not in names:
                 names.append(node.id)
     return names
+
+
+def _tensor_states(bound: dict) -> dict:
+    """id -> (tensor, a copy of its attributes) of the tensors among ``bound``."""
+    return {id(v): (v, dict(vars(v))) for v in bound.values() if isinstance(v, Tensor)}
 
 
 def _exits(stmts) -> bool:
