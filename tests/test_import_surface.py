@@ -866,3 +866,36 @@ def test_a_tensor_renamed_in_place_in_the_branches_of_a_symbolic_if(tmp_path):
         """)
     with pytest.raises(ConfigError, match=r"'scratch' has shape \[16, 32\] in one branch"):
         trace_file(used)
+
+
+def test_a_state_renamed_in_a_loop_body_reaches_the_next_iteration(tmp_path):
+    """state[:] = f(state) in a pypto.loop body (upstream's GDR carries last_state from one
+    chunk to the next so): the state already travels between root calls through its
+    workspace, so the new value is written there too, and each iteration's leaf task waits
+    for the one before."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(x: pypto.Tensor((2, 16, 64)), y: pypto.Tensor((4, 16, 64))):
+            pypto.set_vec_tile_shapes(16, 64)
+            state = x[0, :, :] + 0.0
+            for i in pypto.loop(4, name="L", idx_name="i"):
+                t = state * 2.0
+                state[:] = t + 1.0
+                y[i, :, :] = state
+        """)
+    body = yaml.safe_load(kernel_text(trace_file(path), "t"))["body"]
+    loop = next(s for s in body if "loop" in s)["body"]
+    writes = [o for o in loop if o.get("op") == "assemble" and o["out"] == "state_ws"]
+    assert len(writes) == 1
+    out = tmp_path / "k.yaml"
+    assert main(["import", f"{path}:k", "--out", str(out)]) == 0
+    from simcore.spec.kernel import load_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.compiler import compile_kernel
+    from simcore.machine import simulate
+    kernel = load_kernel(out)
+    program = compile_kernel(kernel, load_hardware("dav_2201"))
+    timeline = simulate(load_hardware("dav_2201"), program, kernel.options.runtime_options)
+    order = timeline.task_start.argsort()
+    starts, ends = timeline.task_start[order], timeline.task_end[order]
+    assert program.leaf_tasks == 5 and (starts[1:] >= ends[:-1]).all()   # one chain

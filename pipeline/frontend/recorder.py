@@ -228,11 +228,16 @@ class Recorder:
                 or value.conds:
             return value
         if id(value) not in self._spills:
-            view = self._spill(value)
-            if view is None:
+            spilled = self._spill(value)
+            if spilled is None:
                 return value
-            self._spills[id(value)] = (value, view)
+            self._spills[id(value)] = (value, *spilled)
         return self._spills[id(value)][1]
+
+    def workspace_of(self, value):
+        """The GM workspace tensor a spilled on-chip value goes through, or None."""
+        spilled = self._spills.get(id(value))
+        return spilled[2] if spilled is not None else None
 
     def _spill(self, value):
         from . import ops, tensor     # they record through this module: imported late
@@ -257,7 +262,7 @@ class Recorder:
         # the workspace holds the value wherever it is used, whatever branch used it first
         conds, self.conds = self.conds, type(self.conds)()
         try:
-            return ops.view(temp, list(value.shape), [0] * len(dims))
+            return ops.view(temp, list(value.shape), [0] * len(dims)), temp
         finally:
             self.conds = conds
 

@@ -238,6 +238,12 @@ class Tensor:
         uses of this tensor read and write it."""
         other = _ops()._tensor(other, "move", "source")
         if self.kind == "local":    # an op's result renamed: no GM behind it
+            workspace = context.rec().workspace_of(self)
+            if workspace is not None:
+                # the value already travels between root functions through a workspace (a
+                # state carried from one pypto.loop iteration to the next): the new value
+                # goes there too, so that the next iteration reads it
+                _ops().assemble(other, [0] * len(self._shape), workspace)
             self.__dict__.update(vars(other))
             return
         if other.kind == "local" or other.decl.role == "input":
