@@ -183,6 +183,7 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
     flops = n.astype(np.float64) if op.op != "full" else np.zeros(len(n))
     if parts:
         flops = flops * sum(c for _, c in parts)
+    taken = False       # the result already holds a buffer it shares (below)
     if op.op == "fillpad":
         # pto-isa's TFillPad (a2a3): a vcopy of the valid rows, then vector_dup of the
         # padding on the right and below, priced as a copy and a dup of the whole tile
@@ -201,9 +202,11 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
             # the expanded tile's only reader is the op: the result takes its buffer
             # (upstream's SrcDstBufferMerge, RootCallTiler._reused_input)
             ub = ub - ub_bytes(lo, hi, DTYPE_BYTES[dtype])
+            taken = True
     need, unsure = ub, 0
-    if reuses_buffer(op) and any(s == out_shape and DTYPE_BYTES[v.dtype] == DTYPE_BYTES[dtype]
-                                 for s, v in zip(shapes, inputs)):
+    if not taken and reuses_buffer(op) and any(
+            s == out_shape and DTYPE_BYTES[v.dtype] == DTYPE_BYTES[dtype]
+            for s, v in zip(shapes, inputs)):
         # the result may take such an input's buffer if nothing else reads that input:
         # known once the leaf functions are formed, where the tiler checks it again
         need, unsure = ub - ub_bytes(lo, hi, DTYPE_BYTES[dtype]), int(ub.max())

@@ -152,6 +152,10 @@ class RootCallTiler:
         self._pinned: set[int] = set()     # constants a consumer has read: they stay put
         self._next_rank = 0                # ranks leave room to move a group between two
         self._read_by: dict[int, set[int]] = {}   # node: the nodes reading its result
+        # per traced op, the ops reading its result (run() counts them; _reused_input
+        # needs them), and the position of the op being tiled
+        self._readers: list[int] = []
+        self._at = 0
 
     # -- names -------------------------------------------------------------------
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
@@ -411,7 +415,7 @@ class RootCallTiler:
         builder = ops.BUILDERS.get(op.op) or sort.BUILDERS[op.op]
         node = builder(len(self.nodes), op, inputs, self.limits)
         self._sources(node)
-        readers = self._readers[self._at] if hasattr(self, "_readers") else 2
+        readers = self._readers[self._at] if self._readers else 2     # 2: unknown
         node.extra["readers"] = readers
         self._place(node)
         value = LocalValue(node.index, node.out_shape, node.out_dtype)
