@@ -83,14 +83,14 @@ def topk(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     lo, hi = grid(src.shape, tuple(tile))
     splits = -(-src.shape[axis] // width)
     kept = int(_kept(k, width))
-    valid = hi[:, axis] - lo[:, axis]
-    padded = _align(valid, SORT_BLOCK)
+    along = hi[:, axis] - lo[:, axis]       # the tile's elements along the row
+    padded = _align(along, SORT_BLOCK)
     rows = (hi[:, :axis] - lo[:, :axis]).prod(axis=1) if axis else np.ones(len(lo), np.int64)
     out_shape = (*src.shape[:axis], splits * 2 * kept)
     out_lo, out_hi = lo.copy(), hi.copy()
     part = lo[:, axis] // width
     out_lo[:, axis] = part * 2 * kept
-    out_hi[:, axis] = out_lo[:, axis] + 2 * _kept(k, valid)
+    out_hi[:, axis] = out_lo[:, axis] + 2 * _kept(k, along)
     # live at once: the input, the pairs and TSORT32's scratch while sorting; then the
     # pairs, the merge's scratch and the kept list (a buffer is reused after its reader)
     ub = rows * np.maximum((4 + 2 * PAIR_BYTES) * padded,
@@ -109,7 +109,7 @@ def topk(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
                 in_flight=np.ones(len(lo)), vector_kind="mrgsort",
                 vector_bytes=rows * pair_bytes, vector_rows=rows.astype(np.float64),
                 vector_row_bytes=pair_bytes, vector_parts=tuple(parts),
-                scalar_stores=valid.astype(np.float64))   # one index list a tile, all rows
+                scalar_stores=along.astype(np.float64))   # one index list a tile, all rows
     node.extra.update(splits=splits, axis=axis, kept=kept, width=width)
     return node
 
@@ -129,8 +129,8 @@ def valid_pairs(node: Node, valid: tuple[int, ...]) -> tuple[int, ...]:
 
 def merge(index: int, partial: Node, value, limits: Limits) -> Node:
     """One level of TILEDMRGSORT: every four lists of a row merged into one that keeps
-    the k best (a lone list at the end of a level is merged with itself, as a pass
-    through would cost less: the model does not tell them apart)."""
+    the k best.  A lone list left at the end of a level is priced as a merge of itself,
+    where upstream passes it on for nothing."""
     op, axis, splits, kept = (partial.op, partial.extra["axis"], partial.extra["splits"],
                               partial.extra["kept"])
     groups = -(-splits // MERGE_WAYS)
