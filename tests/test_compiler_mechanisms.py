@@ -714,16 +714,21 @@ def test_concat_copies_where_assemble_writes_in_place():
     o = compile_kernel(kernel(on_chip, t), HW)
     assert o.workspace_bytes == 0 and o.work.round_trips.sum() == 0
     assert o.leaf_tasks == c.leaf_tasks
-    # a view of it loads it back from GM, as upstream's Cat assembles its copies into the
-    # result tensor; tile for tile it still shares the concat's leaf task
-    read_back = via_concat[:-1] + [
-        {"op": "view", "inputs": ["cat"], "out": "cv", "shape": [64, 128], "offsets": [0, 0]},
-        {"op": "mul", "inputs": ["cv"], "scalar": 2.0, "out": "m"},
-        {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}]
-    r = compile_kernel(kernel(read_back, t), HW)
+    # a view of it at a 32-byte aligned offset is a UB address too (upstream types a
+    # concat's 32 KiB result tile as UB, under 0.35 of UB); one at an offset off the block
+    # makes the result a GM tensor, loaded back from there; tile for tile it still shares
+    # the concat's leaf task
+    def viewed(shape, offsets):
+        return via_concat[:-1] + [
+            {"op": "view", "inputs": ["cat"], "out": "cv", "shape": shape, "offsets": offsets},
+            {"op": "mul", "inputs": ["cv"], "scalar": 2.0, "out": "m"},
+            {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}]
+    in_ub = compile_kernel(kernel(viewed([64, 120], [0, 8]), t), HW)
+    assert in_ub.workspace_bytes == 0 and in_ub.work.round_trips.sum() == 0
+    r = compile_kernel(kernel(viewed([64, 126], [0, 2]), t), HW)
     assert r.workspace_bytes == 64 * 128 * 4
-    assert r.work.mte2_bytes.sum() == 64 * 64 * 4 + 64 * 128 * 4        # x, then cat
-    assert r.work.mte3_bytes.sum() == 2 * 64 * 128 * 4                  # cat out, then y
+    assert r.work.mte2_bytes.sum() == 64 * 64 * 4 + 64 * 126 * 4        # x, then the view
+    assert r.work.mte3_bytes.sum() == 64 * 128 * 4 + 64 * 126 * 4       # cat out, then y
     assert r.leaf_tasks == c.leaf_tasks
     # that read waits for the write: a copy-out and a copy-in latency on top of the task's
     assert r.work.round_trips.tolist() == [1.0] and c.work.round_trips.sum() == 0
@@ -731,7 +736,7 @@ def test_concat_copies_where_assemble_writes_in_place():
     p = HW.pipes
     extra = pipe_cycles(HW, r.work)["mte3"] - pipe_cycles(HW, c.work)["mte3"]
     assert extra[0] == pytest.approx(p.mte3.fixed_cycles + p.mte2.fixed_cycles
-                                     + 64 * 128 * 4 / p.mte3.bytes_per_cycle)
+                                     + 64 * 126 * 4 / p.mte3.bytes_per_cycle)
 
 
 def test_reshape_inplace_is_free():
@@ -780,3 +785,20 @@ def test_a_copying_reshape_costs_a_copy_the_inplace_one_does_not():
     fast = Machine(HW, inplace, k.options.runtime_options).run()
     assert slow.kernel_us > fast.kernel_us
     assert slow.task_hbm_bytes.sum() == fast.task_hbm_bytes.sum()
+
+
+def test_a_view_of_a_concat_tile_over_a_third_of_ub_goes_through_gm():
+    """Upstream types an assembled (concatenated) tile of more than 0.35 of UB as a GM
+    tensor: a view of a [64, 288] fp32 concat (72 KiB of the 192) is read back from GM."""
+    t = {"x": {"shape": [64, 144], "role": "input"}, "y": {"shape": [64, 288], "role": "output"}}
+    program = compile_kernel(kernel(
+        [{"set_vec_tile_shapes": [64, 144]},
+         {"op": "exp", "inputs": ["x"], "out": "e"},
+         {"op": "sqrt", "inputs": ["x"], "out": "s"},
+         {"set_vec_tile_shapes": [64, 288]},
+         {"op": "concat", "inputs": ["e", "s"], "axis": 1, "out": "cat"},
+         {"op": "view", "inputs": ["cat"], "out": "cv", "shape": [64, 288], "offsets": [0, 0]},
+         {"op": "mul", "inputs": ["cv"], "scalar": 2.0, "out": "m"},
+         {"op": "assemble", "inputs": ["m"], "out": "y", "offsets": [0, 0]}], t), HW)
+    assert program.workspace_bytes == 64 * 288 * 4
+    assert program.work.round_trips.sum() == 1

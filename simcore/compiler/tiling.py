@@ -28,7 +28,8 @@ from .ops import Node
 from .program import CoreType
 from .rows import row_ids
 from .trace import RootCall, Scope, TracedOp
-from .values import carry_out, GmValue, LocalValue, Piece, contiguous_bytes, pad, padded, ub_bytes
+from .values import (UB_BLOCK_BYTES, carry_out, GmValue, LocalValue, Piece, contiguous_bytes,
+                     pad, padded, ub_bytes)
 from .work import CubeWork, VectorWork, Work
 from .groupcache import GroupCache
 
@@ -435,14 +436,16 @@ class RootCallTiler:
         for i, value in enumerate(node.inputs):
             if not isinstance(value, LocalValue):
                 continue
-            if self.nodes[value.node].op.op == "concat" and value.path:
+            if self.nodes[value.node].op.op == "concat" and value.path and \
+                    not self._concat_view_in_ub(value):
                 # upstream's concat copies its inputs into a tensor and assembles that into
                 # its result (Cat in framework/src/interface/operation/vector/
-                # tensor_transformation.cpp): a view or reshape of it loads the result back
-                # from GM.  An op reading the result itself, tile for tile in the concat's
-                # leaf task, reads it in UB: the GDR case's final inverse (docs/cases.md G1)
-                # reads each step's concat with ``+ 0.0`` and copies in and out only at
-                # the ends of its chain
+                # tensor_transformation.cpp); a result too large for UB, or read through a
+                # reshape or a view at an offset off the 32-byte block, is a GM tensor, and
+                # a view or reshape of it loads it back from GM.  An op reading the result
+                # itself, tile for tile in the concat's leaf task, reads it in UB: the GDR
+                # case's final inverse (docs/cases.md G1) reads each step's concat with
+                # ``+ 0.0`` and copies in and out only at the ends of its chain
                 lo, hi, ok = value.source(node.in_lo[i], node.in_hi[i])
                 box = (lo, hi, self.nodes[value.node].out_shape) if ok.all() else \
                     value.workspace_box(node.in_lo[i], node.in_hi[i])
@@ -485,6 +488,28 @@ class RootCallTiler:
             source[i] = (lo, hi)
         if source:
             node.extra["source"] = source
+
+    def _concat_view_in_ub(self, value: LocalValue) -> bool:
+        """A view of a concat's result read where it lies in UB.  Upstream types an
+        assemble's result as UB unless it is over 0.35 of UB (among other conditions: an
+        outcast, a 32-byte misaligned assemble offset), and a view of a UB tensor at a
+        static 32-byte aligned offset is a UB address (AssignMemoryType and GenerateMoveOp,
+        which makes a view a copy-in only from DDR: framework/src/passes/tile_graph_pass/
+        data_path/assign_memory_type_legacy.cpp and generate_move_op.cpp at 883e7dfb).  A
+        reshape between stays on the GM path."""
+        producer = self.nodes[value.node]
+        elem = DTYPE_BYTES[producer.out_dtype]
+        tile = _tile_bytes(producer.out_lo, producer.out_hi, producer.out_dtype)
+        if tile > CONCAT_UB_SHARE * self.limits.buffers.ub:     # per tile, as upstream's
+            return False                                          # tile graph types it
+        for step in value.path:
+            if step[0] != "view":
+                return False
+            offsets, shape = step[1], step[2]
+            strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
+            if int(np.dot(offsets, strides)) * elem % UB_BLOCK_BYTES:
+                return False
+        return True
 
     def _in_box(self, node: Node, i: int):
         """Input i's boxes in its producer's coordinates (the node's own for a plain value)."""
@@ -1198,6 +1223,11 @@ def _op_details(nodes: list[Node], task: int) -> tuple:
         tile = tuple(int(v) for v in n.in_hi[0][row] - n.in_lo[0][row])
         details.append((axis, tile, tuple(int(v) for v in n.inputs[0].shape)))
     return tuple(details)
+
+
+# the largest share of UB an assembled (concatenated) tensor may take and stay in UB
+# (AssignMemoryType at 883e7dfb, assign_memory_type_legacy.cpp)
+CONCAT_UB_SHARE = 0.35
 
 
 def _reader_counts(ops_: list[TracedOp]) -> list[int]:
