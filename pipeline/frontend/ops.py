@@ -26,7 +26,8 @@ SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt"
                  "reshape(GM tensor inplace, a copy of a GM tensor or view, or an on-chip value)",
                  "unsqueeze", "clone", "expand_clone", "eq ne lt le gt ge (and < <= > >=)",
                  "logical_not", "where", "zeros", "ones", "transpose", "concat", "full",
-                 "arange", "pypto.tensor", "+ - * / with scalars"]
+                 "arange", "topk(x, k) (MERGE_SORT, last dim)", "fillpad(x, 'constant', v)",
+                 "pypto.tensor", "+ - * / with scalars"]
 
 
 BROADCAST_RULE = ["shapes aligned at the last dim whose dims match or are 1",
