@@ -434,16 +434,22 @@ def full(size, fill_value, dtype, *, valid_shape=None):
     """A tile filled with one value; a valid_shape says which region holds data (what its
     readers count as valid), as a view's does."""
     R = context.rec()
-    fields = {}
-    if valid_shape is not None and not (len(valid_shape) == len(size) and all(
-            same_dim(v, d) for v, d in zip(valid_shape, size))):
-        if len(valid_shape) != len(size):
-            raise R.fail(f"full of size {list(size)} with valid_shape {list(valid_shape)}: "
-                         f"one entry per dim", supported=["valid_shape of the size's rank"])
-        fields["valid_shape"] = R.check_dims(valid_shape, "full valid_shape")
+    fields = _valid_field("full", valid_shape, size)
     return _local("full", list(size), dtype, {"shape": R.check_dims(size, "full size"),
                                               "value": _scalar(fill_value, "full"),
                                               "dtype": schema_dtype(dtype), **fields}, [])
+
+
+def _valid_field(op: str, valid_shape, shape) -> dict:
+    """{"valid_shape": ...} for a valid region smaller than ``shape``, else {}."""
+    if valid_shape is None or (len(valid_shape) == len(shape) and all(
+            same_dim(v, d) for v, d in zip(valid_shape, shape))):
+        return {}
+    R = context.rec()
+    if len(valid_shape) != len(shape):
+        raise R.fail(f"{op} to {list(shape)} with valid_shape {list(valid_shape)}: one entry "
+                     f"per dim", supported=["a valid_shape of the shape's rank"])
+    return {"valid_shape": R.check_dims(valid_shape, f"{op} valid_shape")}
 
 
 def arange(*args, dtype=None, **kwargs):
@@ -733,13 +739,7 @@ def expand_clone(input, shape, *, valid_shape=None):
     R = context.rec()
     t = _tensor(input, "expand_clone")
     shape = list(shape)
-    fields = {}
-    if valid_shape is not None and not (len(valid_shape) == len(shape) and all(
-            same_dim(v, d) for v, d in zip(valid_shape, shape))):
-        if len(valid_shape) != len(shape):
-            raise R.fail(f"expand_clone to {shape} with valid_shape {list(valid_shape)}: one "
-                         f"entry per dim", supported=["valid_shape of the shape's rank"])
-        fields["valid_shape"] = R.check_dims(valid_shape, "expand_clone valid_shape")
+    fields = _valid_field("expand_clone", valid_shape, shape)
     lead = len(shape) - len(t.shape)
     if lead < 0 or any(not (_is_one(d) or same_dim(d, s))
                        for d, s in zip(t.shape, shape[lead:])):

@@ -113,8 +113,7 @@ class Runtime:
         # x[:] = v renames the tensor object itself (Tensor.move): the other branch starts
         # from the value it held before the if
         for tensor, state in ctx["pre_vars"].values():
-            tensor.__dict__.clear()
-            tensor.__dict__.update(state)
+            _set_state(tensor, state)
         ctx["after_a"] = context.rec().branch_switch(ctx["cond"], ctx["state"])
         return ctx
 
@@ -139,8 +138,7 @@ class Runtime:
         if a is b and isinstance(a, Tensor) and id(a) in ctx["pre_vars"]:
             renamed = Runtime._renamed(ctx, a)
             if renamed is not None:
-                a.__dict__.clear()
-                a.__dict__.update(vars(renamed))
+                _set_state(a, vars(renamed))
             return a
         if a is b:
             return a if a is not MISSING else _Unbound(name)
@@ -229,6 +227,12 @@ def _stored_names(stmts) -> list[str]:
             if not node.id.startswith("__pto") and node.id not in names:
                 names.append(node.id)
     return names
+
+
+def _set_state(tensor: Tensor, state: dict) -> None:
+    """Make ``tensor`` the value whose attributes are ``state`` (a rename, undone or done)."""
+    tensor.__dict__.clear()
+    tensor.__dict__.update(state)
 
 
 def _tensor_states(bound: dict) -> dict:

@@ -74,12 +74,18 @@ def _elements(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return (hi - lo).prod(axis=1)
 
 
+def tile_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per tile, its rows: the product of every dim but the last."""
+    ext = hi - lo
+    return ext[:, :-1].prod(axis=1) if ext.shape[1] > 1 else np.ones(len(ext), np.int64)
+
+
 def _rows(lo: np.ndarray, hi: np.ndarray, elem: int) -> dict:
     """The row structure of a vector tile: rows and the bytes of one row."""
     ext = hi - lo
-    rows = ext[:, :-1].prod(axis=1) if ext.shape[1] > 1 else np.ones(len(ext), np.int64)
     tail = ext[:, -1] if ext.shape[1] else np.ones(len(ext), np.int64)
-    return {"vector_rows": rows.astype(float), "vector_row_bytes": (tail * elem).astype(float)}
+    return {"vector_rows": tile_rows(lo, hi).astype(float),
+            "vector_row_bytes": (tail * elem).astype(float)}
 
 
 def _vec_tile(op: TracedOp, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -22,7 +22,7 @@ import numpy as np
 from ..spec.errors import ConfigError
 from ..spec.kernel import DTYPE_BYTES
 from .limits import Limits
-from .ops import Node, Value, _check_ub, _elements, _vec_tile
+from .ops import Node, Value, _check_ub, _elements, _vec_tile, tile_rows
 from .trace import TracedOp
 from .values import grid
 
@@ -85,7 +85,7 @@ def topk(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     kept = int(_kept(k, width))
     along = hi[:, axis] - lo[:, axis]       # the tile's elements along the row
     padded = _align(along, SORT_BLOCK)
-    rows = (hi[:, :axis] - lo[:, :axis]).prod(axis=1) if axis else np.ones(len(lo), np.int64)
+    rows = tile_rows(lo, hi)
     out_shape = (*src.shape[:axis], splits * 2 * kept)
     out_lo, out_hi = lo.copy(), hi.copy()
     part = lo[:, axis] // width
@@ -141,7 +141,7 @@ def merge(index: int, partial: Node, value, limits: Limits) -> Node:
     group = lo[:, axis] // (2 * kept)
     in_lo[:, axis] = group * MERGE_WAYS * 2 * kept
     in_hi[:, axis] = np.minimum((group + 1) * MERGE_WAYS, splits) * 2 * kept
-    rows = (hi[:, :axis] - lo[:, :axis]).prod(axis=1) if axis else np.ones(len(lo), np.int64)
+    rows = tile_rows(lo, hi)
     list_bytes = 2 * kept * DTYPE_BYTES["fp32"]
     # the four lists, the merged one and the merge's scratch of four lists
     ub = rows * (2 * MERGE_WAYS + 1) * list_bytes
@@ -173,7 +173,7 @@ def topk_extract(index: int, op: TracedOp, inputs: list[Value], limits: Limits) 
     lo, hi = grid(out_shape, tile)
     in_lo, in_hi = lo.copy(), hi.copy()
     in_lo[:, axis], in_hi[:, axis] = 0, 2 * kept
-    rows = (hi[:, :axis] - lo[:, :axis]).prod(axis=1) if axis else np.ones(len(lo), np.int64)
+    rows = tile_rows(lo, hi)
     row_bytes = np.full(len(lo), 2.0 * kept * DTYPE_BYTES["fp32"])
     ub = rows * (row_bytes + k * DTYPE_BYTES["fp32"])
     _check_ub(limits, op, tile, ub)

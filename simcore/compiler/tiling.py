@@ -28,8 +28,8 @@ from .ops import Node
 from .program import CoreType
 from .rows import row_ids
 from .trace import RootCall, Scope, TracedOp
-from .values import (UB_BLOCK_BYTES, carry_out, GmValue, LocalValue, Piece, contiguous_bytes,
-                     pad, padded, ub_bytes)
+from .values import (UB_BLOCK_BYTES, carry_out, GmValue, LocalValue, Piece, _ravel,
+                     contiguous_bytes, pad, padded, ub_bytes)
 from .work import CubeWork, VectorWork, Work
 from .groupcache import GroupCache
 
@@ -505,9 +505,8 @@ class RootCallTiler:
         for step in value.path:
             if step[0] != "view":
                 return False
-            offsets, shape = step[1], step[2]
-            strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
-            if int(np.dot(offsets, strides)) * elem % UB_BLOCK_BYTES:
+            offset = int(_ravel(np.asarray([step[1]], np.int64), list(step[2]))[0])
+            if offset * elem % UB_BLOCK_BYTES:
                 return False
         return True
 
