@@ -136,6 +136,41 @@ def test_a_moved_view_is_still_checked_against_its_tensor(tmp_path):
         compile_kernel(resolve_kernel(path, {}), HW)
 
 
+TAIL_ROWS = """
+name: tail_rows
+params: {R: 16, C: 256}
+tensors:
+  x: {shape: [R, C], dtype: fp32, role: input}
+  z: {shape: [R, C], dtype: fp32, role: output}
+tiles:
+  vec: [8, C]
+body:
+  - set_vec_tile_shapes: vec
+  - loop: {name: L, idx: i, trip: 4, style: pypto}
+    body:
+      - {op: view, inputs: [x], out: a, shape: [8, C], offsets: ["i*4", 0], valid_shape: [4, C]}
+      - {op: exp, inputs: [a], out: ea}
+      - {op: assemble, inputs: [ea], out: z, offsets: ["i*4", 0]}
+"""
+
+
+def test_a_moved_assemble_is_checked_on_its_valid_rows(monkeypatch, tmp_path):
+    # each call holds data in 4 of its 8 rows (upstream's valid_shape), so the last one may
+    # write at row 12 of 16: a call that takes the first call's tasks checks its assemble on
+    # those 4 rows, as tiling it would, not on the 8 of the tile
+    path = tmp_path / "tail_rows.yaml"
+    path.write_text(TAIL_ROWS)
+    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
+    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    assert cached == full
+    assert full_runs == 4 and cached_runs < full_runs
+    assert program.work.mte2_bytes.tolist() == [4 * 256 * 4] * 4
+    past = tmp_path / "past.yaml"
+    past.write_text(TAIL_ROWS.replace("trip: 4", "trip: 5"))
+    with pytest.raises(Exception, match="leaves the tensor"):
+        compile_kernel(resolve_kernel(past, {}), HW)
+
+
 MEET_BOXES = """
 name: meet_boxes
 params: {R: 16, C: 256}

@@ -102,8 +102,8 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
            tensors: dict) -> _Sources:
     """The GM values of ``call``'s ops, with the tiler's own checks of their offsets.
 
-    Computed results are placeholders; an assemble's source shape is the one the first
-    call of this shape found (``assemble_shapes``, in assemble order).
+    Computed results are placeholders; an assemble's source shape (its valid region) is
+    the one the first call of this shape found (``assemble_shapes``, in assemble order).
     """
     t = RootCallTiler(kernel, limits, call, call_index)
     values_of = t.values
@@ -209,7 +209,10 @@ class CallCache:
         entries = self.entries.setdefault(key, [])
         if len(entries) >= MAX_ENTRIES_PER_KEY:
             return
-        shapes = [tuple(tiler.nodes[node].out_shape) for node, *_ in tiler.assembles]
+        # the region each assemble's bounds were checked on: the result's valid region
+        # where it has one (a tail of rows that may end at the target's edge)
+        shapes = [tuple(tiler.valid.get(node, tiler.nodes[node].out_shape))
+                  for node, *_ in tiler.assembles]
         entries.append(_Entry(call, call_index, tiler.workspace, pre, post, kept,
                               tiler.workspace_bytes(), shapes))
 
