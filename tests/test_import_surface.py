@@ -584,6 +584,120 @@ def test_scatter_update_checks_its_dim_and_shapes(tmp_path):
         trace_file(wrong_src, args={"index.values": [0, 1, 2, 3]})
 
 
+STATE_SCATTER_KERNEL = """
+    @pypto.jit
+    def k(state: pypto.Tensor((8, 4, 256), pypto.DT_FP32),
+          x: pypto.Tensor((2, 256), pypto.DT_FP32),
+          out: pypto.Tensor((8, 256), pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4)
+        slots = pypto.arange(4)
+        slots = pypto.reshape(slots, [1, 4], inplace=True)
+        for b in pypto.loop(8, name="B", idx_name="b"):
+            pypto.set_vec_tile_shapes(4, 256)
+            st = pypto.view(state, [1, 4, 256], [b, 0, 0])
+            flat = pypto.reshape(st, [4, 256])
+            src = pypto.exp(x)
+            index = pypto.view(slots, [1, 2], [0, 1], valid_shape=[1, VALID])
+            flat = pypto.scatter_update(flat, -2, index, src)
+            out[b:b + 1, :] = pypto.sum(flat, 0, keepdim=True)
+    """
+
+
+def _scatter_rows(cfg):
+    """(offsets, cond) of every scatter_update in the traced kernel's loop body."""
+    body = next(s for s in cfg["body"] if "loop" in s)["body"]
+    return [(s["offsets"], s.get("cond")) for s in body
+            if isinstance(s, dict) and s.get("op") == "scatter_update"]
+
+
+def test_scatter_update_into_a_copying_reshape_of_a_view(tmp_path):
+    """The compressor's scatter_update_3d: rows go into a copying reshape of a view of the
+    state (an on-chip value).  Upstream scatters into that copy, a tensor of its own in GM:
+    the value is written to a kernel temporary, the rows go there, and later reads read it.
+    Its row indices are a view of pypto.arange: known while tracing, so no --arg values;
+    only the index's valid entries name rows (a valid_shape of 1 skips the second row, one
+    that names the loop index makes each row's write conditional)."""
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.spec.kernel import Kernel
+    path = write(tmp_path, STATE_SCATTER_KERNEL.replace("VALID", "2"))
+    cfg = yaml.safe_load(kernel_text(trace_file(path), "t"))
+    assert "values" not in cfg
+    # besides the workspace the arange travels through into the loop's root function
+    temps = [n for n, t in cfg["tensors"].items()
+             if t["role"] == "temporary" and not n.endswith("_ws")]
+    assert len(temps) == 1 and cfg["tensors"][temps[0]]["shape"] == [4, 256]
+    body = next(s for s in cfg["body"] if "loop" in s)["body"]
+    assert [s["out"] for s in body if s.get("op") == "scatter_update"] == temps * 2
+    assert _scatter_rows(cfg) == [([1, 0], None), ([2, 0], None)]  # arange(4)[1:3]
+    program = compile_kernel(Kernel.model_validate(cfg), load_hardware("dav_2201"))
+    assert program.root_calls == 1 + 8      # the arange's, then one per b
+    assert program.leaf_tasks > 8
+    one = write(tmp_path, STATE_SCATTER_KERNEL.replace("VALID", "1"))
+    assert _scatter_rows(yaml.safe_load(kernel_text(trace_file(one), "t"))) == [([1, 0], None)]
+    by_loop = write(tmp_path, STATE_SCATTER_KERNEL.replace("VALID", "b % 2 + 1"))
+    rows = _scatter_rows(yaml.safe_load(kernel_text(trace_file(by_loop), "t")))
+    assert [r[0] for r in rows] == [[1, 0], [2, 0]]
+    assert all("b % 2" in cond for _, cond in rows)
+
+
+def test_an_inplace_reshape_of_a_value_from_another_root_function_is_a_window(tmp_path):
+    """An op's result made before a pypto.loop and reshaped in place inside it (the
+    compressor's kv_t) is read from the GM workspace it is spilled to: the reshape is a
+    window on that tensor, as upstream's in-place reshape of GM, not a copy whose result
+    would need spilling again."""
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.spec.kernel import Kernel
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((8, 64)), out: pypto.Tensor((4, 2, 64))):
+            pypto.set_vec_tile_shapes(8, 64)
+            e = pypto.exp(a)
+            for _ in pypto.loop(1):
+                pypto.set_pass_options(sg_set_scope=1)
+                e = pypto.reshape(e, [4, 2, 64], inplace=True)
+            for i in pypto.loop(4, name="I", idx_name="i"):
+                pypto.set_vec_tile_shapes(1, 2, 64)
+                out[i:i + 1, :, :] = e[i:i + 1, :, :] + 1.0
+        """)
+    cfg = yaml.safe_load(kernel_text(trace_file(path), "t"))
+    statements = list(_statements(cfg["body"]))
+    reshapes = [s for s in statements if s.get("op") == "reshape"]
+    assert [(r["inputs"], r.get("inplace")) for r in reshapes] == [(["e_ws"], True)]
+    assert [s.get("op") for s in statements].count("assemble") == 1 + 1   # the spill, out
+    program = compile_kernel(Kernel.model_validate(cfg), load_hardware("dav_2201"))
+    assert program.leaf_tasks >= 1 + 4
+
+
+def _statements(body):
+    for s in body:
+        yield s
+        yield from _statements(s.get("body", []))
+
+
+def test_symbolic_scalar_of_an_int_is_a_symbolic_constant(tmp_path):
+    """pypto.SymbolicScalar(0) has the methods of a symbolic int; one named by a string (a
+    runtime variable) stops with a clear error."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((8, 64)), out: pypto.Tensor((8, 64))):
+            pypto.set_vec_tile_shapes(8, 64)
+            n = pypto.SymbolicScalar(8).min(4) + pypto.SymbolicScalar(4)
+            out[0:n, :] = a[0:n, :] + 1.0
+        """)
+    cfg = yaml.safe_load(kernel_text(trace_file(path), "t"))
+    assert cfg["tensors"]["out"]["shape"] == [8, 64]
+    named = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((8, 64)), out: pypto.Tensor((8, 64))):
+            n = pypto.SymbolicScalar("n") + 1
+            out[:] = a + 1.0
+        """)
+    with pytest.raises(ConfigError, match=r"SymbolicScalar\('n'\).*named by a string"):
+        trace_file(named)
+
+
 def test_moving_gm_data_renames_it_or_copies_input_data(tmp_path):
     """Upstream's Tensor.move (and x[:] = v) repoints the tensor: a pypto.tensor the kernel
     wrote is renamed with no op (a note says where the data stays), while kernel input data

@@ -297,15 +297,24 @@ def ceildiv(a, b):
     return ceil_div(a, b)
 
 
-def symbolic_scalar(value):
+def SymbolicScalar(value):     # noqa: N802 (upstream's class name)
+    """pypto.SymbolicScalar(v): as symbolic_scalar, but an int becomes a symbolic constant
+    (its methods, .max() and .min(), work on it as on any symbolic int)."""
+    value = symbolic_scalar(value, "SymbolicScalar")
+    return SymInt(str(value), value) if is_int(value) else value
+
+
+def symbolic_scalar(value, _api: str = "symbolic_scalar"):
     """pypto.symbolic_scalar(v): a symbolic int, or an int made one (a constant); a bool is
     the int it is in Python (upstream's constructor takes any int)."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (SymInt, int)):
         return value
-    raise context.rec().fail(f"pypto.symbolic_scalar({value!r}) takes an int or a symbolic "
-                             f"int", supported=["pypto.symbolic_scalar(int)"])
+    named = " (a scalar named by a string, a runtime variable, is not modeled)" \
+        if isinstance(value, str) else ""
+    raise context.rec().fail(f"pypto.{_api}({value!r}) takes an int or a symbolic int{named}",
+                             supported=[f"pypto.{_api}(int)"])
 
 
 def sym_min(a, b):

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 from . import context
 from .symbols import SymInt, is_int, same_dim
-from .tensor import DataType, DType, Tensor, _element, make, schema_dtype
+from .tensor import (DataType, DType, Tensor, _element, make, row_major, schema_dtype,
+                     temporary, unravel)
 
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
@@ -283,9 +284,9 @@ def _gm(t, op: str) -> Tensor:
     R = context.rec()
     t = _tensor(t, op)
     if t.kind == "local":
-        raise R.fail(f"{op} of '{t.slot.root().hint}', an on-chip value (the result of an op): "
-                     f"{op} of on-chip values is not supported yet",
-                     supported=[f"{op} of kernel tensors, pypto.tensor temporaries and their "
+        raise R.fail(f"{op} '{t.slot.root().hint}', an on-chip value (the result of an op), "
+                     f"is not supported yet",
+                     supported=[f"{op} kernel tensors, pypto.tensor temporaries and their "
                                 f"views"])
     return t
 
@@ -308,15 +309,33 @@ def view(input, shape=None, offsets=None, *, valid_shape=None, dtype=None):
         # read that box of the producer's result)
         out = make("local", shape, t.dtype, "view", valid=valid_shape)
         R.op({"op": "view", **fields}, [t], out.slot, where)
-        return out
-    out = make("view", shape, t.dtype, "view", t.decl, valid=valid_shape)
-    out.defined_by = R.window({"op": "view", **fields}, [t], out.slot, where)
+    else:
+        out = make("view", shape, t.dtype, "view", t.decl, valid=valid_shape)
+        out.defined_by = R.window({"op": "view", **fields}, [t], out.slot, where)
+    known = t.elements
+    if known is not None:
+        out.elements = lambda keys: known([k + o for k, o in zip(keys, offsets)])
     return out
 
 
 def reshape(input, shape, *, valid_shape=None, inplace=False):
-    R = context.rec()
     t = _tensor(input, "reshape")
+    out = _reshape(t, list(shape), valid_shape, inplace)
+    known, src_shape = t.elements, list(t.shape)
+    if known is not None:           # the same elements, read in row-major order
+        out.elements = lambda keys: known(unravel(row_major(keys, shape), src_shape))
+    return out
+
+
+def _reshape(t: Tensor, shape, valid_shape, inplace: bool) -> Tensor:
+    R = context.rec()
+    if t.kind == "local" and R.segment not in t.present and not t.conds:
+        # made in another root function: read from the GM workspace it is spilled to, so
+        # the reshape is one of that tensor (in place: a window on it, as upstream's)
+        R.reachable(t)
+        workspace = R.workspace_of(t)
+        if workspace is not None:
+            t = workspace
     if t.kind == "local":
         return _local_reshape(t, shape, valid_shape)
     if valid_shape is not None and len(valid_shape) == len(shape) and all(
@@ -479,9 +498,13 @@ def arange(*args, dtype=None, **kwargs):
     if dtype is None:
         floats = any(isinstance(v, float) for v in (start, end, step))
         dtype = DataType.DT_FP32 if floats else DataType.DT_INT32
-    return _local("arange", [count], dtype, {"shape": [count], "start": float(start),
-                                             "step": float(step), "dtype": schema_dtype(dtype)},
-                  [])
+    out = _local("arange", [count], dtype, {"shape": [count], "start": float(start),
+                                            "step": float(step), "dtype": schema_dtype(dtype)},
+                 [])
+    if dtype == DataType.DT_INT32 and all(isinstance(v, int) for v in (start, step)):
+        # its values are known: a scatter_update index made by arange needs no data
+        out.elements = lambda keys: start + step * keys[0]
+    return out
 
 
 def _filled(value: float, size, dtype):
@@ -679,9 +702,18 @@ def scatter_update(input, dim, index, src):
     index % block_size), in place.  Upstream's leaf task copies index and src into UB and
     writes each row out on its own; here each row is an assemble of one row of ``src`` at
     the row the index data names, so the index needs its values (--arg NAME.values=...).
-    The leaf tasks read them, not the control flow: no host fetch before the launch."""
+    The leaf tasks read them, not the control flow: no host fetch before the launch.
+    An on-chip ``input`` (a copying reshape of a view) is first written to a GM tensor of
+    its own, which the rows go into and which ``input`` is from then on."""
     R = context.rec()
-    dst = _gm(input, "scatter_update into")
+    target = _tensor(input, "scatter_update", "input")
+    if target.kind == "local":
+        # an op's result (a copying reshape of a view): upstream scatters into that copy,
+        # a tensor of its own in GM, and the value is the copy from then on
+        dst = temporary(list(target.shape), target.dtype, f"{target.slot.root().hint}_scatter")
+        assemble(target, [0] * len(target.shape), dst)
+    else:
+        dst = _gm(target, "scatter_update into")
     idx = _tensor(index, "scatter_update", "index")
     rows = _tensor(src, "scatter_update", "src")
     if len(dst.shape) not in (2, 4) or dim not in (-2, len(dst.shape) - 2):
@@ -701,17 +733,30 @@ def scatter_update(input, dim, index, src):
     if rows.kind != "local":
         rows = gm_load(rows)
     block = dst.shape[1] if len(dst.shape) == 4 else None
+    valid = idx._valid if idx._valid is not None else idx.shape
     for i in range(b):
         for j in range(s):
-            at = _element(idx, [i, j], control_flow=False)
-            row = view(rows, [1, d] if len(rows.shape) == 2 else [1, 1, 1, d],
-                       [i * s + j, 0] if len(rows.shape) == 2 else [i, j, 0, 0])
-            offsets = [at, 0] if block is None else [at // block, at % block, 0, 0]
-            R.op({"op": "scatter_update", "offsets": R.check_dims(offsets,
-                                                                  "scatter_update row")},
-                 [row], dst, R.where())
+            # only the index's valid entries name rows; a bound known per call only
+            # (a valid_shape that names a loop index) makes the row's write conditional
+            limits = [f"{k} < {v.text}" for k, v in zip((i, j), valid) if isinstance(v, SymInt)]
+            if any(is_int(v) and k >= v for k, v in zip((i, j), valid)):
+                continue
+            R.conds.extend(limits)
+            try:
+                at = _element(idx, [i, j], control_flow=False)
+                row = view(rows, [1, d] if len(rows.shape) == 2 else [1, 1, 1, d],
+                           [i * s + j, 0] if len(rows.shape) == 2 else [i, j, 0, 0])
+                offsets = [at, 0] if block is None else [at // block, at % block, 0, 0]
+                R.op({"op": "scatter_update", "offsets": R.check_dims(offsets,
+                                                                      "scatter_update row")},
+                     [row], dst, R.where())
+            finally:
+                del R.conds[len(R.conds) - len(limits):]
     if dst.decl is not None and dst.decl.role == "input":
         dst.decl.role = "output"
+    if target.kind == "local":
+        target.move(dst)
+        return target
     return dst
 
 

@@ -200,7 +200,7 @@ class Recorder:
 
     # -- statements --------------------------------------------------------------------------
     def op(self, fields: dict, inputs: list, out, where: str) -> OpRec:
-        inputs = [self._reachable(v) for v in inputs]
+        inputs = [self.reachable(v) for v in inputs]
         for value in inputs + ([out] if hasattr(out, "slot") else []):
             self.check_usable(value)
         self._check_state(fields["op"])
@@ -218,7 +218,7 @@ class Recorder:
             fields.setdefault("label", self.label)
         return OpRec(fields, [_as_now(v) for v in inputs], out, where, tuple(self.conds))
 
-    def _reachable(self, value):
+    def reachable(self, value):
         """An on-chip value used in another root function than the one that made it goes
         through GM, as upstream spills it to a workspace: its producer also writes it into a
         kernel temporary right after making it, and the use reads a view of that.  A value

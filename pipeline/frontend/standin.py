@@ -156,7 +156,7 @@ def build() -> dict[str, types.ModuleType]:
         "set_verify_options": control.set_verify_options,
         "set_semantic_label": control.set_semantic_label, "ceildiv": control.ceildiv,
         "set_matrix_size": control.set_matrix_size,
-        "min": control.sym_min, "max": control.sym_max, "SymbolicScalar": SymInt,
+        "min": control.sym_min, "max": control.sym_max, "SymbolicScalar": control.SymbolicScalar,
         "symbolic_scalar": control.symbolic_scalar, "matmul": ops.matmul, "view": ops.view,
         "reshape": ops.reshape, "assemble": ops.assemble, "transpose": ops.transpose,
         "concat": ops.concat, "full": ops.full, "cast": ops.cast, "softmax": ops.softmax,

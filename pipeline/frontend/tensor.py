@@ -295,6 +295,9 @@ def make(kind: str, shape, dtype: DType, hint: str, decl: TensorDecl | None = No
     # root-function segments where the value exists; a GM window is declared on first use
     t.present = set() if kind == "view" else {R.segment}
     t.defined_by = None
+    # element -> value, for an on-chip value whose elements the trace knows (an int
+    # pypto.arange, and reshapes and views of it); None otherwise
+    t.elements = None
     t.where = R.where()
     return t
 
@@ -331,12 +334,16 @@ def _element(t: Tensor, keys, control_flow: bool = True) -> SymInt:
         raise R.fail(f"{t.slot.root().hint}[{', '.join(map(repr, keys))}] reads an element of "
                      f"a {len(t._shape)}-D tensor with {len(keys)} indices",
                      supported=["one index per dim: x[b, i]", "slices x[a:b, :]"])
+    if t.elements is not None:
+        return t.elements(list(keys))       # made on the device, but known: no data read
     t, keys = _argument_element(t, list(keys))
     name = t.slot.root().hint
     if t.kind != "arg":
         raise R.fail(f"an element read of '{name}', which is not a tensor argument (its data "
                      f"is made on the device, not known while tracing)",
-                     supported=["element reads of int32/int64 tensor arguments and their views"])
+                     supported=["element reads of int32/int64 tensor arguments and their views",
+                                "element reads of an int pypto.arange and its reshapes and "
+                                "views"])
     if t.decl.dtype not in ("int32", "int64"):
         raise R.fail(f"an element read of '{name}' ({t.decl.dtype}): scalars come from "
                      f"int32/int64 tensors", supported=["element reads of int32/int64 tensor "
@@ -366,6 +373,24 @@ def _element(t: Tensor, keys, control_flow: bool = True) -> SymInt:
     return SymInt(f"{name}[{', '.join(texts)}]", value)
 
 
+def row_major(keys, shape) -> object:
+    """The position of element ``keys`` in a tensor of ``shape`` read in row-major order."""
+    flat = 0
+    for k, d in zip(keys, shape):
+        flat = flat * d + k
+    return flat
+
+
+def unravel(flat, shape) -> list:
+    """The element at row-major position ``flat`` of a tensor of ``shape``."""
+    keys = []
+    for d in reversed(shape[1:]):
+        keys.insert(0, flat % d)
+        flat = flat // d
+    keys.insert(0, flat)
+    return keys
+
+
 def _argument_element(t: Tensor, keys: list):
     """The tensor a chain of GM views and in-place reshapes starts from, and the keys of
     ``t``'s element ``keys`` in it (a view adds its offsets; a reshape keeps the row-major
@@ -376,14 +401,7 @@ def _argument_element(t: Tensor, keys: list):
         if rec.fields["op"] == "view":
             keys = [k + _dim(o) for k, o in zip(keys, rec.fields["offsets"])]
         else:
-            flat = 0
-            for k, d in zip(keys, t._shape):
-                flat = flat * d + k
-            keys = []
-            for d in reversed(parent._shape[1:]):
-                keys.insert(0, flat % d)
-                flat = flat // d
-            keys.insert(0, flat)
+            keys = unravel(row_major(keys, t._shape), parent._shape)
         t = parent
     return t, keys
 
