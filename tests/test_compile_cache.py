@@ -171,6 +171,49 @@ def test_a_moved_assemble_is_checked_on_its_valid_rows(monkeypatch, tmp_path):
         compile_kernel(resolve_kernel(past, {}), HW)
 
 
+FRESH_TEMP = """
+name: fresh_temp
+params: {R: 8, C: 256}
+tensors:
+  x: {shape: ["4*R", C], dtype: fp32, role: input}
+  z: {shape: ["4*R", C], dtype: fp32, role: output}
+  t: {shape: [R, C], dtype: fp32, role: temporary, fresh_per: L}
+tiles:
+  vec: [R, C]
+body:
+  - set_vec_tile_shapes: vec
+  - loop: {name: L, idx: i, trip: 4, style: pypto}
+    body:
+      - {op: view, inputs: [x], out: a, shape: [R, C], offsets: ["i*R", 0]}
+      - {op: exp, inputs: [a], out: e}
+      - {op: assemble, inputs: [e], out: t, offsets: [0, 0]}
+      - {op: view, inputs: [t], out: tv, shape: [R, C], offsets: [0, 0]}
+      - {op: sqrt, inputs: [tv], out: s}
+      - {op: assemble, inputs: [s], out: z, offsets: ["i*R", 0]}
+"""
+
+
+def test_a_temporary_made_per_iteration_carries_nothing_between_iterations(monkeypatch,
+                                                                            tmp_path):
+    # upstream allocates a pypto.tensor made in a loop body anew each iteration: the four
+    # iterations' writes of t are four buffers, so no iteration waits for another; one t
+    # for all (no fresh_per) chains each iteration's write after the one before.  The calls
+    # of later iterations still take the first call's tasks, instance for instance
+    path = tmp_path / "fresh.yaml"
+    path.write_text(FRESH_TEMP)
+    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
+    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    assert cached == full
+    assert full_runs == 4 and cached_runs < full_runs
+
+    def across_calls(p):
+        return int(np.sum(p.task_call[p.edge_src] != p.task_call[p.edge_dst]))
+    assert across_calls(program) == 0
+    shared = tmp_path / "shared.yaml"
+    shared.write_text(FRESH_TEMP.replace(", fresh_per: L", ""))
+    assert across_calls(compile_kernel(resolve_kernel(shared, {}), HW)) > 0
+
+
 MEET_BOXES = """
 name: meet_boxes
 params: {R: 16, C: 256}

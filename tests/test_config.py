@@ -146,6 +146,26 @@ def test_ready_on_host_tensors_must_name_kernel_tensors(tmp_path):
     assert str(path) in str(err.value)
 
 
+def test_fresh_per_names_a_pypto_loop_of_a_temporary(tmp_path):
+    body = ("body:\n  - loop: {name: L, idx: i, trip: 2, STYLE}\n"
+            "    body: [{op: exp, inputs: [x], out: y}, {op: assemble, inputs: [y], out: t, "
+            "offsets: [0]}]\n")
+    ok = write(tmp_path, "ok.yaml", "name: k\ntensors: {x: {shape: [4]}, t: {shape: [4], "
+               "fresh_per: L}}\n" + body.replace(", STYLE", ""))
+    assert load_kernel(ok).tensors["t"].fresh_per == "L"
+    unknown = write(tmp_path, "u.yaml", ok.read_text().replace("fresh_per: L", "fresh_per: M"))
+    with pytest.raises(ConfigError, match=r"tensors.t.fresh_per names 'M'.*known: L"):
+        load_kernel(unknown)
+    python_for = write(tmp_path, "f.yaml", "name: k\ntensors: {x: {shape: [4]}, t: {shape: "
+                       "[4], fresh_per: L}}\n" + body.replace("STYLE", "style: for"))
+    with pytest.raises(ConfigError, match=r"not a pypto loop"):
+        load_kernel(python_for)
+    an_input = write(tmp_path, "i.yaml", ok.read_text().replace(
+        "t: {shape: [4], fresh_per: L}", "t: {shape: [4], role: output, fresh_per: L}"))
+    with pytest.raises(ConfigError, match=r"only a temporary gets memory per iteration"):
+        load_kernel(an_input)
+
+
 def test_bad_override_names_the_option(msa_path, tmp_path):
     from pipeline.runner import run_simulate
     with pytest.raises(ConfigError, match="stitch_function_max_num.*1024"):

@@ -627,6 +627,8 @@ def test_scatter_update_into_a_copying_reshape_of_a_view(tmp_path):
     temps = [n for n, t in cfg["tensors"].items()
              if t["role"] == "temporary" and not n.endswith("_ws")]
     assert len(temps) == 1 and cfg["tensors"][temps[0]]["shape"] == [4, 256]
+    # made in the loop's body: memory of its own in each iteration, as upstream's
+    assert cfg["tensors"][temps[0]]["fresh_per"] == "B"
     body = next(s for s in cfg["body"] if "loop" in s)["body"]
     assert [s["out"] for s in body if s.get("op") == "scatter_update"] == temps * 2
     assert _scatter_rows(cfg) == [([1, 0], None), ([2, 0], None)]  # arange(4)[1:3]

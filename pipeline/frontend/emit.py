@@ -103,6 +103,8 @@ def _tensor_line(decl, name: str) -> str:
         spec["control_flow_input"] = False   # its values place data; the leaf tasks read them
     if decl.cache_policy != "default":
         spec["cache_policy"] = decl.cache_policy
+    if decl.fresh_per is not None:
+        spec["fresh_per"] = decl.fresh_per
     comment = f"   # {_at(decl.where)}" if decl.where else ""
     return f"  {name}: {_flow(spec)}{comment}"
 

@@ -46,6 +46,7 @@ class TensorDecl:
     where: str = ""
     control_flow_input: bool = False     # its elements are read as scalars by the control flow
     data_values: bool = False            # its elements place data (scatter_update's rows)
+    fresh_per: str | None = None         # made in this pypto.loop's body: memory per iteration
 
 
 def _as_now(value):
@@ -121,6 +122,7 @@ class Recorder:
         self.state["sg_set_scope"] = -1
         self.label: str | None = None
         self.active_idx: list[str] = []
+        self.pypto_loops: list[str] = []     # names of the enclosing pypto.loops, innermost last
         self.used_names: set[str] = set()
         self.loop_count = 0
         self.notes: list[str] = []
@@ -334,6 +336,7 @@ class Recorder:
         self.active_idx.append(head["idx"])
         if head.get("style", "pypto") == "pypto":
             self.segment += 1
+            self.pypto_loops.append(head["name"])
         return rec, dict(self.state)
 
     def loop_end(self, rec: LoopRec, entry: dict) -> None:
@@ -344,6 +347,7 @@ class Recorder:
         self.active_idx.pop()
         if rec.head.get("style", "pypto") == "pypto":
             self.segment += 1
+            self.pypto_loops.pop()
         if not rec.body:
             raise self.fail(f"pypto.loop '{rec.head['name']}' has an empty body")
         # Upstream scopes tile shapes and scope per loop: every iteration starts from the

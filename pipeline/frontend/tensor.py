@@ -251,6 +251,7 @@ class Tensor:
             return
         R = context.rec()
         if self.kind == "arg" and other.decl is not self.decl:
+            other.decl.fresh_per = None     # it is the argument's memory: one buffer
             R.notes.append(f"'{self.slot.root().hint}' takes the data of "
                            f"'{other.slot.root().hint}' at {R.where()} (a move: upstream links "
                            f"it to the argument's address, no copy); the config keeps the "
@@ -316,8 +317,11 @@ def temporary(shape, dtype, name="", format=None) -> Tensor:
         raise R.fail(f"pypto.tensor needs a shape list, got {shape!r}")
     dims = R.check_dims(shape, "pypto.tensor shape")
     dtype = dtype or DataType.DT_FP32
+    # made in a pypto.loop's body, it is allocated anew in every iteration (upstream marks
+    # its slot for a new allocation each time round, RUNTIME_SlotMarkNeedAlloc)
     decl = R.declare(TensorDecl(Slot(name or "tmp", named=bool(name)), dims, schema_dtype(dtype),
-                                _format_name(format), "temporary", where=R.where()))
+                                _format_name(format), "temporary", where=R.where(),
+                                fresh_per=R.pypto_loops[-1] if R.pypto_loops else None))
     return make("temp", list(shape), dtype, decl.slot.hint, decl)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from .accesses import Accesses, GmBuffer
 from .rows import row_ids
 from .tiling import RootCallTiler, _check_inside
+from .trace import tensor_of
 from .values import MAX_RANK, GmValue, LocalValue, padded
 
 # attributes that say where an op's data sits in GM: a call may differ from another there
@@ -47,10 +48,27 @@ def _frozen(value):
     return value
 
 
+def _instances(call) -> dict[str, str]:
+    """Each ``fresh_per`` tensor instance the call names -> the same name with its
+    iteration replaced by its order of first use in the call: calls of other iterations
+    then have the same key, and a call taking another's tasks takes them instance for
+    instance."""
+    seen: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for op in call.ops:
+        for n in (*op.inputs, op.out):
+            if "@" in n and n not in seen:
+                base = tensor_of(n)
+                seen[n] = f"{base}@#{counts.setdefault(base, 0)}"
+                counts[base] += 1
+    return seen
+
+
 def call_key(call) -> tuple | None:
     """What must match for two root calls to tile alike; None if it cannot be told."""
     bodies: dict = {}
     ops = []
+    norm = _instances(call)
     for op in call.ops:
         name = op.op
         drop = _POSITION_ATTRS.get(name)
@@ -59,14 +77,17 @@ def call_key(call) -> tuple | None:
             return None     # a handler this cache does not know how to replay
         attrs = tuple(kv for kv in op.attrs.items() if kv[0] not in drop) if drop \
             else tuple(op.attrs.items())
+        inputs, out = op.inputs, op.out
+        if norm:
+            inputs, out = tuple(norm.get(n, n) for n in inputs), norm.get(out, out)
         if drop is not None or name in _VALUE_HANDLERS:
             # the tiler's GM handlers read neither tile shapes nor scopes nor labels
-            ops.append((name, op.inputs, op.out, attrs))
+            ops.append((name, inputs, out, attrs))
             continue
         scope = op.scope
         # unrolled bodies are told apart by their loop indices: only which body matters
         body = bodies.setdefault(scope.loop_body, len(bodies))
-        ops.append((name, op.inputs, op.out, op.vec_tile, op.cube_tile, op.label,
+        ops.append((name, inputs, out, op.vec_tile, op.cube_tile, op.label,
                     scope.id, scope.allow_parallel_merge, scope.allow_cross_scope_merge, body,
                     attrs))
     key = (call.root_key, tuple(ops))
@@ -93,6 +114,7 @@ class _Sources:
     multi_write: np.ndarray  # per source: an assemble into a value of several pieces
     write_offset: np.ndarray  # per source: the assemble offsets alone (0 for reads)
     workspace: str          # the prefix of the call's own GM workspace buffers
+    instances: dict         # its fresh_per tensor instances, normalised (_instances)
 
 
 _PLACEHOLDER = LocalValue(-1, (), "")
@@ -164,7 +186,7 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
         values_of[op.out] = _PLACEHOLDER
     as_array = lambda rows: np.asarray(rows, np.int64).reshape(-1, MAX_RANK)
     return _Sources(values, buffer, slot, as_array(offset), as_array(extent),
-                    np.asarray(multi, bool), as_array(woff), t.workspace)
+                    np.asarray(multi, bool), as_array(woff), t.workspace, _instances(call))
 
 
 @dataclass
@@ -263,7 +285,7 @@ class CallCache:
         self.hits += 1
         post = entry.post
         d_post = delta[entry.kept]
-        rename = _renamer(entry.workspace, mine.workspace)
+        rename = _renamer(entry.workspace, mine.workspace, a.instances, mine.instances)
         acc = replace(post.acc, buffers=tuple(rename(b) for b in post.acc.buffers),
                       lo=post.acc.lo + d_post, hi=post.acc.hi + d_post)
         return replace(post, acc=acc), entry.workspace_bytes
@@ -329,11 +351,16 @@ def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     return pairs == np.unique(a).size == np.unique(b).size
 
 
-def _renamer(old: str, new: str):
+def _renamer(old: str, new: str, old_instances: dict, new_instances: dict):
     prefix = f"{old}."
+    by_norm = {norm: name for name, norm in new_instances.items()}
+    instance = {name: by_norm[norm] for name, norm in old_instances.items()}
 
     def rename(b: GmBuffer) -> GmBuffer:
         if b.name.startswith(prefix):
             return replace(b, name=f"{new}.{b.name[len(prefix):]}")
+        if b.name in instance or b.storage in instance:
+            return replace(b, name=instance.get(b.name, b.name),
+                           storage=instance.get(b.storage, b.storage))
         return b
     return rename

@@ -27,7 +27,7 @@ from .limits import Limits
 from .ops import Node
 from .program import CoreType
 from .rows import row_ids
-from .trace import RootCall, Scope, TracedOp
+from .trace import RootCall, Scope, TracedOp, tensor_of
 from .values import (UB_BLOCK_BYTES, carry_out, GmValue, LocalValue, Piece, _ravel,
                      contiguous_bytes, pad, padded, ub_bytes)
 from .work import CubeWork, VectorWork, Work
@@ -162,7 +162,7 @@ class RootCallTiler:
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
         if name in self.values:
             return self.values[name]
-        spec = self.kernel.tensors.get(name)
+        spec = self.kernel.tensors.get(tensor_of(name))
         if spec is None:
             raise ConfigError(f"field '{op.where}.inputs': '{name}' is neither a tensor in "
                               f"'tensors' nor the output of an earlier op.")

@@ -148,6 +148,10 @@ class _Tracer:
         self.combine_axis = False       # upstream's operation_options default
         self.loop_env: dict[str, int] = {}
         self.segment = 0
+        # temporaries with memory of their own per iteration of a loop: traced under an
+        # instance name per iteration (``instance_name``), so iterations share no buffer
+        self.fresh = {n: t.fresh_per for n, t in kernel.tensors.items() if t.fresh_per}
+        self.iterations: dict[str, int] = {}    # loop name -> iterations begun so far
         self._plans: dict[int, _OpPlan] = {}     # by id of a statement of self.kernel
 
     def _value(self, text, env, where: str) -> int:
@@ -223,9 +227,17 @@ class _Tracer:
         if attrs.get("src"):
             # an imported kernel's op: errors name the Python line that wrote it too
             where = f"{where} at {attrs['src']}"
-        return TracedOp(op=stmt.op, inputs=plan.inputs, out=stmt.out, where=where,
+        inputs, out = plan.inputs, stmt.out
+        if self.fresh:
+            inputs = tuple(self._instance(n) for n in inputs)
+            out = self._instance(out)
+        return TracedOp(op=stmt.op, inputs=inputs, out=out, where=where,
                         vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,
                         attrs=attrs, label=plan.label)
+
+    def _instance(self, name: str) -> str:
+        loop = self.fresh.get(name)
+        return name if loop is None else instance_name(name, self.iterations.get(loop, 0))
 
     def _loop(self, stmt: LoopStmt, env, where: str) -> None:
         head = stmt.loop
@@ -248,12 +260,24 @@ class _Tracer:
             self.current = RootCall(root_key=key, bodies=u * times, parallel=head.parallel)
             for _ in range(u):
                 self.loop_env[head.idx] = i
+                self.iterations[head.name] = self.iterations.get(head.name, 0) + 1
                 self.run(stmt.body, {**env, head.idx: i, f"{head.idx}_unroll": u},
                          f"{where}.body")
                 i += 1
             self.flush()
         self.loop_env.pop(head.idx, None)
         self.current = replace(self.current, root_key=f"{resume_key}_after_{head.name}")
+
+
+def instance_name(tensor: str, iteration: int) -> str:
+    """The buffer of a ``fresh_per`` temporary in the loop's ``iteration``-th iteration
+    (counted over the whole run, so the iterations of nested loops stay apart)."""
+    return f"{tensor}@{iteration}"
+
+
+def tensor_of(buffer: str) -> str:
+    """The kernel tensor a buffer is (an instance name's tensor)."""
+    return buffer.split("@", 1)[0]
 
 
 def trace(kernel: Kernel) -> Trace:

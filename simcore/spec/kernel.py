@@ -84,8 +84,19 @@ class TensorSpec(Strict):
     # tables): the control AICPU must fetch it before building anything, unless the launch
     # lists it in runtime_options.ready_on_host_tensors
     control_flow_input: bool = False
+    # a pypto.tensor made inside this pypto.loop's body: each iteration of the loop gets
+    # memory of its own (upstream allocates it anew per iteration), so iterations share
+    # nothing through it and need not wait for each other's writes
+    fresh_per: str | None = None
 
     _dims = _dims_validator("shape")
+
+    @model_validator(mode="after")
+    def _fresh_only_for_temporaries(self) -> "TensorSpec":
+        if self.fresh_per is not None and self.role != "temporary":
+            raise ValueError(f"fresh_per names loop '{self.fresh_per}' on a tensor of role "
+                             f"'{self.role}'; only a temporary gets memory per iteration")
+        return self
 
 
 class OpStmt(Strict):
@@ -326,6 +337,17 @@ class Kernel(Strict):
                     if not isinstance(self.tiles[ref], want):
                         raise ValueError(f"{attr} names tile '{ref}', which is a "
                                          f"{'cube' if want is list else 'vector'} tile")
+        return self
+
+    @model_validator(mode="after")
+    def _fresh_loops_exist(self) -> "Kernel":
+        loops = {s.loop.name: s.loop.style for s in walk(self.body) if isinstance(s, LoopStmt)}
+        for name, spec in self.tensors.items():
+            loop = spec.fresh_per
+            if loop is not None and loops.get(loop) != "pypto":
+                raise ValueError(f"tensors.{name}.fresh_per names '{loop}', which is not a "
+                                 f"pypto loop of this kernel (known: "
+                                 f"{', '.join(sorted(n for n, s in loops.items() if s == 'pypto')) or 'none'})")
         return self
 
     @model_validator(mode="after")
