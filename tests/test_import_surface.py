@@ -678,6 +678,27 @@ def _statements(body):
         yield from _statements(s.get("body", []))
 
 
+def test_a_value_spilled_between_root_functions_has_memory_per_iteration(tmp_path):
+    """An op's result made in a pypto.loop body and used in a loop nested in it goes through
+    a GM workspace written anew in every iteration of the loop that makes it (upstream's
+    exclusive outcast of the producing call); one made before any loop is one buffer."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(a: pypto.Tensor((4, 8, 64)), out: pypto.Tensor((4, 8, 64))):
+            pypto.set_vec_tile_shapes(8, 64)
+            w = pypto.exp(a[0, :, :])
+            for b in pypto.loop(4, name="B", idx_name="b"):
+                pypto.set_vec_tile_shapes(8, 64)
+                e = pypto.exp(a[b, :, :]) + w
+                for j in pypto.loop(2, name="J", idx_name="j"):
+                    pypto.set_vec_tile_shapes(4, 64)
+                    out[b, j * 4:j * 4 + 4, :] = e[j * 4:j * 4 + 4, :] + 1.0
+        """)
+    tensors = yaml.safe_load(kernel_text(trace_file(path), "t"))["tensors"]
+    assert tensors["e_ws"]["fresh_per"] == "B"
+    assert "fresh_per" not in tensors["w_ws"]
+
+
 def test_symbolic_scalar_of_an_int_is_a_symbolic_constant(tmp_path):
     """pypto.SymbolicScalar(0) has the methods of a symbolic int; one named by a string (a
     runtime variable) stops with a clear error."""

@@ -252,9 +252,13 @@ class Recorder:
         except Unsupported:
             return None
         hint = value.slot.root().hint
+        # upstream hands such a value on in memory of the producing call's own (an
+        # exclusive outcast): written anew in each iteration of the producer's loop
+        loops = getattr(value, "loops", ())
         decl = self.declare(TensorDecl(Slot(f"{hint}_ws"), dims,
                                        tensor.schema_dtype(value.dtype), "ND", "temporary",
-                                       where=value.where))
+                                       where=value.where,
+                                       fresh_per=loops[-1] if loops else None))
         temp = tensor.make("temp", value.shape, value.dtype, decl.slot.hint, decl)
         body.insert(index + 1, OpRec({"op": "assemble", "offsets": [0] * len(dims)},
                                      [_as_now(value)], temp, rec.where, rec.cond))

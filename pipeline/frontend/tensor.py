@@ -296,6 +296,7 @@ def make(kind: str, shape, dtype: DType, hint: str, decl: TensorDecl | None = No
     # root-function segments where the value exists; a GM window is declared on first use
     t.present = set() if kind == "view" else {R.segment}
     t.defined_by = None
+    t.loops = tuple(R.pypto_loops)      # the pypto.loops it is made in, innermost last
     # element -> value, for an on-chip value whose elements the trace knows (an int
     # pypto.arange, and reshapes and views of it); None otherwise
     t.elements = None

@@ -236,6 +236,9 @@ class _Tracer:
                         attrs=attrs, label=plan.label)
 
     def _instance(self, name: str) -> str:
+        """The instance of the loop's current iteration (after the loop, its last):
+        a tensor made in the loop body is a new one each time round, so an iteration
+        cannot read what an earlier one wrote."""
         loop = self.fresh.get(name)
         return name if loop is None else instance_name(name, self.iterations.get(loop, 0))
 
