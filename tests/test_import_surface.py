@@ -157,6 +157,20 @@ def test_set_matrix_size_is_noted_not_dropped(tmp_path):
         trace_file(bad)
 
 
+def test_a_note_repeated_by_an_unrolled_body_is_said_once(tmp_path):
+    path = write(tmp_path, """
+        @pypto.jit
+        def mm(a: pypto.Tensor((64, 128)), b: pypto.Tensor((128, 32)),
+               c: pypto.Tensor((64, 32))):
+            pypto.set_cube_tile_shapes([64, 64], [128, 128], [32, 32])
+            for _ in range(3):
+                pypto.set_matrix_size([64, 128, 32])
+            c[:] = pypto.matmul(a, b, pypto.DT_FP32)
+        """)
+    text = kernel_text(trace_file(path), "t")
+    assert text.count("# note: set_matrix_size([64, 128, 32]) at k.py:8") == 1
+
+
 def test_unknown_namespace_call_stops_with_function_and_line(tmp_path):
     path = write(tmp_path, """
         SYNC = pypto.runtime.device_synchronize   # module level: only a reference

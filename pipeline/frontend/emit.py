@@ -120,7 +120,8 @@ def kernel_text(traced: Traced, command: str) -> str:
     head = [f"# Imported by `ptolab import` from {traced.source.as_posix()} "
             f"(sha256 {traced.sha256}), function {traced.function}.",
             f"# Re-import when the source changes: {command}"]
-    head += [f"# note: {n}" for n in R.notes]
+    # a note an op repeats (the same call in every unrolled body) is said once
+    head += [f"# note: {n}" for n in dict.fromkeys(R.notes)]
     lines = head + [f"name: {_flow(traced.function)}"]
     if traced.description:
         lines.append(f"description: {_flow(traced.description)}")
