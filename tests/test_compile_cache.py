@@ -57,6 +57,17 @@ def _compile(monkeypatch, path, sets, cached: bool):
     return h.hexdigest(), len(runs), program
 
 
+
+def _both_ways(monkeypatch, tmp_path, text: str):
+    """A kernel config compiled with the call cache and by tiling every call: (cached
+    digest, calls tiled in full with the cache, Program, full digest, calls tiled without)."""
+    path = tmp_path / "kernel.yaml"
+    path.write_text(text)
+    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
+    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    return cached, cached_runs, program, full, full_runs
+
+
 REPEATING = {
     "glm_attention": {},
     "loop_merge": {},
@@ -118,10 +129,7 @@ def test_a_call_whose_views_meet_differently_is_tiled_in_full(monkeypatch, tmp_p
     # in the first iteration both views are the same rows, so the leaf task loads them
     # once; later ones read two blocks.  Moving the first call's boxes would give every
     # call one load
-    path = tmp_path / "meet_once.yaml"
-    path.write_text(MEET_ONCE)
-    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
-    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    cached, cached_runs, program, full, full_runs = _both_ways(monkeypatch, tmp_path, MEET_ONCE)
     assert np.bincount(program.task_call).tolist() == [1, 1, 1, 1]
     assert program.work.mte2_bytes.tolist() == [4 * 256 * 4, 8 * 256 * 4, 8 * 256 * 4,
                                                 8 * 256 * 4]
@@ -158,10 +166,7 @@ def test_a_moved_assemble_is_checked_on_its_valid_rows(monkeypatch, tmp_path):
     # each call holds data in 4 of its 8 rows (upstream's valid_shape), so the last one may
     # write at row 12 of 16: a call that takes the first call's tasks checks its assemble on
     # those 4 rows, as tiling it would, not on the 8 of the tile
-    path = tmp_path / "tail_rows.yaml"
-    path.write_text(TAIL_ROWS)
-    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
-    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    cached, cached_runs, program, full, full_runs = _both_ways(monkeypatch, tmp_path, TAIL_ROWS)
     assert cached == full
     assert full_runs == 4 and cached_runs < full_runs
     assert program.work.mte2_bytes.tolist() == [4 * 256 * 4] * 4
@@ -199,10 +204,7 @@ def test_a_temporary_made_per_iteration_carries_nothing_between_iterations(monke
     # iterations' writes of t are four buffers, so no iteration waits for another; one t
     # for all (no fresh_per) chains each iteration's write after the one before.  The calls
     # of later iterations still take the first call's tasks, instance for instance
-    path = tmp_path / "fresh.yaml"
-    path.write_text(FRESH_TEMP)
-    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
-    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    cached, cached_runs, program, full, full_runs = _both_ways(monkeypatch, tmp_path, FRESH_TEMP)
     assert cached == full
     assert full_runs == 4 and cached_runs < full_runs
 
@@ -236,10 +238,7 @@ body:
 def test_a_call_whose_boxes_meet_differently_is_tiled_in_full(monkeypatch, tmp_path):
     # the two views are different values (one names a valid shape) in every call, but in the
     # first their boxes are the same rows: the task loads them once.  Later calls load two
-    path = tmp_path / "meet_boxes.yaml"
-    path.write_text(MEET_BOXES)
-    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
-    full, _, _ = _compile(monkeypatch, path, {}, False)
+    cached, cached_runs, program, full, _ = _both_ways(monkeypatch, tmp_path, MEET_BOXES)
     loads = np.bincount(program.task_call, weights=program.work.mte2_loads)
     assert loads.tolist() == [1, 2, 2, 2]
     assert cached == full
@@ -268,10 +267,7 @@ body:
 
 def test_calls_through_an_inplace_reshape_and_l1_reuse_compile_alike(monkeypatch, tmp_path):
     # views of another geometry of a's bytes, Cube tasks merged by the block of w they share
-    path = tmp_path / "reshaped.yaml"
-    path.write_text(RESHAPED)
-    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
-    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    cached, cached_runs, program, full, full_runs = _both_ways(monkeypatch, tmp_path, RESHAPED)
     assert program.root_calls == 4 and full_runs == 4
     assert cached == full
     assert cached_runs == 1
@@ -311,10 +307,7 @@ body:
 def test_a_call_that_views_an_op_result_is_tiled_in_full(monkeypatch, tmp_path):
     # the on-chip view's offsets are positions in exp's result, not in GM: each call reads
     # another column block of it, which moving GM boxes cannot reproduce
-    path = tmp_path / "on_chip_view.yaml"
-    path.write_text(ON_CHIP_VIEW)
-    cached, cached_runs, program = _compile(monkeypatch, path, {}, True)
-    full, full_runs, _ = _compile(monkeypatch, path, {}, False)
+    cached, cached_runs, program, full, full_runs = _both_ways(monkeypatch, tmp_path, ON_CHIP_VIEW)
     assert cached == full
     assert cached_runs == full_runs == program.root_calls == 4
 

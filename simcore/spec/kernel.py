@@ -341,13 +341,14 @@ class Kernel(Strict):
 
     @model_validator(mode="after")
     def _fresh_loops_exist(self) -> "Kernel":
-        loops = {s.loop.name: s.loop.style for s in walk(self.body) if isinstance(s, LoopStmt)}
+        loops = {s.loop.name for s in walk(self.body)
+                 if isinstance(s, LoopStmt) and s.loop.style == "pypto"}
         for name, spec in self.tensors.items():
             loop = spec.fresh_per
-            if loop is not None and loops.get(loop) != "pypto":
+            if loop is not None and loop not in loops:
                 raise ValueError(f"tensors.{name}.fresh_per names '{loop}', which is not a "
                                  f"pypto loop of this kernel (known: "
-                                 f"{', '.join(sorted(n for n, s in loops.items() if s == 'pypto')) or 'none'})")
+                                 f"{', '.join(sorted(loops)) or 'none'})")
         return self
 
     @model_validator(mode="after")
