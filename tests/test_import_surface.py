@@ -171,6 +171,26 @@ def test_a_note_repeated_by_an_unrolled_body_is_said_once(tmp_path):
     assert text.count("# note: set_matrix_size([64, 128, 32]) at k.py:8") == 1
 
 
+def test_a_long_condition_of_a_branch_is_written_once(tmp_path):
+    """Every op of a symbolic if's branch carries its condition; a long one is written once
+    as a YAML anchor and named by its alias on the other ops: the kernel loads the same."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def k(seq: pypto.Tensor((4,), pypto.DT_INT32), a: pypto.Tensor((4, 64)),
+              out: pypto.Tensor((4, 64))):
+            pypto.set_vec_tile_shapes(1, 64)
+            for b in pypto.loop(4, name="B", idx_name="b"):
+                if pypto.min(seq[b] * 3 + 7, seq[b] * 5 - 2) // 4 > pypto.max(seq[b] - 1, 2) % 3:
+                    x = pypto.exp(a[b:b + 1, :])
+                    out[b:b + 1, :] = x + 1.0
+        """)
+    text = kernel_text(trace_file(path, args={"seq.values": [1, 2, 3, 4]}), "t")
+    assert text.count("cond: &if1 ") == 1 and text.count("cond: *if1") >= 2
+    body = next(s for s in yaml.safe_load(text)["body"] if "loop" in s)["body"]
+    conds = {s["cond"] for s in body if "op" in s}
+    assert len(conds) == 1 and len(conds.pop()) > 60
+
+
 def test_unknown_namespace_call_stops_with_function_and_line(tmp_path):
     path = write(tmp_path, """
         SYNC = pypto.runtime.device_synchronize   # module level: only a reference

@@ -72,10 +72,31 @@ def _op_dict(rec: OpRec, name_of) -> dict:
     return {k: fields[k] for k in _FIELD_ORDER if k in fields}
 
 
-def _lines(body, name_of, tiles: _Tiles, indent: str, out: list) -> None:
+# a condition longer than this that several ops carry (every op of a symbolic if's branch)
+# is written once as a YAML anchor and named by its alias after that
+_ANCHORED_COND = 60
+_COND_SLOT = "__cond__"
+
+
+def _op_line(stmt: OpRec, name_of, anchors: dict) -> str:
+    op = _op_dict(stmt, name_of)
+    cond = op.get("cond")
+    if cond is None or len(cond) <= _ANCHORED_COND:
+        return _flow(op)
+    text = _flow({**op, "cond": _COND_SLOT})
+    if cond in anchors:
+        ref = f"*{anchors[cond]}"
+    else:
+        anchors[cond] = f"if{len(anchors) + 1}"
+        quoted = yaml.safe_dump(cond, default_style="'", width=10**6).strip()
+        ref = f"&{anchors[cond]} {quoted[:-3].strip() if quoted.endswith('...') else quoted}"
+    return text.replace(f"cond: {_COND_SLOT}", f"cond: {ref}", 1)
+
+
+def _lines(body, name_of, tiles: _Tiles, indent: str, out: list, anchors: dict) -> None:
     for stmt in body:
         if isinstance(stmt, OpRec):
-            out.append(f"{indent}- {_flow(_op_dict(stmt, name_of))}")
+            out.append(f"{indent}- {_op_line(stmt, name_of, anchors)}")
         elif isinstance(stmt, StateRec):
             value = stmt.value
             if stmt.key == "set_vec_tile_shapes":
@@ -89,7 +110,7 @@ def _lines(body, name_of, tiles: _Tiles, indent: str, out: list) -> None:
             assert isinstance(stmt, LoopRec)
             out.append(f"{indent}- loop: {_flow(stmt.head)}   # {_at(stmt.where)}")
             out.append(f"{indent}  body:")
-            _lines(stmt.body, name_of, tiles, indent + "    ", out)
+            _lines(stmt.body, name_of, tiles, indent + "    ", out, anchors)
 
 
 def _tensor_line(decl, name: str) -> str:
@@ -114,7 +135,7 @@ def kernel_text(traced: Traced, command: str) -> str:
     R.final_names()
     tiles = _Tiles()
     body: list[str] = []
-    _lines(R.body, R.name_of, tiles, "  ", body)
+    _lines(R.body, R.name_of, tiles, "  ", body, {})
     if not body:
         raise ValueError("empty body")
     head = [f"# Imported by `ptolab import` from {traced.source.as_posix()} "
