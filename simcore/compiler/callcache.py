@@ -25,7 +25,6 @@ import numpy as np
 from .accesses import Accesses, GmBuffer
 from .rows import row_ids
 from .tiling import RootCallTiler, _check_inside
-from .trace import tensor_of
 from .values import MAX_RANK, GmValue, LocalValue, padded
 
 # attributes that say where an op's data sits in GM: a call may differ from another there
@@ -48,27 +47,11 @@ def _frozen(value):
     return value
 
 
-def _instances(call) -> dict[str, str]:
-    """Each ``fresh_per`` tensor instance the call names -> the same name with its
-    iteration replaced by its order of first use in the call: calls of other iterations
-    then have the same key, and a call taking another's tasks takes them instance for
-    instance."""
-    seen: dict[str, str] = {}
-    counts: dict[str, int] = {}
-    for op in call.ops:
-        for n in (*op.inputs, op.out):
-            if "@" in n and n not in seen:
-                base = tensor_of(n)
-                seen[n] = f"{base}@#{counts.setdefault(base, 0)}"
-                counts[base] += 1
-    return seen
-
-
 def call_key(call) -> tuple | None:
     """What must match for two root calls to tile alike; None if it cannot be told."""
     bodies: dict = {}
     ops = []
-    norm = _instances(call)
+    norm = call.instances
     for op in call.ops:
         name = op.op
         drop = _POSITION_ATTRS.get(name)
@@ -114,7 +97,7 @@ class _Sources:
     multi_write: np.ndarray  # per source: an assemble into a value of several pieces
     write_offset: np.ndarray  # per source: the assemble offsets alone (0 for reads)
     workspace: str          # the prefix of the call's own GM workspace buffers
-    instances: dict         # its fresh_per tensor instances, normalised (_instances)
+    instances: dict         # its fresh_per tensor instances, normalised (RootCall.instances)
 
 
 _PLACEHOLDER = LocalValue(-1, (), "")
@@ -186,7 +169,7 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
         values_of[op.out] = _PLACEHOLDER
     as_array = lambda rows: np.asarray(rows, np.int64).reshape(-1, MAX_RANK)
     return _Sources(values, buffer, slot, as_array(offset), as_array(extent),
-                    np.asarray(multi, bool), as_array(woff), t.workspace, _instances(call))
+                    np.asarray(multi, bool), as_array(woff), t.workspace, call.instances)
 
 
 @dataclass

@@ -60,6 +60,10 @@ class RootCall:
     ops: list[TracedOp] = field(default_factory=list)
     bodies: int = 1                 # loop bodies (unroll units) this call holds
     parallel: bool = False
+    # each fresh_per tensor instance the call names -> its tensor and its order of first
+    # use in the call ("t@#0"): calls of other iterations then compare alike, and a call
+    # taking another's tasks takes them instance for instance (compiler/callcache.py)
+    instances: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -240,7 +244,13 @@ class _Tracer:
         a tensor made in the loop body is a new one each time round, so an iteration
         cannot read what an earlier one wrote."""
         loop = self.fresh.get(name)
-        return name if loop is None else instance_name(name, self.iterations.get(loop, 0))
+        if loop is None:
+            return name
+        instance = instance_name(name, self.iterations.get(loop, 0))
+        seen = self.current.instances
+        if instance not in seen:
+            seen[instance] = f"{name}@#{sum(tensor_of(i) == name for i in seen)}"
+        return instance
 
     def _loop(self, stmt: LoopStmt, env, where: str) -> None:
         head = stmt.loop
