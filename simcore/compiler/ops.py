@@ -206,7 +206,7 @@ def elementwise(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -
         ub = ub + _elements(in_lo[column], in_hi[column]) * UB_BLOCK_BYTES
         if DTYPE_BYTES[inputs[column].dtype] == DTYPE_BYTES[dtype] and reuses_buffer(op):
             # the expanded tile's only reader is the op: the result takes its buffer
-            # (upstream's SrcDstBufferMerge, RootCallTiler._reused_input)
+            # (upstream's SrcDstBufferMerge, ubprofile.UbProfile._reused_key)
             ub = ub - ub_bytes(lo, hi, DTYPE_BYTES[dtype])
             taken = True
     need, unsure = ub, 0

@@ -32,6 +32,7 @@ from .values import (UB_BLOCK_BYTES, carry_out, GmValue, LocalValue, Piece, _rav
                      contiguous_bytes, pad, padded, ub_bytes)
 from .work import CubeWork, VectorWork, Work
 from .groupcache import GroupCache
+from .ubprofile import TileBytes, UbProfile
 
 
 def _crosses(scope) -> bool:
@@ -153,10 +154,12 @@ class RootCallTiler:
         self._pinned: set[int] = set()     # constants a consumer has read: they stay put
         self._next_rank = 0                # ranks leave room to move a group between two
         self._read_by: dict[int, set[int]] = {}   # node: the nodes reading its result
-        # per traced op, the ops reading its result (run() counts them; _reused_input
-        # needs them), and the position of the op being tiled
+        # per traced op, the ops reading its result (run() counts them; the UB profile's
+        # buffer reuse needs them), and the position of the op being tiled
         self._readers: list[int] = []
         self._at = 0
+        self._tile_bytes = TileBytes(_tile_bytes)
+        self._profiles: dict[int, UbProfile] = {}   # group: its UB profile, op by op
 
     # -- names -------------------------------------------------------------------
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
@@ -499,7 +502,7 @@ class RootCallTiler:
         reshape between stays on the GM path."""
         producer = self.nodes[value.node]
         elem = DTYPE_BYTES[producer.out_dtype]
-        tile = _tile_bytes(producer.out_lo, producer.out_hi, producer.out_dtype)
+        tile = self._tile_bytes.out(producer)
         if tile > CONCAT_UB_SHARE * self.limits.buffers.ub:     # per tile, as upstream's
             return False                                          # tile graph types it
         for step in value.path:
@@ -635,10 +638,12 @@ class RootCallTiler:
         if any(self._read_by.get(n, set()) - members - {node.index} for n in members):
             return False      # another subgraph reads it: it stays where it is
         total = into.ub + group.ub + self._added_ub(node, gi) - sum(
-            _tile_bytes(lo, hi, v.dtype) for v, lo, hi in zip(node.inputs, node.in_lo,
-                                                             node.in_hi)
+            nbytes for v, nbytes in zip(node.inputs, self._tile_bytes.inputs(node))
             if isinstance(v, LocalValue) and v.node in members)
-        return self._fits(total, sorted(into.nodes + group.nodes) + [node.index])
+        if total <= self.limits.buffers.ub:
+            return True
+        merged = UbProfile(self.nodes, self._tile_bytes, sorted(into.nodes + group.nodes))
+        return merged.peak_with(node.index) <= self.limits.buffers.ub
 
     def _absorb(self, g: int, gi: int) -> None:
         group, into = self.groups[g], self.groups[gi]
@@ -838,70 +843,34 @@ class RootCallTiler:
 
     def _added_ub(self, node: Node, gi: int | None) -> int:
         """Live UB bytes a node adds to a group: its output tile and inputs not yet on chip."""
-        added = _tile_bytes(node.out_lo, node.out_hi, node.out_dtype)
+        added = self._tile_bytes.out(node)
         resident = self.groups[gi].resident if gi is not None else ()
         seen = set()
-        for value, lo, hi in zip(node.inputs, node.in_lo, node.in_hi):
+        for value, nbytes in zip(node.inputs, self._tile_bytes.inputs(node)):
             inside = isinstance(value, LocalValue) and self.group_of.get(value.node) == gi \
                 and gi is not None
             if not inside and value not in resident and value not in seen:
-                added += _tile_bytes(lo, hi, value.dtype)
+                added += nbytes
                 seen.add(value)
         return added
 
     def _fits_ub(self, node: Node, gi: int) -> bool:
-        """The group with ``node`` added fits UB."""
-        return self._fits(self.groups[gi].ub + self._added_ub(node, gi),
-                          self.groups[gi].nodes + [node.index])
-
-    def _fits(self, total: int, members: list[int]) -> bool:
-        """A leaf function of ``members`` fits UB: at once if every tile it ever holds fits
-        together (``total``, the sum ``Group.ub`` keeps), else if the tiles live at the
-        same time do."""
+        """The group with ``node`` added fits UB: at once if every tile it ever holds fits
+        together (the sum ``Group.ub`` keeps), else if the tiles live at the same time do
+        (ubprofile.py: a long chain of small ops, the GDR case's inverse, docs/cases.md G1,
+        then fits where the sum of all its tiles does not)."""
         limit = self.limits.buffers.ub
-        return total <= limit or self._peak_ub(members) <= limit
+        return self.groups[gi].ub + self._added_ub(node, gi) <= limit or \
+            self._profile(gi).peak_with(node.index) <= limit
 
-    def _peak_ub(self, members: list[int]) -> int:
-        return int(self._ub_profile(members).max())
-
-    def _ub_profile(self, members: list[int]) -> np.ndarray:
-        """The UB a leaf function of these ops (in trace order) holds while each runs.
-
-        A tile is live from the op that makes (or first loads) it to the last op of the
-        function that reads it, as the on-chip buffer allocator reuses a buffer once its
-        last reader is done; a result no op of the function reads yet is live at its
-        producer only (it is copied out from there).  A long chain of small ops (the GDR
-        case's inverse, docs/cases.md G1) then fits where the sum of all its tiles does not.
-        """
-        at = {n: k for k, n in enumerate(members)}
-        live: dict = {}           # value: [first position, last position, bytes]
-        reads: dict = {}          # value: the ops of the function reading it
-        keys = []                 # per member: its inputs' keys, in order, each once
-        for k, n in enumerate(members):
-            node = self.nodes[n]
-            live[("node", n)] = [k, k, _tile_bytes(node.out_lo, node.out_hi, node.out_dtype)]
-            mine = {}            # key: the value read through it
-            for v, lo, hi in zip(node.inputs, node.in_lo, node.in_hi):
-                key = ("node", v.node) if isinstance(v, LocalValue) and v.node in at else v
-                span = live.get(key)
-                if span is None:
-                    live[key] = [k, k, _tile_bytes(lo, hi, v.dtype)]
-                else:
-                    span[1] = k
-                if key not in mine:
-                    mine[key] = v
-                    reads[key] = reads.get(key, 0) + 1
-            keys.append(mine)
-        change = np.zeros(len(members) + 1, np.int64)
-        for first, last, nbytes in live.values():
-            change[first] += nbytes
-            change[last + 1] -= nbytes
-        for k, n in enumerate(members):
-            key = self._reused_input(self.nodes[n], k, keys[k], live, reads)
-            if key is not None:     # one buffer at k for the input and the result
-                change[k] -= live[("node", n)][2]
-                change[k + 1] += live[("node", n)][2]
-        return np.cumsum(change)[:-1]
+    def _profile(self, gi: int) -> UbProfile:
+        """Group ``gi``'s UB profile, rebuilt only when its ops changed other than by a
+        join (an absorbed chain or an adopted constant)."""
+        members = self.groups[gi].nodes
+        profile = self._profiles.get(gi)
+        if profile is None or profile.members != members:
+            profile = self._profiles[gi] = UbProfile(self.nodes, self._tile_bytes, members)
+        return profile
 
     def _check_reuse(self) -> None:
         """An op that fits UB only if its result takes an input's buffer (ops.elementwise):
@@ -911,36 +880,20 @@ class RootCallTiler:
             unsure = node.extra.get("ub_if_no_reuse")
             if unsure is None:
                 continue
-            members = self.groups[self.group_of[node.index]].nodes
-            need = int(self._ub_profile(members)[members.index(node.index)])
+            gi = self.group_of[node.index]
+            members = self.groups[gi].nodes
+            need = int(self._profile(gi).values()[members.index(node.index)])
             if need > self.limits.buffers.ub:
                 raise OoOError(op=f"{node.op.op} ({node.op.where})", tile=list(unsure[1]),
                                buffer="UB", need=need, capacity=self.limits.buffers.ub)
-
-    def _reused_input(self, node: Node, k: int, keys: dict, live: dict, reads: dict):
-        """The input whose UB buffer ``node``'s result takes, or None.  Upstream's
-        SrcDstBufferMerge (framework/src/passes/block_graph_pass/memory_reuse/
-        merge_src_dst_buffer.cpp, before the OoO scheduler assigns addresses) gives an AIV
-        op's result the buffer of its first input of the same size and element width that
-        has no other consumer: no later reader in the leaf function, not copied out (a
-        result read elsewhere or assembled), unless the opcode excludes reuse."""
-        if node.kind != "vector" or not ops.reuses_buffer(node.op):
-            return None
-        out_bytes, width = live[("node", node.index)][2], DTYPE_BYTES[node.out_dtype]
-        for key, value in keys.items():
-            first, last, nbytes = live[key]
-            if last != k or reads[key] != 1 or nbytes != out_bytes or \
-                    DTYPE_BYTES[value.dtype] != width:
-                continue
-            if isinstance(key, tuple) and self.nodes[key[1]].extra.get("readers", 2) != 1:
-                continue            # also read elsewhere or assembled: it is copied out
-            return key
-        return None
 
     def _join(self, gi: int, node: Node) -> None:
         group = self.groups[gi]
         group.ub += self._added_ub(node, gi) if node.kind == "vector" else 0
         group.resident.update(v for v in node.inputs if isinstance(v, GmValue))
+        profile = self._profiles.get(gi)
+        if profile is not None and profile.members == group.nodes:
+            profile.extend(node.index)
         group.nodes.append(node.index)
         self.group_of[node.index] = gi
 
