@@ -216,6 +216,51 @@ def test_a_temporary_made_per_iteration_carries_nothing_between_iterations(monke
     assert across_calls(compile_kernel(resolve_kernel(shared, {}), HW)) > 0
 
 
+ON_CHIP_VIEWS = """
+name: on_chip_views
+params: {R: 8, C: 256}
+tensors:
+  x: {shape: ["4*R", C], dtype: fp32, role: input}
+  z: {shape: ["4*R", C], dtype: fp32, role: output}
+  t: {shape: [R, C], dtype: fp32, role: temporary, fresh_per: L}
+tiles:
+  vec: [R, C]
+body:
+  - set_vec_tile_shapes: vec
+  - loop: {name: L, idx: i, trip: 4, style: pypto}
+    body:
+      - {op: view, inputs: [x], out: a, shape: [R, C], offsets: ["i*R", 0]}
+      - {op: reshape, inputs: [a], out: ac, shape: ["2*R", 128], inplace: false}
+      - {op: exp, inputs: [ac], out: e}
+      - {op: reshape, inputs: [e], out: er, shape: [R, C]}
+      - {op: assemble, inputs: [er], out: t, offsets: [0, 0]}
+      - {op: reshape, inputs: [t], out: tr, shape: ["2*R", 128], inplace: true}
+      - {op: view, inputs: [tr], out: tv, shape: [R, 128], offsets: [R, 0]}
+      - {op: sqrt, inputs: [tv], out: s}
+      - {op: view, inputs: [e], out: ev, shape: [R, 128], offsets: [0, 0]}
+      - {op: add, inputs: [s, ev], out: u}
+      - {op: assemble, inputs: [u], out: z, offsets: ["i*R", 0]}
+"""
+
+
+def test_calls_that_view_their_own_results_take_the_first_calls_tasks(monkeypatch, tmp_path):
+    # a copying reshape of a GM view (a Vector copy of its own), a view inside an op's
+    # result and a reshape of the iteration's own temporary: the first call is tiled, the
+    # other three take its tasks with the GM boxes moved and the workspace and temporary
+    # names (and the windows named after them) renamed, giving the Program of tiling each
+    cached, cached_runs, program, full, full_runs = _both_ways(monkeypatch, tmp_path,
+                                                               ON_CHIP_VIEWS)
+    assert cached == full
+    assert full_runs == 4 and cached_runs == 1
+    assert np.bincount(program.task_call).tolist() == [4, 4, 4, 4]
+    moved = tmp_path / "moved.yaml"   # the on-chip view's place is part of the call's shape
+    moved.write_text(ON_CHIP_VIEWS.replace('offsets: [0, 0]}\n      - {op: add',
+                                           'offsets: ["(i % 2) * R", 0]}\n      - {op: add'))
+    cached, cached_runs, _, full, _ = _both_ways(monkeypatch, tmp_path, moved.read_text())
+    assert cached == full
+    assert cached_runs == 2
+
+
 MEET_BOXES = """
 name: meet_boxes
 params: {R: 16, C: 256}

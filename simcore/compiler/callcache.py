@@ -8,6 +8,10 @@ So the first call of each such shape is tiled and merged in full, and a later on
 takes its tasks with every access box shifted by how far the view (gather block,
 assemble position) it came through moved.
 
+A view or reshape of an op's result (an on-chip value) is no GM position: its offsets
+are places inside that result, and they are part of the key, so calls of one key view
+their results alike and only their GM data moves.
+
 What the tiler decides from GM positions is whether two values or two boxes are the
 same (a block loaded once per task, the L1-reuse classes of breadth merge).  A call
 reuses another's tasks only when both give the same equality pattern over their GM values
@@ -47,14 +51,27 @@ def _frozen(value):
     return value
 
 
+def _copies(op) -> bool:
+    """A reshape that copies a GM value into a Vector op of its own (not in place): the
+    tiler places it like a computed op."""
+    return op.op == "reshape" and not op.get("inplace")
+
+
 def call_key(call) -> tuple | None:
     """What must match for two root calls to tile alike; None if it cannot be told."""
     bodies: dict = {}
     ops = []
     norm = call.instances
+    computed: set = set()     # names of the call's op results (on-chip values)
     for op in call.ops:
         name = op.op
         drop = _POSITION_ATTRS.get(name)
+        on_chip = name in _VALUE_HANDLERS and op.inputs[0] in computed
+        if on_chip:
+            drop = None       # a place inside an op's result, not in GM
+        copy = _copies(op) and not on_chip
+        if on_chip or copy or (name not in _VALUE_HANDLERS and name not in _WRITE_HANDLERS):
+            computed.add(op.out)
         if drop is None and name not in _VALUE_HANDLERS and \
                 getattr(RootCallTiler, f"_op_{name}", None) is not None:
             return None     # a handler this cache does not know how to replay
@@ -63,7 +80,7 @@ def call_key(call) -> tuple | None:
         inputs, out = op.inputs, op.out
         if norm:
             inputs, out = tuple(norm.get(n, n) for n in inputs), norm.get(out, out)
-        if drop is not None or name in _VALUE_HANDLERS:
+        if drop is not None or (name in _VALUE_HANDLERS and not copy):
             # the tiler's GM handlers read neither tile shapes nor scopes nor labels
             ops.append((name, inputs, out, attrs))
             continue
@@ -138,7 +155,20 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
     n_assemble = 0
     for op in call.ops:
         if op.op in _VALUE_HANDLERS:
-            getattr(t, f"_op_{op.op}")(op)
+            v = lookup(op.inputs[0], op)
+            if isinstance(v, LocalValue):
+                values_of[op.out] = _PLACEHOLDER    # on chip: the same in every call
+            elif _copies(op):
+                for piece, off, ext in note(v):     # read by the copy
+                    buffer.append(piece)
+                    slot.append(0)
+                    offset.append(off)
+                    extent.append(ext)
+                    multi.append(False)
+                    woff.append(no_shift)
+                values_of[op.out] = _PLACEHOLDER
+            else:
+                getattr(t, f"_op_{op.op}")(op)
             continue
         if op.op in _WRITE_HANDLERS:
             src_shape = assemble_shapes[n_assemble]
@@ -190,13 +220,6 @@ class _Entry:
     usable: bool = True
 
 
-def _reads_on_chip_views(tiler) -> bool:
-    """A call that views or reshapes an op's result: its view offsets are positions inside
-    that result, not in GM, so moving GM boxes cannot replay it; it is always tiled."""
-    from .values import LocalValue
-    return any(isinstance(v, LocalValue) and v.path for v in tiler.values.values())
-
-
 @dataclass
 class CallCache:
     entries: dict = field(default_factory=dict)
@@ -209,17 +232,15 @@ class CallCache:
         return [e for e in entries if e.usable]
 
     def store(self, key, call, call_index, tiler, pre: Accesses, post, kept) -> None:
-        if key is None or _reads_on_chip_views(tiler):
-            return
+        if key is None or tiler.regeometried:
+            return    # an assemble's boxes are not where its offsets put them: tile each call
         entries = self.entries.setdefault(key, [])
         if len(entries) >= MAX_ENTRIES_PER_KEY:
             return
-        # the region each assemble's bounds were checked on: the result's valid region
-        # where it has one (a tail of rows that may end at the target's edge)
-        shapes = [tuple(tiler.valid.get(node, tiler.nodes[node].out_shape))
-                  for node, *_ in tiler.assembles]
+        # the region each assemble's bounds were checked on (the result's valid region,
+        # or the view or reshape of it that is written)
         entries.append(_Entry(call, call_index, tiler.workspace, pre, post, kept,
-                              tiler.workspace_bytes(), shapes))
+                              tiler.workspace_bytes(), list(tiler.assemble_shapes)))
 
     def take(self, key, kernel, limits, call, call_index: int):
         """(merged tasks, workspace bytes) of ``call`` from a tiled call's, or None."""
@@ -341,9 +362,17 @@ def _renamer(old: str, new: str, old_instances: dict, new_instances: dict):
 
     def rename(b: GmBuffer) -> GmBuffer:
         if b.name.startswith(prefix):
-            return replace(b, name=f"{new}.{b.name[len(prefix):]}")
-        if b.name in instance or b.storage in instance:
-            return replace(b, name=instance.get(b.name, b.name),
-                           storage=instance.get(b.storage, b.storage))
+            # a window on a workspace (an on-chip value's reshape) names it as its storage
+            storage = f"{new}.{b.storage[len(prefix):]}" if b.storage.startswith(prefix) \
+                else b.storage
+            return replace(b, name=f"{new}.{b.name[len(prefix):]}", storage=storage)
+        if b.name in instance:
+            return replace(b, name=instance[b.name], storage=instance.get(b.storage, b.storage))
+        if b.storage in instance:
+            # a window on an instance (a reshape of it) is named after it: STORAGE@SHAPE
+            storage = instance[b.storage]
+            name = storage + b.name[len(b.storage):] if b.name.startswith(b.storage) \
+                else b.name
+            return replace(b, name=name, storage=storage)
         return b
     return rename

@@ -146,6 +146,10 @@ class RootCallTiler:
         self.groups: list[Group] = []
         self.group_of: dict[int, int] = {}
         self.assembles: list[tuple[int, GmValue, tuple[int, ...]]] = []
+        # per assemble, the shape its offsets were checked with (the call cache checks a
+        # later call's the same way); whether one wrote through the producer's geometry
+        self.assemble_shapes: list[tuple[int, ...]] = []
+        self.regeometried = False
         self.workspace = f"ws{call_index}"
         self.valid: dict[int, tuple[int, ...]] = {}
         # an index over self.groups, so placing a node does not scan every group before it:
@@ -347,6 +351,7 @@ class RootCallTiler:
         held = src.valid if reshaped and src.valid is not None else valid
         # a result with a valid region (a tail of M or N) writes that region only
         _check_inside(op, offsets, held if held is not None else src.shape, target.shape)
+        self.assemble_shapes.append(tuple(held) if held is not None else tuple(src.shape))
         box = None
         if valid is not None and tuple(valid) != tuple(src.shape):
             box = (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
@@ -375,6 +380,7 @@ class RootCallTiler:
                 # any geometry, so write each tile into the target seen in the producer's
                 target, offsets = self._in_producer_geometry(op, src, target, offsets,
                                                              producer.out_shape)
+                self.regeometried = True
                 valid = self.valid.get(src.node)
                 if held is not None and tuple(held) != tuple(src.shape):
                     # the value's leading rows, as leading rows of the result where they fill
