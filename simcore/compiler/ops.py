@@ -481,7 +481,7 @@ def transpose(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> 
     (src,) = inputs
     perm = op.get("perm")
     if sorted(perm) != list(range(len(src.shape))):
-        raise ConfigError(f"field '{op.where}': perm {perm} is not a permutation of the "
+        raise ConfigError(f"field '{op.where}': perm {list(perm)} is not a permutation of the "
                           f"{len(src.shape)} dims of {list(src.shape)}.")
     out_shape = tuple(src.shape[p] for p in perm)
     # upstream tiles a transpose over its input and swaps each tile (TiledInnerTranspose in

@@ -136,7 +136,9 @@ class _OpPlan:
                 fixed[key] = None
                 self.ints.append((key, value))
         for key in _PLAIN_ATTRS:
-            fixed[key] = getattr(stmt, key)
+            value = getattr(stmt, key)
+            # hashable, as the call cache's key needs (a transpose's perm is a list)
+            fixed[key] = tuple(value) if isinstance(value, list) else value
         self.fixed = fixed
 
 
