@@ -20,7 +20,10 @@ ENV_VALUE = st.one_of(st.integers(-5, 40), st.booleans(),
 
 
 def _exprs():
-    leaf = st.one_of(st.integers(-3, 20).map(str), st.sampled_from(NAMES), st.just("t[0]"))
+    # element reads run compiled too: an index past either end (numpy would wrap -1) or
+    # itself read from the tensor must give what the walk gives
+    leaf = st.one_of(st.integers(-3, 20).map(str), st.sampled_from(NAMES),
+                     st.sampled_from(["t[0]", "t[i]", "t[i - 1]", "t[t[0]]", "t[i < 2]"]))
     binary = ["+", "-", "*", "//", "%", "<", "<=", "==", "!=", ">", " and ", " or "]
 
     def extend(inner):

@@ -52,11 +52,19 @@ def parse(text: str) -> ast.expr:
 
 
 # Compiled form of an expression whose every node means in Python what it means here:
-# names, integers, + - * // %, unary minus, not, comparisons and min/max/ceil_div calls.
-# And/or (which here evaluate every operand and give 0 or 1) and element reads (bounds
-# checked) keep to the tree walk below.
-_FAST_NODES = tuple(n for n in _ALLOWED if n not in (ast.BoolOp, ast.And, ast.Or,
-                                                      ast.Subscript, ast.Tuple))
+# names, integers, + - * // %, unary minus, not, comparisons, min/max/ceil_div calls and
+# element reads (through ``_element_at``, which checks the index).  And/or (which here
+# evaluate every operand and give 0 or 1) keep to the tree walk below.
+_FAST_NODES = tuple(n for n in _ALLOWED if n not in (ast.BoolOp, ast.And, ast.Or))
+
+
+def _element_at(values, *index) -> int:
+    """``values[index]`` for the compiled form; anything else raises, and the tree walk
+    then says what is wrong."""
+    if values.ndim != len(index) or any(type(i) is not int or not 0 <= i < n
+                                        for i, n in zip(index, values.shape)):
+        raise IndexError(index)
+    return int(values[index])
 
 
 class _EnvReads(ast.NodeTransformer):
@@ -69,6 +77,11 @@ class _EnvReads(ast.NodeTransformer):
     def visit_Name(self, node: ast.Name) -> ast.Subscript:
         return ast.Subscript(ast.Name("_env", ast.Load()), ast.Constant(node.id), ast.Load())
 
+    def visit_Subscript(self, node: ast.Subscript) -> ast.Call:
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return ast.Call(ast.Name("_element_at", ast.Load()),
+                        [self.visit(node.value), *(self.visit(p) for p in parts)], [])
+
 
 @lru_cache(maxsize=4096)
 def _compiled(text: str):
@@ -78,14 +91,17 @@ def _compiled(text: str):
     if not all(isinstance(n, _FAST_NODES) for n in ast.walk(tree)):
         return None
     calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    names = tuple(sorted({n.id for n in ast.walk(tree)
-                          if isinstance(n, ast.Name) and id(n) not in calls}))
+    # a tensor read element-wise is no integer: _element_at checks it
+    tensors = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}
+    names = tuple(sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                          and id(n) not in calls and id(n) not in tensors}))
     body = _EnvReads().visit(copy.deepcopy(tree))
     fn = ast.Expression(ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg("_env")],
                                                  kwonlyargs=[], kw_defaults=[], defaults=[]),
                                    body))
     code = compile(ast.fix_missing_locations(fn), "<shape expression>", "eval")
-    return eval(code, {"__builtins__": {}, **_FUNCS}), names   # noqa: S307 - checked tree
+    return eval(code, {"__builtins__": {}, **_FUNCS, "_element_at": _element_at}), \
+        names   # noqa: S307 - checked tree
 
 
 def evaluate(text: int | str, env: Mapping[str, int]) -> int:
