@@ -159,31 +159,38 @@ def _geometry_pairs(qrows, qgeo, qlo, qhi, boxes, box_geo, box_lo, box_hi, layou
 
 
 def _runs(ids, rows, buf, lo, hi, buffers):
-    """(id, first byte, end byte) of the runs of access ``rows``, each owned by its ``ids``."""
+    """(id, first byte, end byte) of the runs of access ``rows``, each owned by its ``ids``:
+    one pass per buffer shape, however many buffers share it."""
+    layouts: dict = {}
+    layout_of = np.asarray([layouts.setdefault((tuple(b.shape), b.elem), len(layouts))
+                            for b in buffers], np.int64)
+    kind = layout_of[buf[rows]]
+    order = np.argsort(kind, kind="stable")
+    bounds = np.searchsorted(kind[order], np.arange(len(layouts) + 1))
     owner, first, end = [], [], []
-    for b in np.unique(buf[rows]):
-        sel = np.flatnonzero(buf[rows] == b)
-        spec = buffers[int(b)]
-        k, s, e = flat_runs(lo[rows[sel]], hi[rows[sel]], tuple(spec.shape), spec.elem)
-        owner.append(ids[sel][k])
+    for (shape, elem), k in layouts.items():
+        sel = order[bounds[k]:bounds[k + 1]]
+        if sel.size == 0:
+            continue
+        box, s, e = flat_runs(lo[rows[sel]], hi[rows[sel]], shape, elem)
+        owner.append(ids[sel][box])
         first.append(s)
         end.append(e)
     return np.concatenate(owner), np.concatenate(first), np.concatenate(end)
 
 
-def _storage_pairs(queries, boxes, box_row, buf, lo, hi, buffers):
-    """(query row, box) pairs of one storage seen through several geometries: the byte
-    runs of every query against the byte runs of every box written."""
+def _storage_pairs(queries, boxes, box_row, buf, lo, hi, buffers, store):
+    """(query row, box) pairs of the storages seen through several geometries, every
+    storage at once: the byte runs of every query against the byte runs of every box
+    written to its storage."""
     q_row, q_first, q_end = _runs(queries, queries, buf, lo, hi, buffers)
     b_box, b_first, b_end = _runs(boxes, box_row[boxes], buf, lo, hi, buffers)
-    order = np.argsort(b_first, kind="stable")
-    b_box, b_first, b_end = b_box[order], b_first[order], b_end[order]
-    reach = int((b_end - b_first).max())
-    start = np.searchsorted(b_first, q_first - reach, side="right")
-    stop = np.searchsorted(b_first, q_end, side="left")
+    order, start, stop = _windows(store[q_row], q_first, q_end, store[box_row[b_box]],
+                                  b_first, b_end)
     qi, pos = _expand_windows(start, stop)
-    hit = q_first[qi] < b_end[pos]
-    pairs = np.unique(np.stack([q_row[qi[hit]], b_box[pos[hit]]], 1), axis=0)
+    cand = order[pos]
+    hit = q_first[qi] < b_end[cand]
+    pairs = np.unique(np.stack([q_row[qi[hit]], b_box[cand[hit]]], 1), axis=0)
     return pairs[:, 0], pairs[:, 1]
 
 
@@ -221,12 +228,10 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
                                box_geo, box_lo, box_hi, layout)
         q_all.append(q)
         c_all.append(c)
-    for s in np.unique(store[mixed]):
-        boxes = np.flatnonzero(box_mixed & (store[box_row] == s))
-        if boxes.size == 0:
-            continue
-        queries = np.flatnonzero(mixed & (store == s))
-        q, c = _storage_pairs(queries, boxes, box_row, buf, lo, hi, buffers)
+    boxes = np.flatnonzero(box_mixed)
+    if boxes.size:
+        q, c = _storage_pairs(np.flatnonzero(mixed), boxes, box_row, buf, lo, hi, buffers,
+                              store)
         q_all.append(q)
         c_all.append(c)
     if not q_all:
