@@ -192,3 +192,47 @@ def test_a_gather_of_a_reshape_waits_for_the_producers_of_its_blocks(tmp_path):
     prod, cons = np.flatnonzero(lab == "producer"), np.flatnonzero(lab == "consumer")
     order = [0, 3, 2, 1]
     assert edges(p) == sorted((int(prod[order[c]]), int(cons[c])) for c in range(4))
+
+
+TWO_STORAGES = """
+name: two_storages
+params: {}
+tensors:
+  x: {shape: [64, 512], dtype: fp32, role: input}
+  ta: {shape: [64, 512], dtype: fp32}
+  tb: {shape: [64, 512], dtype: fp32}
+  za: {shape: [128, 256], dtype: fp32, role: output}
+  zb: {shape: [128, 256], dtype: fp32, role: output}
+body:
+  - set_vec_tile_shapes: [16, 512]
+  - loop: {name: prod, idx: i, trip: 1}
+    body:
+      - {op: exp, inputs: [x], out: e, label: producer_a}
+      - {op: assemble, inputs: [e], out: ta, offsets: [0, 0]}
+      - {op: sqrt, inputs: [x], out: r, label: producer_b}
+      - {op: assemble, inputs: [r], out: tb, offsets: [0, 0]}
+  - set_vec_tile_shapes: [32, 256]
+  - loop: {name: cons, idx: j, trip: 1}
+    body:
+      - {op: reshape, inputs: [ta], shape: [128, 256], out: ra, inplace: true}
+      - {op: reshape, inputs: [tb], shape: [128, 256], out: rb, inplace: true}
+      - {op: abs, inputs: [ra], out: a, label: consumer_a}
+      - {op: assemble, inputs: [a], out: za, offsets: [0, 0]}
+      - {op: mul, inputs: [rb], out: b, scalar: 2.0, label: consumer_b}
+      - {op: assemble, inputs: [b], out: zb, offsets: [0, 0]}
+"""
+
+
+def test_storages_seen_through_reshapes_meet_only_their_own_writers(tmp_path):
+    # two temporaries written and read back through reshapes at the same byte offsets:
+    # the dependency query matches every such storage at once, so each consumer tile must
+    # still wait for the producer tile of its own storage and no other
+    _, p = program(tmp_path, TWO_STORAGES)
+    lab = labels(p)
+    want = []
+    for side in "ab":
+        prod = np.flatnonzero(lab == f"producer_{side}")
+        cons = np.flatnonzero(lab == f"consumer_{side}")
+        assert prod.size == cons.size == 4
+        want += list(zip(prod.tolist(), cons.tolist()))
+    assert edges(p) == sorted(want)
