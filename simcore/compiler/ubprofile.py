@@ -4,7 +4,7 @@ A tile is live from the op that makes (or first loads) it to the last op of the 
 that reads it, as the on-chip buffer allocator reuses a buffer once its last reader is
 done; a result no op of the function reads yet is live at its producer only (it is copied
 out from there).  An op whose result takes an input's buffer (upstream's SrcDstBufferMerge,
-``reused_input``) holds one buffer for both while it runs.
+``UbProfile._reused_key``) holds one buffer for both while it runs.
 
 The depth merge asks, for every op it may add to a subgraph, whether the subgraph's live
 tiles still fit UB.  Rebuilding the profile for each question costs the subgraph's length,
