@@ -142,9 +142,9 @@ def test_glm_attention_stitch_sweep_e2e_has_one_interior_minimum(built):
 GLM_PATH = ["out_of_box", "stitch_128", "tileshape", "l1_reuse", "nbuffer"]
 
 
-def test_glm_attention_tuning_every_step_up_to_nbuffer_improves(built):
+def test_glm_attention_tuning_every_step_up_to_l1_reuse_improves(built):
     m = metrics(built, "glm_attention_tuning")
-    kernel = [m[s]["kernel_us"] for s in GLM_PATH]
+    kernel = [m[s]["kernel_us"] for s in GLM_PATH[:-1]]
     e2e = [m[s]["e2e_us"] for s in GLM_PATH]
     assert strictly_decreasing(kernel), dict(zip(GLM_PATH, kernel))
     assert strictly_decreasing(e2e), dict(zip(GLM_PATH, e2e))
@@ -152,6 +152,19 @@ def test_glm_attention_tuning_every_step_up_to_nbuffer_improves(built):
     # the stitch stage cuts dev tasks; the merge stages cut subgraphs
     assert m["stitch_128"]["dev_tasks"] < m["out_of_box"]["dev_tasks"]
     assert m["nbuffer"]["leaf_tasks"] < m["l1_reuse"]["leaf_tasks"] < m["tileshape"]["leaf_tasks"]
+
+
+def test_glm_attention_tuning_nbuffer_trades_kernel_time_for_launch_time(built):
+    """CubeNBuffer merges four MM2s of different s2 blocks (none waits on another); the
+    vector subgraphs vecNBuffer would pair are successive steps of one softmax chain, which
+    wait on each other, so they stay apart (simcore/compiler/mergeorder.py).  Fewer tasks
+    shorten the launch; a merged MM2 starts only once four blocks' probabilities are ready,
+    so the output update chain starts later and the kernel takes longer."""
+    m = metrics(built, "glm_attention_tuning")
+    before, after = m["l1_reuse"], m["nbuffer"]
+    assert after["leaf_tasks"] < before["leaf_tasks"]
+    assert after["e2e_us"] < before["e2e_us"]
+    assert after["kernel_us"] > before["kernel_us"]
 
 
 def test_glm_attention_tuning_l2_affinity_scheduling_does_not_pay_on_glm(built):

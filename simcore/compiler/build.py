@@ -15,6 +15,7 @@ from .deps import region_edges
 from .encode import encode_call_edges, end_hubs
 from .limits import Limits
 from .merge import choose, merged_index
+from .mergeorder import Ancestry, merged_order, split_dependent
 from .program import (L2_LINE_BYTES, CallOperands, CoreType, LeafFunction, Program,
                       RegionAccesses, RootFunction)
 from .rows import distinct_row_ids, row_ids
@@ -128,6 +129,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
     group = np.zeros(t.core.size, np.int64)
     new_leaf = []      # per leaf function: (leaf id, its new groups, their sizes, merge info)
     next_group = 0
+    ancestry = None    # the call's dependencies, once a merge needs them (mergeorder.py)
     # the tasks of every leaf function, in task order, without a scan per leaf function
     by_leaf = np.argsort(t.leaf, kind="stable")
     leaf_ids, first, counts = np.unique(t.leaf, return_index=True, return_counts=True)
@@ -166,12 +168,16 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             sub = np.arange(idx.size) // n
             if n > 1:
                 info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
+        if sub.size and int(np.bincount(sub).max()) > 1:
+            # tasks that wait on one another stay apart
+            ancestry = ancestry or Ancestry(t.acc, t.core.size)
+            sub = split_dependent(sub, idx, ancestry)
         group[idx] = next_group + sub
-        sizes = np.bincount(sub)
-        present = np.flatnonzero(sizes)
-        new_leaf.append((leaf_id, next_group + present, sizes[present], tuple(info)))
+        new_leaf.append((leaf_id, idx, tuple(info)))
         next_group += int(sub.max()) + 1
-    order = merged_index(group)
+    group, order = merged_order(group, ancestry)
+    new_leaf = [(leaf_id, *np.unique(group[idx], return_counts=True), info)
+                for leaf_id, idx, info in new_leaf]
     # the leaf function of every new group: a merged one per (leaf function, tasks merged),
     # registered in group order as a loop over the groups would
     lids = []

@@ -1,0 +1,133 @@
+"""Breadth merge without waiting on itself: which tasks may share a merged task, and
+the order the merged tasks run in.
+
+Breadth merge (merge.py) puts isomorphic leaf tasks of a root call together, N at a time
+in task order.  Isomorphic tasks can depend on each other: a chain that alternates a
+matmul and a small vector op (upstream's power-series inverse, ``A^(k+1) = (A^k @ A) +
+0``) has a vector task per step, all of one leaf function.  Merged, the first step's task
+would also hold the later steps, which wait for the matmuls that wait for it: a cycle.
+Upstream's NBufferMerge checks the merged subgraph graph for one and stops the compile
+(``ColorTopo``: "has cycle in graph; Please check and adjust the merge method",
+framework/src/passes/tile_graph_pass/graph_partition/n_buffer_merge.cpp at 08cec41e4);
+its merge groups subgraphs that read the same producer, which keeps a chain's steps apart.
+
+Here a task joins a merged task only if it waits on none of its members, directly or
+through other tasks; otherwise it starts another.  The merged tasks then run in an order
+that respects every dependency (a member may wait on a task that comes after the first
+member in task order), and merged tasks that still wait on each other (a member of each
+waiting on a member of the other) run unmerged.
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from .deps import region_edges
+
+
+class Ancestry:
+    """Which tasks of one call each task waits on, directly or not, before merging."""
+
+    def __init__(self, acc, n_tasks: int):
+        if acc.size:
+            self.src, self.dst = region_edges(acc.task, acc.buffer, acc.lo, acc.hi,
+                                              acc.write.astype(bool), acc.tag, n_tasks,
+                                              acc.buffers)
+        else:
+            self.src = self.dst = np.zeros(0, np.int64)
+        preds: list[list[int]] = [[] for _ in range(n_tasks)]
+        for s, d in zip(self.src.tolist(), self.dst.tolist()):
+            preds[d].append(s)
+        # a bit per task (Python ints); edges run forward in task order
+        self.mask = [0] * n_tasks
+        for d in range(n_tasks):
+            m = 0
+            for s in preds[d]:
+                m |= self.mask[s] | (1 << s)
+            self.mask[d] = m
+
+
+def split_dependent(sub: np.ndarray, idx: np.ndarray, ancestry: Ancestry) -> np.ndarray:
+    """``sub`` (a merged-task number per task ``idx``, in task order) with every task that
+    waits on a member of its merged task moved to the first one of the same number's
+    tasks it does not wait on, or to a new one."""
+    out = sub.copy()
+    fresh = int(sub.max()) + 1 if sub.size else 0
+    parts: dict[int, list[list[int]]] = {}      # number: [[members' mask, new number]]
+    for k, (task, number) in enumerate(zip(idx.tolist(), sub.tolist())):
+        waits = ancestry.mask[task]
+        for part in parts.setdefault(number, []):
+            if not waits & part[0]:
+                part[0] |= 1 << task
+                out[k] = part[1]
+                break
+        else:
+            new = number if not parts[number] else fresh
+            fresh += new == fresh
+            parts[number].append([1 << task, new])
+            out[k] = new
+    return out
+
+
+def merged_order(group: np.ndarray, ancestry: Ancestry | None):
+    """(group, new task index per task): every merged task after those it waits on,
+    otherwise in order of first appearance.  Merged tasks left waiting on each other in a
+    cycle (a member of each waits on a member of the other) are taken apart, as many times
+    as it takes: upstream's merge groups by shared producers and stops with an error on a
+    cycle, ptolab's groups by task order, so it runs the tasks unmerged instead."""
+    group = group.copy()
+    while True:
+        order, stuck = _topological(group, ancestry)
+        if order is not None:
+            return group, order
+        fresh = int(group.max()) + 1
+        members = np.flatnonzero(np.isin(group, stuck))
+        group[members] = fresh + np.arange(members.size)
+
+
+def _topological(group: np.ndarray, ancestry: Ancestry | None):
+    """(new task index per task, None), or (None, the merged groups on a cycle)."""
+    _, first, inverse = np.unique(group, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    rank = np.empty(first.size, np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    if ancestry is None or ancestry.src.size == 0:
+        return rank[inverse], None
+    gs, gd = inverse[ancestry.src], inverse[ancestry.dst]
+    keep = gs != gd
+    gs, gd = gs[keep], gd[keep]
+    if np.all(rank[gs] < rank[gd]):
+        return rank[inverse], None
+    pairs = set(zip(gs.tolist(), gd.tolist()))
+    forward = _kahn(first.size, pairs, rank)
+    if forward[1].size == 0:
+        return forward[0][inverse], None
+    # on a cycle: stuck both ways (reaches a cycle and is reached from one)
+    backward = _kahn(first.size, {(d, s) for s, d in pairs}, rank)
+    on_cycle = np.intersect1d(forward[1], backward[1])
+    sizes = np.bincount(inverse, minlength=first.size)
+    merged = on_cycle[sizes[on_cycle] > 1]
+    return None, np.unique(group)[merged]
+
+
+def _kahn(n: int, pairs, rank: np.ndarray):
+    """(place per node in a topological order, ties by ``rank``; the nodes never placed)."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indegree = np.zeros(n, np.int64)
+    for s, d in pairs:
+        succ[s].append(d)
+        indegree[d] += 1
+    ready = [(int(rank[g]), g) for g in range(n) if indegree[g] == 0]
+    heapq.heapify(ready)
+    place = np.full(n, -1, np.int64)
+    placed = 0
+    while ready:
+        _, g = heapq.heappop(ready)
+        place[g] = placed
+        placed += 1
+        for d in succ[g]:
+            indegree[d] -= 1
+            if indegree[d] == 0:
+                heapq.heappush(ready, (int(rank[d]), d))
+    return place, np.flatnonzero(place < 0)

@@ -1,0 +1,119 @@
+"""Breadth merge never puts tasks that wait on each other into one task
+(simcore/compiler/mergeorder.py).
+
+A power-series inverse, A^(k+1) = (A^k @ A) + 0, alternates a matmul and a small vector op:
+every step's vector task belongs to one leaf function, so vec_nbuffer_setting sees them
+as isomorphic.  Merged, one task would hold steps that wait for matmuls that wait for it.
+"""
+import numpy as np
+
+from pipeline.runner import resolve_kernel
+from simcore.compiler import compile_kernel
+from simcore.machine import simulate
+from simcore.spec.hardware import load_hardware
+
+HW = load_hardware("dav_2201")
+
+POWERS = """
+name: powers
+params: {L: 64}
+tensors:
+  a: {shape: [L, L], dtype: fp32, role: input}
+  x: {shape: [8, L], dtype: fp32, role: input}
+  z: {shape: [L, L], dtype: fp32, role: output}
+  w: {shape: [8, L], dtype: fp32, role: output}
+tiles:
+  vec: [L, L]
+  cube: {m: [L, L], k: [L, L], n: [L, L]}
+body:
+  - set_vec_tile_shapes: vec
+  - set_cube_tile_shapes: cube
+  - loop: {name: one, idx: i, trip: 1, style: pypto}
+    body:
+      - {op: matmul, inputs: [a, a], out: m2, dtype: fp32}
+      - {op: add, inputs: [m2], out: p2, scalar: 0.0}
+      - {op: matmul, inputs: [p2, a], out: m3, dtype: fp32}
+      - {op: add, inputs: [m3], out: p3, scalar: 0.0}
+      - {op: matmul, inputs: [p3, a], out: m4, dtype: fp32}
+      - {op: add, inputs: [m4], out: p4, scalar: 0.0}
+      - {op: matmul, inputs: [p4, a], out: m5, dtype: fp32}
+      - {op: add, inputs: [m5], out: p5, scalar: 0.0}
+      - {op: assemble, inputs: [p5], out: z, offsets: [0, 0]}
+      - set_vec_tile_shapes: [1, L]
+      - {op: exp, inputs: [x], out: e}
+      - {op: assemble, inputs: [e], out: w, offsets: [0, 0]}
+"""
+
+
+def _compile(tmp_path, merge: int):
+    path = tmp_path / "powers.yaml"
+    path.write_text(POWERS)
+    kernel = resolve_kernel(path, {"pass_options.vec_nbuffer_setting": {"DEFAULT": merge}})
+    program = compile_kernel(kernel, HW)
+    return program, simulate(HW, program, kernel.options.runtime_options)
+
+
+def _ops(program, task):
+    return program.leaf_functions[program.task_leaf[task]].ops
+
+
+def test_chained_isomorphic_steps_stay_apart_and_run_one_after_another(tmp_path):
+    merged, tl = _compile(tmp_path, 4)
+    plain, plain_tl = _compile(tmp_path, 1)
+    adds = [t for t in range(merged.leaf_tasks) if _ops(merged, t) == ("add",)]
+    assert len(adds) == 4                       # each step its own task, as without merging
+    mms = [t for t in range(merged.leaf_tasks) if _ops(merged, t) == ("matmul",)]
+    # the chain alternates: every matmul after the add before it, every add after its matmul
+    chain = sorted(adds + mms, key=lambda t: tl.task_start[t])
+    assert [_ops(merged, t) for t in chain] == [("matmul",), ("add",)] * 4
+    assert np.all(np.diff(tl.task_start[chain]) > 0)
+    assert np.all(tl.task_start[chain[1:]] >= tl.task_end[chain[:-1]] - 1e-9)
+    # the independent exp tiles still merge, four to a task
+    exps = [t for t in range(merged.leaf_tasks) if "exp" in _ops(merged, t)]
+    plain_exps = [t for t in range(plain.leaf_tasks) if "exp" in _ops(plain, t)]
+    assert len(plain_exps) == 8 and len(exps) == 2
+    # nothing the merge kept apart runs sooner than the chain allows
+    assert tl.kernel_us >= 0.95 * plain_tl.kernel_us
+
+
+CROSSED = """
+name: crossed
+params: {R: 8, C: 256}
+tensors:
+  x: {shape: [R, C], dtype: fp32, role: input}
+  y: {shape: [R, C], dtype: fp32, role: input}
+  z1: {shape: [R, C], dtype: fp32, role: output}
+  z2: {shape: [R, C], dtype: fp32, role: output}
+body:
+  - set_vec_tile_shapes: [R, C]
+  - loop: {name: one, idx: i, trip: 1, style: pypto}
+    body:
+      - sg_set_scope: 1
+      - {op: sqrt, inputs: [y], out: s1}
+      - sg_set_scope: 2
+      - {op: exp, inputs: [x], out: e1}
+      - sg_set_scope: 3
+      - {op: exp, inputs: [s1], out: e2}
+      - sg_set_scope: 4
+      - {op: sqrt, inputs: [e1], out: s2}
+      - sg_set_scope: -1
+      - {op: assemble, inputs: [e2], out: z1, offsets: [0, 0]}
+      - {op: assemble, inputs: [s2], out: z2, offsets: [0, 0]}
+"""
+
+
+def test_merged_tasks_that_would_wait_on_each_other_run_unmerged(tmp_path):
+    # the two sqrts and the two exps are each isomorphic and no member waits on its own
+    # twin, but the first sqrt feeds the second exp and the first exp the second sqrt:
+    # merged in pairs, each merged task would wait on the other.  Upstream's merge stops
+    # with an error there; ptolab runs the four tasks unmerged, their edges intact
+    path = tmp_path / "crossed.yaml"
+    path.write_text(CROSSED)
+    programs = [compile_kernel(resolve_kernel(path, {"pass_options.vec_nbuffer_setting":
+                                                     {"DEFAULT": n}}), HW) for n in (1, 2)]
+    for p in programs:
+        assert p.leaf_tasks == 4
+        ops = [p.leaf_functions[leaf].ops[0] for leaf in p.task_leaf]
+        edges = {(ops[s], ops[d]) for s, d in zip(p.edge_src.tolist(), p.edge_dst.tolist())}
+        assert edges == {("sqrt", "exp"), ("exp", "sqrt")}
+        assert p.edge_src.size == 2
