@@ -8,8 +8,11 @@ matmul and a small vector op (upstream's power-series inverse, ``A^(k+1) = (A^k 
 would also hold the later steps, which wait for the matmuls that wait for it: a cycle.
 Upstream's NBufferMerge checks the merged subgraph graph for one and stops the compile
 (``ColorTopo``: "has cycle in graph; Please check and adjust the merge method",
-framework/src/passes/tile_graph_pass/graph_partition/n_buffer_merge.cpp at 08cec41e4);
-its merge groups subgraphs that read the same producer, which keeps a chain's steps apart.
+framework/src/passes/tile_graph_pass/graph_partition/n_buffer_merge.cpp at 08cec41e4).
+Its default grouping merges subgraphs that read the same producer (``SortColorWithInput``),
+which keeps a chain's steps apart; its multi-input/output mode (``{-2: 1}``, and at HEAD
+883e7dfb any DEFAULT or function key) merges in topological order, as ptolab does, and a
+chain then stops the compile.
 
 Here a task joins a merged task only if it waits on none of its members, directly or
 through other tasks; otherwise it starts another.  The merged tasks then run in an order
@@ -74,13 +77,14 @@ def merged_order(group: np.ndarray, ancestry: Ancestry | None):
     """(group, new task index per task): every merged task after those it waits on,
     otherwise in order of first appearance.  Merged tasks left waiting on each other in a
     cycle (a member of each waits on a member of the other) are taken apart, as many times
-    as it takes: upstream's merge groups by shared producers and stops with an error on a
-    cycle, ptolab's groups by task order, so it runs the tasks unmerged instead."""
+    as it takes: where upstream stops the compile, ptolab runs those tasks unmerged."""
     group = group.copy()
     while True:
         order, stuck = _topological(group, ancestry)
         if order is not None:
             return group, order
+        # the call's own tasks form no cycle, so one is always through a merged task
+        assert stuck.size, "a cycle through no merged task"
         fresh = int(group.max()) + 1
         members = np.flatnonzero(np.isin(group, stuck))
         group[members] = fresh + np.arange(members.size)
