@@ -44,3 +44,20 @@ def unmatched_merge_keys(kernel: Kernel, program: Program) -> list[str]:
                 f"hashOrders: {', '.join(sorted({str(f.order) for f in leaves}, key=int))}; "
                 f"function keys look like func<root>_<order> (the swimlane's hashOrder-hint).")
     return notes
+
+
+def merges_held_apart(program: Program) -> list[str]:
+    """One sentence per leaf function whose merge setting asked to merge tasks that wait on
+    each other (simcore/compiler/mergeorder.py)."""
+    notes = []
+    for function, core, extra in program.info.get("merges_held_apart", ()):
+        settings = "vec_nbuffer_setting" if core == "AIV" else \
+            "cube_nbuffer_setting / cube_l1_reuse_setting"
+        notes.append(
+            f"pass_options.{settings}: {extra} more {core} task(s) of function {function} "
+            f"than the setting asks for, because the tasks it would merge wait on each other "
+            f"(successive steps of a chain), so they run unmerged (upstream groups them "
+            f"apart, or, merging in topological order, stops the compile with a cycle "
+            f"error); merge fewer (1 turns it off) or merge tasks that do not depend on "
+            f"each other.")
+    return notes

@@ -33,7 +33,7 @@ from .emit.pmu import write_pmu_files
 from .emit.pmu_trace import write_pmu_trace
 from .emit.swimlane import aicore_summary, launch_shift, write_swimlane_files
 from .emit.topo import write_compile_files
-from .merge_keys import unmatched_merge_keys
+from .merge_keys import merges_held_apart, unmatched_merge_keys
 
 # Above this many tile operations a build takes seconds: say what is happening on stderr.
 PROGRESS_TILE_OPS = 200_000
@@ -127,7 +127,7 @@ def compile_for(kernel: Kernel, hw: Hardware, kernel_path: Path,
     except ConfigError as exc:
         raise exc.located(str(kernel_path)) from None
     progress.say(f"compiled: {program.leaf_tasks:,} leaf tasks")
-    for note in unmatched_merge_keys(kernel, program):
+    for note in unmatched_merge_keys(kernel, program) + merges_held_apart(program):
         print(f"ptolab: note: {note}", file=sys.stderr)
     return program
 

@@ -7,6 +7,7 @@ as isomorphic.  Merged, one task would hold steps that wait for matmuls that wai
 """
 import numpy as np
 
+from pipeline.merge_keys import merges_held_apart
 from pipeline.runner import resolve_kernel
 from simcore.compiler import compile_kernel
 from simcore.machine import simulate
@@ -74,6 +75,12 @@ def test_chained_isomorphic_steps_stay_apart_and_run_one_after_another(tmp_path)
     assert len(plain_exps) == 8 and len(exps) == 2
     # nothing the merge kept apart runs sooner than the chain allows
     assert tl.kernel_us >= 0.95 * plain_tl.kernel_us
+    # and the user is told: four adds asked to be one task, they are four
+    ((function, core, extra),) = merged.info["merges_held_apart"]
+    assert core == "AIV" and extra == 3
+    (note,) = merges_held_apart(merged)
+    assert "vec_nbuffer_setting" in note and function in note and " 3 " in note
+    assert merges_held_apart(plain) == []
 
 
 CROSSED = """

@@ -156,8 +156,8 @@ def test_glm_attention_tuning_every_step_up_to_l1_reuse_improves(built):
 
 def test_glm_attention_tuning_nbuffer_trades_kernel_time_for_launch_time(built):
     """CubeNBuffer merges four MM2s of different s2 blocks (none waits on another); the
-    vector subgraphs vecNBuffer would pair are successive steps of one softmax chain, which
-    wait on each other, so they stay apart (simcore/compiler/mergeorder.py).  Fewer tasks
+    isomorphic vector subgraphs are successive steps of one softmax chain, which wait on each
+    other, so vecNBuffer could not merge them (simcore/compiler/mergeorder.py).  Fewer tasks
     shorten the launch; a merged MM2 starts only once four blocks' probabilities are ready,
     so the output update chain starts later and the kernel takes longer."""
     m = metrics(built, "glm_attention_tuning")

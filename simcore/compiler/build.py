@@ -62,6 +62,9 @@ class _CallTasks:
     leaf: np.ndarray
     work: Work
     acc: Accesses
+    # per leaf function whose merge setting asked to merge tasks that wait on each other:
+    # (its function key, core type, tasks more than the setting asked for)
+    held_apart: tuple = ()
 
 
 def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks:
@@ -168,16 +171,24 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             sub = np.arange(idx.size) // n
             if n > 1:
                 info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
+        asked = np.unique(sub).size
         if sub.size and int(np.bincount(sub).max()) > 1:
             # tasks that wait on one another stay apart
             ancestry = ancestry or Ancestry(t.acc, t.core.size)
             sub = split_dependent(sub, idx, ancestry)
         group[idx] = next_group + sub
-        new_leaf.append((leaf_id, idx, tuple(info)))
+        new_leaf.append((leaf_id, idx, tuple(info), asked))
         next_group += int(sub.max()) + 1
     group, order = merged_order(group, ancestry)
+    held_apart = []
+    for leaf_id, idx, _, asked in new_leaf:
+        extra = np.unique(group[idx]).size - asked
+        if extra:
+            meta = leaves.items[leaf_id]
+            held_apart.append((meta.hash_order, CoreType(meta.core_type).name, extra))
+    t.held_apart = tuple(held_apart)
     new_leaf = [(leaf_id, *np.unique(group[idx], return_counts=True), info)
-                for leaf_id, idx, info in new_leaf]
+                for leaf_id, idx, info, _ in new_leaf]
     # the leaf function of every new group: a merged one per (leaf function, tasks merged),
     # registered in group order as a loop over the groups would
     lids = []
@@ -216,7 +227,8 @@ def _apply_merge(t: _CallTasks, group: np.ndarray,
                                acc.write[:, None].astype(np.int64), acc.tag[:, None]], axis=1)
         kept = np.sort(row_ids(rows)[1])
         acc = acc.take(kept)
-    return _CallTasks(core, leaf, _with_loads(t.work.merged(order, n), acc), acc), kept
+    return _CallTasks(core, leaf, _with_loads(t.work.merged(order, n), acc), acc,
+                      t.held_apart), kept
 
 
 def _with_loads(work: Work, acc: Accesses) -> Work:
@@ -250,6 +262,7 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     leaves = _Leaves(kernel.name)
     calls, call_root, call_bodies, workspace = [], [], [], []
     cache = CallCache()
+    held_apart: Counter = Counter()
     # only calls of one root function can be shaped alike: a root called once needs no key
     calls_of = Counter(call.root_key for call in traced.calls)
     for c, call in enumerate(traced.calls):
@@ -272,7 +285,13 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
         call_root.append(root.index)
         call_bodies.append(call.bodies)
         workspace.append(ws_bytes)
-    return _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
+        for function, core, extra in tasks.held_apart:
+            held_apart[(function, core)] += extra
+    program = _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
+    if held_apart:
+        # pipeline.merge_keys notes them: the setting asked for merges upstream would refuse
+        program.info["merges_held_apart"] = sorted((f, c, n) for (f, c), n in held_apart.items())
+    return program
 
 
 # a workspace the compiler made has no declared dtype: the common one of its element size
