@@ -4,13 +4,18 @@
 A power-series inverse, A^(k+1) = (A^k @ A) + 0, alternates a matmul and a small vector op:
 every step's vector task belongs to one leaf function, so vec_nbuffer_setting sees them
 as isomorphic.  Merged, one task would hold steps that wait for matmuls that wait for it.
+Last, the counts upstream computes itself under its multi-input/output switch (-2).
 """
+from collections import Counter
+
 import numpy as np
+import pytest
 
 from pipeline.merge_keys import merges_held_apart
 from pipeline.runner import resolve_kernel
 from simcore.compiler import compile_kernel
 from simcore.machine import simulate
+from simcore.spec.errors import ConfigError
 from simcore.spec.hardware import load_hardware
 
 HW = load_hardware("dav_2201")
@@ -124,3 +129,51 @@ def test_merged_tasks_that_would_wait_on_each_other_run_unmerged(tmp_path):
         edges = {(ops[s], ops[d]) for s, d in zip(p.edge_src.tolist(), p.edge_dst.tolist())}
         assert edges == {("sqrt", "exp"), ("exp", "sqrt")}
         assert p.edge_src.size == 2
+
+
+MANY = """
+name: many
+params: {R: 96, C: 256}
+tensors:
+  x: {shape: [R, C], dtype: fp32, role: input}
+  y: {shape: [R, C], dtype: fp32, role: input}
+  z: {shape: [R, C], dtype: fp32, role: output}
+  w: {shape: [R, C], dtype: fp32, role: output}
+body:
+  - set_vec_tile_shapes: [1, C]
+  - loop: {name: one, idx: i, trip: 1, style: pypto}
+    body:
+      - {op: exp, inputs: [x], out: e, label: first}
+      - {op: assemble, inputs: [e], out: z, offsets: [0, 0]}
+      - {op: sqrt, inputs: [y], out: s, label: second}
+      - {op: assemble, inputs: [s], out: w, offsets: [0, 0]}
+"""
+
+
+def test_the_multi_in_out_switch_gives_unnamed_functions_the_automatic_count(tmp_path):
+    # upstream's {-2: 0}: every isomorphic group gets an automatic count, as many tasks a
+    # merged task as keeps the group on mg_vec_parallel_lb (48) cores: 96 -> 48 tasks of 2;
+    # {-2: 1} beside a count for one function: the others get the automatic count too;
+    # without the switch a function no key names stays unmerged
+    path = tmp_path / "many.yaml"
+    path.write_text(MANY)
+
+    def tasks(setting, **sets):
+        sets["pass_options.vec_nbuffer_setting"] = setting
+        p = compile_kernel(resolve_kernel(path, sets), HW)
+        return Counter(p.leaf_functions[leaf].ops[0] for leaf in p.task_leaf)
+    assert tasks({"-2": 0}) == {"exp": 48, "sqrt": 48}
+    assert tasks({"-2": 0}, **{"pass_options.mg_vec_parallel_lb": 24}) == {"exp": 24,
+                                                                          "sqrt": 24}
+    assert tasks({"-2": 0}, **{"pass_options.mg_vec_parallel_lb": 96}) == {"exp": 96,
+                                                                          "sqrt": 96}
+    assert tasks({"-2": 1, "first": 8}) == {"exp": 12, "sqrt": 48}
+    assert tasks({"first": 8}) == {"exp": 12, "sqrt": 96}
+
+
+def test_the_multi_in_out_switch_takes_only_upstreams_two_forms(tmp_path):
+    path = tmp_path / "many.yaml"
+    path.write_text(MANY)
+    for bad in ({"-2": 2}, {"-2": 0, "first": 8}):
+        with pytest.raises(ConfigError, match="multi-input/output"):
+            resolve_kernel(path, {"pass_options.vec_nbuffer_setting": bad})

@@ -14,7 +14,8 @@ from .symbols import SymBool, SymInt, ceil_div, is_int
 
 PASS_OPTIONS_IN_BODY = ("sg_set_scope",)
 # merge settings a kernel body may set; the kernel config holds them kernel-wide
-# the graph partitioner's bounds: loaded kernel-wide, no mechanism (simcore/spec/options.py)
+# the graph partitioner's bounds (loaded kernel-wide, no mechanism: simcore/spec/options.py)
+# and the automatic vecNBuffer count's core bound (simcore/compiler/mergeorder.py)
 PASS_OPTIONS_SCALAR = ("pg_upper_bound", "pg_lower_bound", "pg_skip_partition",
                        "mg_vec_parallel_lb")
 PASS_OPTIONS_KERNEL_WIDE = ("vec_nbuffer_setting", "cube_l1_reuse_setting",

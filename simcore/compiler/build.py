@@ -15,7 +15,7 @@ from .deps import region_edges
 from .encode import encode_call_edges, end_hubs
 from .limits import Limits
 from .merge import choose, merged_index
-from .mergeorder import Ancestry, merged_order, split_dependent
+from .mergeorder import Ancestry, auto_vec_merge_count, merged_order, split_dependent
 from .program import (L2_LINE_BYTES, CallOperands, CoreType, LeafFunction, Program,
                       RegionAccesses, RootFunction)
 from .rows import distinct_row_ids, row_ids
@@ -167,7 +167,11 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             if n > 1:
                 info.append(f"cubeMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
         else:
-            n = choose(po.vec_nbuffer_setting, meta.order, func_key, labels, 1).count
+            # with upstream's multi-in/out switch (-2) a function no key names gets the
+            # automatic count (SetNumDB); otherwise it stays unmerged
+            auto = auto_vec_merge_count(idx.size, po.mg_vec_parallel_lb) \
+                if "-2" in po.vec_nbuffer_setting else 1
+            n = choose(po.vec_nbuffer_setting, meta.order, func_key, labels, auto).count
             sub = np.arange(idx.size) // n
             if n > 1:
                 info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")

@@ -135,3 +135,16 @@ def _kahn(n: int, pairs, rank: np.ndarray):
             if indegree[d] == 0:
                 heapq.heappush(ready, (int(rank[d]), d))
     return place, np.flatnonzero(place < 0)
+
+
+def auto_vec_merge_count(tasks: int, parallel_lb: int) -> int:
+    """Tasks a merged task takes where upstream computes the count (``GetIsoColorMergeNum``
+    in n_buffer_merge.cpp at 08cec41e4): a group of isomorphic tasks no larger than
+    ``mg_vec_parallel_lb`` stays unmerged; a larger one merges as many as keeps it on at
+    least that many cores."""
+    if parallel_lb <= 0 or tasks <= parallel_lb:
+        return 1
+    n = -(-tasks // parallel_lb)
+    while n > 1 and -(-tasks // n) < parallel_lb:
+        n -= 1
+    return n

@@ -36,7 +36,9 @@ class PassOptions(Strict):
     # accepted so upstream kernels load; the model has no mechanism for them (README "What
     # the model does (and does not)").  The partitioner's bounds are estimated cycles of a
     # subgraph (upstream's iso_partitioner.cpp), which the compiler does not price: rates
-    # are the machine's (simcore/compiler/limits.py).  Defaults are upstream's
+    # are the machine's (simcore/compiler/limits.py).  mg_vec_parallel_lb is no such bound:
+    # under vec_nbuffer_setting's -2 switch it sizes the automatic merge counts
+    # (simcore/compiler/mergeorder.py).  Defaults are upstream's
     # (framework/src/interface/configs/tile_fwk_config.json).
     pg_upper_bound: int = Field(10000, ge=0, le=2**31 - 1)
     pg_lower_bound: int = Field(512, ge=0, le=2**31 - 1)
@@ -86,9 +88,17 @@ class PassOptions(Strict):
         lowest = -2 if info.field_name == "vec_nbuffer_setting" else -1
         for key, v in value.items():
             check_merge_key(key, info.field_name, lowest=lowest)
-            floor = 0 if key == "-2" else 1
-            if type(v) is not int or not floor <= v <= 2**31 - 1:
-                raise ValueError(f"{info.field_name}['{key}'] = {v!r} must be an int >= {floor}")
+            if key == "-2":
+                # upstream's multi-input/output merge switch (n_buffer_merge.cpp
+                # InitVecNBufferModeBySetting): {-2: 0} alone, or 1 beside other keys
+                if v not in (0, 1) or type(v) is not int or (v == 0 and len(value) > 1):
+                    raise ValueError(f"{info.field_name}['-2'] = {v!r}: key -2 is the "
+                                     f"multi-input/output merge control: use {{-2: 0}} alone "
+                                     f"for automatic counts, or -2: 1 beside the counts you "
+                                     f"set (upstream refuses anything else)")
+                continue
+            if type(v) is not int or not 1 <= v <= 2**31 - 1:
+                raise ValueError(f"{info.field_name}['{key}'] = {v!r} must be an int >= 1")
         return value
 
     @field_validator("sg_set_scope", mode="before")
