@@ -185,14 +185,14 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
         next_group += int(sub.max()) + 1
     group, order = merged_order(group, ancestry)
     held_apart = []
-    for leaf_id, idx, _, asked in new_leaf:
-        extra = np.unique(group[idx]).size - asked
-        if extra:
+    for k, (leaf_id, idx, info, asked) in enumerate(new_leaf):
+        groups, sizes = np.unique(group[idx], return_counts=True)
+        new_leaf[k] = (leaf_id, groups, sizes, info)
+        if groups.size > asked:
             meta = leaves.items[leaf_id]
-            held_apart.append((meta.hash_order, CoreType(meta.core_type).name, extra))
+            held_apart.append((meta.hash_order, CoreType(meta.core_type).name,
+                               groups.size - asked))
     t.held_apart = tuple(held_apart)
-    new_leaf = [(leaf_id, *np.unique(group[idx], return_counts=True), info)
-                for leaf_id, idx, info, _ in new_leaf]
     # the leaf function of every new group: a merged one per (leaf function, tasks merged),
     # registered in group order as a loop over the groups would
     lids = []

@@ -152,6 +152,16 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
         values.append(found[0])
         return found[1]
 
+    def read(v, operand: int) -> None:
+        """The GM pieces of ``v`` as sources an op's ``operand`` reads."""
+        for piece, off, ext in note(v):
+            buffer.append(piece)
+            slot.append(operand)
+            offset.append(off)
+            extent.append(ext)
+            multi.append(False)
+            woff.append(no_shift)
+
     n_assemble = 0
     for op in call.ops:
         if op.op in _VALUE_HANDLERS:
@@ -159,13 +169,7 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
             if isinstance(v, LocalValue):
                 values_of[op.out] = _PLACEHOLDER    # on chip: the same in every call
             elif _copies(op):
-                for piece, off, ext in note(v):     # read by the copy
-                    buffer.append(piece)
-                    slot.append(0)
-                    offset.append(off)
-                    extent.append(ext)
-                    multi.append(False)
-                    woff.append(no_shift)
+                read(v, 0)                          # read by the copy
                 values_of[op.out] = _PLACEHOLDER
             else:
                 getattr(t, f"_op_{op.op}")(op)
@@ -189,13 +193,7 @@ def replay(kernel, limits, call, call_index: int, assemble_shapes: list,
         for i, name in enumerate(op.inputs):
             v = lookup(name, op)
             if isinstance(v, GmValue):
-                for piece, off, ext in note(v):
-                    buffer.append(piece)
-                    slot.append(i)
-                    offset.append(off)
-                    extent.append(ext)
-                    multi.append(False)
-                    woff.append(no_shift)
+                read(v, i)
         values_of[op.out] = _PLACEHOLDER
     as_array = lambda rows: np.asarray(rows, np.int64).reshape(-1, MAX_RANK)
     return _Sources(values, buffer, slot, as_array(offset), as_array(extent),

@@ -158,12 +158,17 @@ def _geometry_pairs(qrows, qgeo, qlo, qhi, boxes, box_geo, box_lo, box_hi, layou
     return qrows[qi[hit]], cand[hit]
 
 
-def _runs(ids, rows, buf, lo, hi, buffers):
-    """(id, first byte, end byte) of the runs of access ``rows``, each owned by its ``ids``:
-    one pass per buffer shape, however many buffers share it."""
+def _layouts(buffers) -> tuple[dict, np.ndarray]:
+    """The distinct (shape, element size) of ``buffers``, and each buffer's index in them."""
     layouts: dict = {}
     layout_of = np.asarray([layouts.setdefault((tuple(b.shape), b.elem), len(layouts))
                             for b in buffers], np.int64)
+    return layouts, layout_of
+
+
+def _runs(ids, rows, buf, lo, hi, layouts: dict, layout_of: np.ndarray):
+    """(id, first byte, end byte) of the runs of access ``rows``, each owned by its ``ids``:
+    one pass per buffer shape (``_layouts``), however many buffers share it."""
     kind = layout_of[buf[rows]]
     order = np.argsort(kind, kind="stable")
     bounds = np.searchsorted(kind[order], np.arange(len(layouts) + 1))
@@ -183,8 +188,9 @@ def _storage_pairs(queries, boxes, box_row, buf, lo, hi, buffers, store):
     """(query row, box) pairs of the storages seen through several geometries, every
     storage at once: the byte runs of every query against the byte runs of every box
     written to its storage."""
-    q_row, q_first, q_end = _runs(queries, queries, buf, lo, hi, buffers)
-    b_box, b_first, b_end = _runs(boxes, box_row[boxes], buf, lo, hi, buffers)
+    layouts = _layouts(buffers)
+    q_row, q_first, q_end = _runs(queries, queries, buf, lo, hi, *layouts)
+    b_box, b_first, b_end = _runs(boxes, box_row[boxes], buf, lo, hi, *layouts)
     order, start, stop = _windows(store[q_row], q_first, q_end, store[box_row[b_box]],
                                   b_first, b_end)
     qi, pos = _expand_windows(start, stop)

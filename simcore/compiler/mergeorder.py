@@ -27,6 +27,7 @@ import heapq
 import numpy as np
 
 from .deps import region_edges
+from .merge import merged_index
 
 
 class Ancestry:
@@ -85,55 +86,51 @@ def merged_order(group: np.ndarray, ancestry: Ancestry | None):
             return group, order
         # the call's own tasks form no cycle, so one is always through a merged task
         assert stuck.size, "a cycle through no merged task"
-        fresh = int(group.max()) + 1
-        members = np.flatnonzero(np.isin(group, stuck))
-        group[members] = fresh + np.arange(members.size)
+        group[stuck] = int(group.max()) + 1 + np.arange(stuck.size)
 
 
 def _topological(group: np.ndarray, ancestry: Ancestry | None):
-    """(new task index per task, None), or (None, the merged groups on a cycle)."""
-    _, first, inverse = np.unique(group, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    rank = np.empty(first.size, np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    """(new task index per task, None), or (None, the tasks of merged groups on a cycle)."""
+    ranked = merged_index(group)        # each task's group, numbered by first appearance
     if ancestry is None or ancestry.src.size == 0:
-        return rank[inverse], None
-    gs, gd = inverse[ancestry.src], inverse[ancestry.dst]
+        return ranked, None
+    gs, gd = ranked[ancestry.src], ranked[ancestry.dst]
     keep = gs != gd
     gs, gd = gs[keep], gd[keep]
-    if np.all(rank[gs] < rank[gd]):
-        return rank[inverse], None
+    if np.all(gs < gd):
+        return ranked, None
+    n = int(ranked.max()) + 1
     pairs = set(zip(gs.tolist(), gd.tolist()))
-    forward = _kahn(first.size, pairs, rank)
+    forward = _kahn(n, pairs)
     if forward[1].size == 0:
-        return forward[0][inverse], None
+        return forward[0][ranked], None
     # on a cycle: stuck both ways (reaches a cycle and is reached from one)
-    backward = _kahn(first.size, {(d, s) for s, d in pairs}, rank)
+    backward = _kahn(n, {(d, s) for s, d in pairs})
     on_cycle = np.intersect1d(forward[1], backward[1])
-    sizes = np.bincount(inverse, minlength=first.size)
-    merged = on_cycle[sizes[on_cycle] > 1]
-    return None, np.unique(group)[merged]
+    merged = on_cycle[np.bincount(ranked, minlength=n)[on_cycle] > 1]
+    return None, np.flatnonzero(np.isin(ranked, merged))
 
 
-def _kahn(n: int, pairs, rank: np.ndarray):
-    """(place per node in a topological order, ties by ``rank``; the nodes never placed)."""
+def _kahn(n: int, pairs):
+    """(place per node in a topological order, ties by node number; the nodes never
+    placed)."""
     succ: list[list[int]] = [[] for _ in range(n)]
     indegree = np.zeros(n, np.int64)
     for s, d in pairs:
         succ[s].append(d)
         indegree[d] += 1
-    ready = [(int(rank[g]), g) for g in range(n) if indegree[g] == 0]
+    ready = [g for g in range(n) if indegree[g] == 0]
     heapq.heapify(ready)
     place = np.full(n, -1, np.int64)
     placed = 0
     while ready:
-        _, g = heapq.heappop(ready)
+        g = heapq.heappop(ready)
         place[g] = placed
         placed += 1
         for d in succ[g]:
             indegree[d] -= 1
             if indegree[d] == 0:
-                heapq.heappush(ready, (int(rank[d]), d))
+                heapq.heappush(ready, d)
     return place, np.flatnonzero(place < 0)
 
 
