@@ -44,24 +44,31 @@ def main() -> None:
         key, value = assignment.split("=", 1)
         sets.setdefault(name, {})[key] = _value(value)
     wanted = set(filter(None, args.kernels.split(",")))
-    hw = load_hardware("dav_2201")
     print(f"{'kernel':<24} {'leaf_tasks':>10} {'compile_s':>9} {'tasks/s':>9}")
     total_tasks, total_s = 0, 0.0
+    for name, tasks, best in kernel_rates(args.repeat, sets, wanted):
+        total_tasks += tasks
+        total_s += best
+        rate = tasks / best if best > 0 else float("inf")
+        print(f"{name:<24} {tasks:>10} {best:>9.3f} {rate:>9.0f}", flush=True)
+    if total_s > 0:
+        print(f"{'all':<24} {total_tasks:>10} {total_s:>9.3f} {total_tasks / total_s:>9.0f}")
+
+
+def kernel_rates(repeat: int = 1, sets: dict | None = None, wanted: set | None = None):
+    """(kernel, leaf tasks, best-of-``repeat`` compile CPU seconds) per shipped kernel."""
+    sets = DEFAULT_SETS if sets is None else sets
+    hw = load_hardware("dav_2201")
     for path in sorted((REPO / "configs/kernels").glob("*.yaml")):
         if wanted and path.stem not in wanted:
             continue
         kernel = resolve_kernel(path, sets.get(path.stem, {}))
         best = float("inf")
-        for _ in range(max(args.repeat, 1)):
+        for _ in range(max(repeat, 1)):
             t0 = time.process_time()
             program = compile_kernel(kernel, hw)
             best = min(best, time.process_time() - t0)
-        total_tasks += program.leaf_tasks
-        total_s += best
-        rate = program.leaf_tasks / best if best > 0 else float("inf")
-        print(f"{path.stem:<24} {program.leaf_tasks:>10} {best:>9.3f} {rate:>9.0f}", flush=True)
-    if total_s > 0:
-        print(f"{'all':<24} {total_tasks:>10} {total_s:>9.3f} {total_tasks / total_s:>9.0f}")
+        yield path.stem, program.leaf_tasks, best
 
 
 if __name__ == "__main__":
