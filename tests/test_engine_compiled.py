@@ -148,6 +148,31 @@ def test_every_stage_and_sched_mode_gives_the_reference_timeline(study_name):
             assert fast.task_start.size == program.leaf_tasks
             _same(fast, slow, f"{study_name}/{stage.name}/mode {mode}: Timeline")
 
+@needs_compiled
+@pytest.mark.parametrize("study_name", ["matmul_l2_split", "sched_l2_affinity"])
+def test_random_l2_replacement_gives_the_reference_timeline(study_name):
+    """No shipped chip evicts at random (memory.l2_replacement), so the studies above do
+    not reach that path of l2.py: the two studies that lean on L2 run it here, through
+    both engines, under every device_sched_mode."""
+    from simcore.spec.hardware import with_values
+
+    study = load_study(CONFIGS / "studies" / f"{study_name}.yaml")
+    kernel_path = find_config(CONFIGS / "kernels", study.kernel, "kernel")
+    hw_path = find_config(CONFIGS / "hardware", study.hardware, "hardware")
+    ref = reference()
+    for stage in study.stages:
+        kernel, hw, program = _program(kernel_path, stage.set, hw_path)
+        hw = with_values(hw, {"memory.l2_replacement": "random",
+                              "memory.l2_usable_fraction": 0.2})
+        for mode in range(4):
+            options = kernel.options.runtime_options.model_copy(
+                update={"device_sched_mode": mode})
+            fast = ENGINE.Machine(hw, program, options).run()
+            slow = ref.Machine(hw, program, options).run()
+            assert fast.task_l2_bytes.sum() > 0
+            _same(fast, slow, f"{study_name}/{stage.name}/mode {mode}, random L2: Timeline")
+
+
 # -- the fallback ---------------------------------------------------------------------------
 def _run(*parts: str, env=None):
     """Python source ``parts`` run in a fresh interpreter from the repo."""

@@ -24,7 +24,7 @@ def run(kernel, hw=HW):
 
 
 # -- L2Cache on its own ----------------------------------------------------------------
-def _cache(capacity, per_task):
+def _cache(capacity, per_task, replacement="lru"):
     """An L2Cache over ``per_task``: for each task, its (region, bytes, lines, write, bypass)
     accesses."""
     rows = [a for accesses in per_task for a in accesses]
@@ -32,7 +32,8 @@ def _cache(capacity, per_task):
     cols = list(zip(*rows))
     return L2Cache(capacity, TaskRegions(
         ptr=ptr, region=list(cols[0]), nbytes=list(cols[1]), lines=list(cols[2]),
-        nlines=[m.bit_count() for m in cols[2]], write=list(cols[3]), bypass=list(cols[4])))
+        nlines=[m.bit_count() for m in cols[2]], write=list(cols[3]), bypass=list(cols[4])),
+        replacement)
 
 
 def test_l2_a_read_hits_the_lines_held_and_misses_whole_lines():
@@ -69,6 +70,47 @@ def test_l2_evicts_the_least_recently_used_region_once_its_lines_exceed_capacity
         [(1, 3 * LINE, three, False, False), (2, 3 * LINE, three, False, False)]])
     assert [cache.access(t) for t in range(5)] == [
         (0.0, 3 * LINE), (0.0, 3 * LINE), (3 * LINE, 0.0), (0.0, LINE), (3 * LINE, 3 * LINE)]
+
+
+def _scan(replacement, regions=30, capacity_regions=20, passes=4):
+    """A cyclic scan: one task per region, whole regions, ``passes`` times over
+    ``regions`` regions with room for ``capacity_regions``; (hit bytes per pass, cache)."""
+    full = 2 ** 64 - 1
+    r = 64 * LINE
+    per_task = [[(k, r, full, False, False)] for _ in range(passes) for k in range(regions)]
+    cache = _cache(capacity_regions * r, per_task, replacement)
+    hits = []
+    for p in range(passes):
+        got = [cache.access(p * regions + k) for k in range(regions)]
+        hits.append(sum(h for h, _ in got))
+        assert cache.used <= capacity_regions * r
+    return hits, cache
+
+
+def test_l2_random_replacement_keeps_part_of_a_scan_lru_loses_whole():
+    """A scan a half larger than the cache: LRU evicts every region just before its reuse
+    and never hits again; random eviction keeps a share of the scan and hits on every later
+    pass, less than everything."""
+    lru, _ = _scan("lru")
+    rand, _ = _scan("random")
+    r = 64 * LINE
+    assert lru == [0.0, 0.0, 0.0, 0.0]
+    assert rand[0] == 0.0
+    assert all(0.25 * 30 * r < h < 30 * r for h in rand[1:])
+
+
+def test_l2_random_replacement_is_reproducible_and_fits_its_capacity():
+    """The victims come from a generator with a fixed seed: two caches over the same
+    accesses hit the same bytes; a scan that fits is all hits after its first pass, as
+    under LRU."""
+    assert _scan("random")[0] == _scan("random")[0]
+    fits, _ = _scan("random", regions=10)
+    assert fits[1:] == [10 * 64 * LINE] * 3
+
+
+def test_l2_refuses_an_unknown_replacement_policy():
+    with pytest.raises(ValueError, match="lru, random"):
+        _cache(LINE, [[(1, LINE, 0b1, False, False)]], "fifo")
 
 
 # -- what the compiler lists ------------------------------------------------------------

@@ -280,6 +280,7 @@ class Plan:
     head_us: float               # per leaf task on its core
     clock_mhz: float
     l2_bytes: float
+    l2_replacement: str
     mte2: Mte2Model
     # the control thread
     ctrl_ready: float            # when it can start building
@@ -349,7 +350,8 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         direct_send=options.device_sched_mode in (1, 3), fair=fair,
         dispatch_us=a.dispatch_us + (a.fairness_us if fair else 0.0),
         head_us=hw.core.head_overhead_us, clock_mhz=hw.cores.clock_mhz,
-        l2_bytes=hw.memory.l2_effective_bytes, mte2=Mte2Model(hw),
+        l2_bytes=hw.memory.l2_effective_bytes, l2_replacement=hw.memory.l2_replacement,
+        mte2=Mte2Model(hw),
         ctrl_ready=ctrl_ready, build_end=ctrl_ready + np.cumsum(build_cost),
         dev_task_tasks=tasks,
         first_ready=first_ready,
@@ -588,7 +590,7 @@ class Run:
         self.sched = [SchedThread(index=i, begin=0.0, alloc=_SCHED_ALLOC, init=a.init_us,
                                   handshake=a.init_us + a.handshake_us)
                       for i in range(plan.n_threads)]
-        self.l2 = L2Cache(plan.l2_bytes, plan.accesses)
+        self.l2 = L2Cache(plan.l2_bytes, plan.accesses, plan.l2_replacement)
         self.indegree = _buffer(plan.indegree, np.int64)
         self.thread_free = _buffer([s.handshake for s in self.sched], np.float64)
         self.events = Heap()                  # (time, seq, kind, a, b)

@@ -18,8 +18,11 @@ cdef class L2Cache:
     cdef const signed char[::1] write, bypass
     cdef signed char[::1] present
     cdef unsigned long[::1] held
-    cdef long[::1] after, before
+    cdef long[::1] after, before, order
     cdef long end
+    cdef public long count
+    cdef public bint random
+    cdef public unsigned long rng
 
     @cython.locals(a=long, r=long, last=long, prev=long, nxt=long, used=long, cap=long,
                    line=long, fresh=long, hit=double, miss=double, missed=double,
@@ -28,5 +31,11 @@ cdef class L2Cache:
                    kept="unsigned long", region=long)
     cpdef (double, double) access(self, long task)
 
-    @cython.locals(cap=long, oldest=long, nxt=long, end=long)
+    @cython.locals(cap=long, victim=long, end=long)
     cdef long _evict(self, long used) except? -1
+
+    @cython.locals(place=long, last=long, prev=long, nxt=long)
+    cdef void _unlink(self, long region)
+
+    @cython.locals(x="unsigned long")
+    cdef unsigned long _draw(self)

@@ -5,8 +5,8 @@ The compiler cuts every GM tensor into regions of a few dozen lines and lists, p
 leaf task, the regions its boxes touch together with a bitmap of the lines they
 touch there (a column tile of a row-major matrix touches a few lines in each of
 many regions).  The cache keeps, per region, the bitmap of lines it holds, and
-evicts whole regions, least recently used first, once the lines it holds exceed
-its capacity.  Counting lines rather than bytes makes the capacity exact while the
+evicts whole regions once the lines it holds exceed its capacity: the least recently
+used first (``lru``), or one drawn at random among those held (``random``).  Counting lines rather than bytes makes the capacity exact while the
 bookkeeping stays one slot per region: a lookup is an AND of two 64-bit bitmaps, and the
 recency order a list linked through per-region arrays (no object per access, so the same
 code compiles to plain C, l2.pxd).
@@ -22,7 +22,9 @@ The rules a task's accesses follow, in the order the task lists them (reads firs
   hits; a write allocates its lines the same way
   (write-allocate, docs/sources.md §3), so written data stays for its consumers
   and competes for room with the inputs;
-- touching a region, hit or miss, makes it the most recently used;
+- touching a region, hit or miss, makes it the most recently used (``lru``; ``random``
+  keeps no recency: a victim is drawn from a fixed-seed generator, so a run is
+  reproducible);
 - a bypassed access (set_cache_policy) is served from HBM and not kept; a bypassed
   write drops the lines it overwrites.
 
@@ -93,8 +95,18 @@ def _bits(x: int) -> int:
     return x.bit_count()
 
 
+# the replacement policies ``L2Cache`` knows, by the name the hardware file gives
+REPLACEMENT = ("lru", "random")
+
+
 class L2Cache:
-    """Capacity-limited L2 with LRU eviction by region, filled and counted by line.
+    """Capacity-limited L2 evicting by region, filled and counted by line.
+
+    ``lru`` evicts the least recently touched region.  ``random`` evicts a region drawn
+    uniformly among those held: where a scan's reuse distance exceeds the capacity, LRU
+    evicts every line just before its reuse and hits nothing, while random eviction keeps
+    a share of them and hits about as often as the capacity covers of the scan, which is
+    how caches without true LRU (pseudo-random and tree-PLRU ones) behave on such scans.
 
     ``access(task)`` applies a task's accesses and returns
     ``(hit_bytes, miss_bytes)``: bytes the task reads from L2 and bytes HBM delivers
@@ -102,7 +114,12 @@ class L2Cache:
     they only fill.
     """
 
-    def __init__(self, capacity: float, accesses: TaskRegions):
+    def __init__(self, capacity: float, accesses: TaskRegions, replacement: str = "lru"):
+        if replacement not in REPLACEMENT:
+            raise ValueError(f"L2 replacement {replacement!r}: expected one of "
+                             f"{', '.join(REPLACEMENT)}")
+        self.random = replacement == "random"
+        self.rng = 0x9E3779B97F4A7C15      # xorshift64 state: a fixed seed, reproducible
         self.capacity = capacity
         self.capacity_lines = int(capacity // accesses.line_bytes)
         self.accesses = accesses
@@ -119,15 +136,20 @@ class L2Cache:
         # per region: whether L2 holds it and the bitmap of its lines held; the held
         # regions form a list, least recently used first, linked through ``after`` and
         # ``before`` with slot ``n`` as both its head and its tail
+        # under ``random`` the held regions are instead ``order[:count]``, in no order,
+        # and ``after[r]`` is region r's place there (a victim is swapped out with the last)
         if cython.compiled:
             self.present = np.zeros(n, np.int8)
             self.held = np.zeros(n, np.uint64)
             self.after = np.full(n + 1, n, np.int64)
             self.before = np.full(n + 1, n, np.int64)
+            self.order = np.zeros(n if self.random else 0, np.int64)
         else:
             self.present, self.held = [False] * n, [0] * n
             self.after, self.before = [n] * (n + 1), [n] * (n + 1)
+            self.order = [0] * (n if self.random else 0)
         self.end = n
+        self.count = 0
         self.used_lines = 0
 
     @property
@@ -156,13 +178,19 @@ class L2Cache:
                 self.present[region] = True
                 self.held[region] = mask
                 used += count
-                # the newest: linked in before the tail
-                last = self.before[end]
-                self.after[last], self.before[region] = region, last
-                self.after[region], self.before[end] = end, region
+                if self.random:
+                    self.order[self.count] = region
+                    self.after[region] = self.count
+                    self.count += 1
+                else:
+                    # the newest: linked in before the tail
+                    last = self.before[end]
+                    self.after[last], self.before[region] = region, last
+                    self.after[region], self.before[end] = end, region
             else:
                 held = self.held[region]
-                if self.after[region] != end:   # not the newest yet: unlink, relink last
+                if not self.random and self.after[region] != end:
+                    # not the newest yet: unlink, relink last
                     prev, nxt = self.before[region], self.after[region]
                     self.after[prev], self.before[nxt] = nxt, prev
                     last = self.before[end]
@@ -185,9 +213,7 @@ class L2Cache:
                     used -= _bits(held & mask)
                     self.held[region] = kept
                     if not kept:                # nothing left of it: unlinked
-                        self.present[region] = False
-                        prev, nxt = self.before[region], self.after[region]
-                        self.after[prev], self.before[nxt] = nxt, prev
+                        self._unlink(region)
                     continue
                 if not new:
                     continue
@@ -199,13 +225,41 @@ class L2Cache:
         return hit, miss
 
     def _evict(self, used: int) -> int:
-        """Drop least recently used regions until the cache fits again."""
+        """Drop regions, the least recently used or one drawn at random each time, until
+        the cache fits again."""
         end, cap = self.end, self.capacity_lines
-        while used > cap and self.after[end] != end:
-            oldest = self.after[end]
-            nxt = self.after[oldest]
-            self.after[end], self.before[nxt] = nxt, end
-            used -= _bits(self.held[oldest])
-            self.held[oldest] = 0
-            self.present[oldest] = False
+        while used > cap:
+            if self.random:
+                if self.count == 0:
+                    break
+                victim = self.order[self._draw() % self.count]
+            else:
+                if self.after[end] == end:
+                    break
+                victim = self.after[end]
+            used -= _bits(self.held[victim])
+            self.held[victim] = 0
+            self._unlink(victim)
         return used
+
+    def _unlink(self, region: int) -> None:
+        """Take a region out of the held ones (its lines already uncounted)."""
+        self.present[region] = False
+        if self.random:
+            place = self.after[region]
+            self.count -= 1
+            last = self.order[self.count]
+            self.order[place] = last
+            self.after[last] = place
+        else:
+            prev, nxt = self.before[region], self.after[region]
+            self.after[prev], self.before[nxt] = nxt, prev
+
+    def _draw(self) -> int:
+        """The next number of a xorshift64 generator (Marsaglia 2003)."""
+        x = self.rng
+        x ^= (x << 13) & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 7
+        x ^= (x << 17) & 0xFFFFFFFFFFFFFFFF
+        self.rng = x
+        return x >> 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
@@ -38,11 +39,14 @@ class Buffers(Strict):
 class Memory(Strict):
     """HBM and the shared L2.  ``l2_bytes`` is the nominal capacity; ``l2_usable_fraction``
     of it is what one kernel's working set can keep there (the rest lost to the
-    unpublished set mapping and to other occupants): the L2 model's LRU capacity."""
+    unpublished set mapping and to other occupants): the L2 model's capacity.
+    ``l2_replacement`` is which region the model evicts when it is full: the least
+    recently used, or one drawn at random (simcore/machine/l2.py)."""
     l2_bytes: PositiveInt
     hbm_gbps: PositiveFloat
     l2_gbps: PositiveFloat
     l2_usable_fraction: float = Field(default=1.0, gt=0, le=1)
+    l2_replacement: Literal["lru", "random"] = "lru"
 
     @property
     def l2_effective_bytes(self) -> float:
