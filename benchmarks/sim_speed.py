@@ -188,5 +188,6 @@ def print_targets(engine_rows, whole) -> None:
     for what, now, target, met in table:
         print(f"| {what} | {now} | {target} | {'yes' if met else 'NO'} |")
 
+
 if __name__ == "__main__":
     main()

@@ -6,10 +6,11 @@ leaf task, the regions its boxes touch together with a bitmap of the lines they
 touch there (a column tile of a row-major matrix touches a few lines in each of
 many regions).  The cache keeps, per region, the bitmap of lines it holds, and
 evicts whole regions once the lines it holds exceed its capacity: the least recently
-used first (``lru``), or one drawn at random among those held (``random``).  Counting lines rather than bytes makes the capacity exact while the
-bookkeeping stays one slot per region: a lookup is an AND of two 64-bit bitmaps, and the
-recency order a list linked through per-region arrays (no object per access, so the same
-code compiles to plain C, l2.pxd).
+used first (``lru``), or one drawn at random among those held (``random``).  Counting
+lines rather than bytes makes the capacity exact while the bookkeeping stays one slot per
+region: a lookup is an AND of two 64-bit bitmaps, and the recency order a list linked
+through per-region arrays (no object per access, so the same code compiles to plain C,
+l2.pxd).
 
 The rules a task's accesses follow, in the order the task lists them (reads first):
 
