@@ -133,12 +133,20 @@ def test_reduce_over_a_split_axis_needs_partials_and_a_combine():
 def test_many_partials_are_combined_a_tile_at_a_time():
     """A column sum over 4096 rows in [16, 256] tiles leaves 256 partial rows: upstream
     reduces them as a tree of tile-sized pieces, so no combining task reads more partials
-    than the tile spans (16) and none needs more UB than a tile; 256 -> 16 -> 1."""
+    than the tile spans (16) and none needs more UB than a tile; 256 -> 16 -> 1.  Upstream's
+    automatic vector merge (no vec_nbuffer_setting) then takes the 256 partial tasks 5 at a
+    time (as many as keeps them on 48 cores), only those that feed the same combining task:
+    16 groups of 16 make 4 tasks each; {-1: 1} (no merge) leaves them 256."""
     t = {"x": {"shape": [4096, 256], "role": "input"}, "y": {"shape": [1, 256], "role": "output"}}
     body = [{"set_vec_tile_shapes": [16, 256]},
             {"op": "sum", "inputs": ["x"], "axis": 0, "out": "s"},
             {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}]
-    p = compile_kernel(kernel(body, t), HW)
+    merged = compile_kernel(kernel(body, t), HW)
+    assert merged.leaf_tasks == 16 * 4 + 16 + 1
+    # every merged partial task feeds exactly one combining task
+    assert set(np.bincount(merged.edge_src, minlength=merged.leaf_tasks)[:64]) == {1}
+    no_merge = {"pass_options": {"vec_nbuffer_setting": {"-1": 1}}}
+    p = compile_kernel(kernel(body, t, options=no_merge), HW)
     assert p.leaf_tasks == 256 + 16 + 1
     tile_bytes = 16 * 256 * 4
     assert p.work.mte2_bytes.max() <= tile_bytes
@@ -148,7 +156,7 @@ def test_many_partials_are_combined_a_tile_at_a_time():
     # reduce takes (16 x 2048 fp32, 128 KiB in, 8 KiB out) the combine takes too
     t["x"]["shape"], t["y"]["shape"] = [4096, 2048], [1, 2048]
     body[0] = {"set_vec_tile_shapes": [16, 2048]}
-    assert compile_kernel(kernel(body, t), HW).leaf_tasks == 256 + 16 + 1
+    assert compile_kernel(kernel(body, t, options=no_merge), HW).leaf_tasks == 256 + 16 + 1
 
 
 def test_cube_and_vector_never_share_a_leaf_function():

@@ -4,7 +4,8 @@
 A power-series inverse, A^(k+1) = (A^k @ A) + 0, alternates a matmul and a small vector op:
 every step's vector task belongs to one leaf function, so vec_nbuffer_setting sees them
 as isomorphic.  Merged, one task would hold steps that wait for matmuls that wait for it.
-Last, the counts upstream computes itself under its multi-input/output switch (-2).
+Last, the counts upstream computes itself under its multi-input/output switch (-2), and
+its automatic merge when no vec_nbuffer_setting is given.
 """
 from collections import Counter
 
@@ -177,3 +178,53 @@ def test_the_multi_in_out_switch_takes_only_upstreams_two_forms(tmp_path):
     for bad in ({"-2": 2}, {"-2": 0, "first": 8}):
         with pytest.raises(ConfigError, match="multi-input/output"):
             resolve_kernel(path, {"pass_options.vec_nbuffer_setting": bad})
+
+
+# -- upstream's automatic merge, with no vec_nbuffer_setting ---------------------------------
+TRANSPOSE_ADD = "configs/kernels/transpose_add.yaml"
+
+
+def _fan(program):
+    """(tasks per op, how many merged Add tasks each Transpose task feeds, how many Transpose
+    tasks each Add task waits on)."""
+    ops = [program.leaf_functions[leaf].ops[0] for leaf in program.task_leaf]
+    out, into = Counter(), Counter()
+    for s, d in zip(program.edge_src.tolist(), program.edge_dst.tolist()):
+        out[s] += 1
+        into[d] += 1
+    return Counter(ops), set(out.values()), set(into.values())
+
+
+def test_with_no_setting_siblings_of_a_large_group_merge_as_upstream_does():
+    """A Transpose tiled (64, 128) writes (128, 64) tiles; an Add tiled (64, 128) reads two
+    of them.  With 256 tiles an op (R 1024, C 2048) and no vec_nbuffer_setting, upstream's
+    automatic merge gives the 256 Adds a count of 5 (as many as keeps 48 cores busy) but
+    merges only Adds that read the same Transpose task: pairs.  Each Transpose then feeds
+    one merged Add.  The Transposes read only the kernel's input and feed Adds no two of
+    them share alone, so they stay as they are.  {DEFAULT: 1}, upstream's 'no merge',
+    keeps the many-to-many of 256 Adds, each Transpose feeding two."""
+    from conftest import REPO
+    big = {"params.R": 1024, "params.C": 2048, "tiles.add": [64, 128]}
+    auto = compile_kernel(resolve_kernel(REPO / TRANSPOSE_ADD, big), HW)
+    ops, fan_out, fan_in = _fan(auto)
+    assert ops == {"transpose": 256, "add": 128}
+    assert fan_out == {1} and fan_in == {2}
+    off = compile_kernel(resolve_kernel(REPO / TRANSPOSE_ADD, {
+        **big, "pass_options.vec_nbuffer_setting": {"DEFAULT": 1}}), HW)
+    ops, fan_out, fan_in = _fan(off)
+    assert ops == {"transpose": 256, "add": 256}
+    assert fan_out == {2} and fan_in == {2}
+    # at 64 tiles an op (the shipped size) the group is too small to merge
+    small = compile_kernel(resolve_kernel(REPO / TRANSPOSE_ADD, {"tiles.add": [64, 128]}), HW)
+    assert _fan(small)[0] == {"transpose": 64, "add": 64}
+
+
+def test_with_no_setting_tasks_that_share_no_producer_or_consumer_stay_apart(tmp_path):
+    """96 exps of kernel input rows written straight out: no two read or feed the same task,
+    so upstream's automatic merge groups each alone and merges nothing, however many."""
+    path = tmp_path / "many.yaml"
+    path.write_text(MANY)
+    for rows in (96, 480):
+        p = compile_kernel(resolve_kernel(path, {"params.R": rows}), HW)
+        assert Counter(p.leaf_functions[leaf].ops[0] for leaf in p.task_leaf) == \
+            {"exp": rows, "sqrt": rows}

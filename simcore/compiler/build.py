@@ -15,7 +15,8 @@ from .deps import region_edges
 from .encode import encode_call_edges, end_hubs
 from .limits import Limits
 from .merge import choose, merged_index
-from .mergeorder import Ancestry, auto_vec_merge_count, merged_order, split_dependent
+from .mergeorder import (Ancestry, auto_vec_merge_count, merged_order, sibling_groups,
+                         sibling_merge, split_dependent)
 from .program import (L2_LINE_BYTES, CallOperands, CoreType, LeafFunction, Program,
                       RegionAccesses, RootFunction)
 from .rows import distinct_row_ids, row_ids
@@ -166,6 +167,17 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
                 info.append(f"l1ReuseInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
             if n > 1:
                 info.append(f"cubeMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
+        elif not po.vec_nbuffer_setting:
+            # no setting: upstream's automatic merge (autoMerge), which takes as many
+            # tasks a merged task as keeps the group on mg_vec_parallel_lb cores, and only
+            # tasks that read from or feed the same task (mergeorder.sibling_groups)
+            n = auto_vec_merge_count(idx.size, po.mg_vec_parallel_lb)
+            sub = np.arange(idx.size)
+            if n > 1:
+                ancestry = ancestry or Ancestry(t.acc, t.core.size)
+                sub = sibling_merge(sibling_groups(idx, ancestry), idx.size, n)
+            if sub.size and np.unique(sub).size < sub.size:
+                info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
         else:
             # with upstream's multi-in/out switch (-2) a function no key names gets the
             # automatic count (SetNumDB); otherwise it stays unmerged

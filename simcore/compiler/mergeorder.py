@@ -145,3 +145,58 @@ def auto_vec_merge_count(tasks: int, parallel_lb: int) -> int:
     while n > 1 and -(-tasks // n) < parallel_lb:
         n -= 1
     return n
+
+
+def sibling_groups(idx: np.ndarray, ancestry: Ancestry) -> list[list[int]]:
+    """The tasks ``idx`` (one leaf function's, in task order) as upstream's automatic
+    vecNBuffer groups them before merging (``SortColorWithInput`` in n_buffer_merge.cpp at
+    08cec41e4 and 883e7dfb): by the task each reads from (its producers within the call)
+    or by the one it feeds (its consumers), whichever gives fewer groups; a task with no
+    producer (or no consumer) is a group of its own.  Groups come in the order of their
+    key, the ones of no producer first (the last such task first, as upstream numbers them
+    down from -1), then by producer; a task sits in the first group that names it.
+    Positions into ``idx``, not task numbers."""
+    members = set(idx.tolist())
+    producers: dict[int, list[int]] = {}
+    consumers: dict[int, list[int]] = {}
+    for s, d in zip(ancestry.src.tolist(), ancestry.dst.tolist()):
+        if d in members:
+            producers.setdefault(d, []).append(s)
+        if s in members:
+            consumers.setdefault(s, []).append(d)
+
+    def keyed(links: dict[int, list[int]]) -> dict[int, list[int]]:
+        groups: dict[int, list[int]] = {}
+        alone = -1
+        for pos, task in enumerate(idx.tolist()):
+            if not links.get(task):
+                groups[alone] = [pos]
+                alone -= 1
+                continue
+            for other in sorted(set(links[task])):
+                groups.setdefault(other, []).append(pos)
+        return groups
+
+    by_in, by_out = keyed(producers), keyed(consumers)
+    chosen = by_in if len(by_in) <= len(by_out) else by_out
+    seen: set[int] = set()
+    out = []
+    for key in sorted(chosen):
+        fresh = [pos for pos in chosen[key] if pos not in seen]
+        seen.update(fresh)
+        if fresh:
+            out.append(fresh)
+    return out
+
+
+def sibling_merge(groups: list[list[int]], size: int, count: int) -> np.ndarray:
+    """A merged-task number per position: each group's members ``count`` at a time, in
+    the group's order (upstream's ``MergePingPong``)."""
+    sub = np.zeros(size, np.int64)
+    number = -1
+    for members in groups:
+        for k, pos in enumerate(members):
+            if k % count == 0:
+                number += 1
+            sub[pos] = number
+    return sub
