@@ -40,16 +40,26 @@ class Ancestry:
                                               acc.buffers)
         else:
             self.src = self.dst = np.zeros(0, np.int64)
-        preds: list[list[int]] = [[] for _ in range(n_tasks)]
-        for s, d in zip(self.src.tolist(), self.dst.tolist()):
-            preds[d].append(s)
-        # a bit per task (Python ints); edges run forward in task order
-        self.mask = [0] * n_tasks
-        for d in range(n_tasks):
-            m = 0
-            for s in preds[d]:
-                m |= self.mask[s] | (1 << s)
-            self.mask[d] = m
+        self.n_tasks = n_tasks
+        self._mask: list[int] | None = None
+
+    @property
+    def mask(self) -> list[int]:
+        """Per task, a bit for every task it waits on (Python ints), built when first asked:
+        the automatic merge needs only the edges when it ends up merging nothing."""
+        if self._mask is None:
+            preds: list[list[int]] = [[] for _ in range(self.n_tasks)]
+            for s, d in zip(self.src.tolist(), self.dst.tolist()):
+                preds[d].append(s)
+            # edges run forward in task order
+            mask = [0] * self.n_tasks
+            for d in range(self.n_tasks):
+                m = 0
+                for s in preds[d]:
+                    m |= mask[s] | (1 << s)
+                mask[d] = m
+            self._mask = mask
+        return self._mask
 
 
 def split_dependent(sub: np.ndarray, idx: np.ndarray, ancestry: Ancestry) -> np.ndarray:
