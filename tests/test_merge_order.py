@@ -198,17 +198,17 @@ def _fan(program):
 def test_with_no_setting_siblings_of_a_large_group_merge_as_upstream_does():
     """A Transpose tiled (64, 128) writes (128, 64) tiles; an Add tiled (64, 128) reads two
     of them.  With 256 tiles an op (R 1024, C 2048) and no vec_nbuffer_setting, upstream's
-    automatic merge gives the 256 Adds a count of 5 (as many as keeps 48 cores busy) but
-    merges only Adds that read the same Transpose task: pairs.  Each Transpose then feeds
-    one merged Add.  The Transposes read only the kernel's input and feed Adds no two of
-    them share alone, so they stay as they are.  {DEFAULT: 1}, upstream's 'no merge',
-    keeps the many-to-many of 256 Adds, each Transpose feeding two."""
+    automatic merge gives each group of 256 a count of 5 (as many as keeps 48 cores busy)
+    but merges only tasks keyed alike: an Add by the first Transpose it reads (pairs), a
+    Transpose, which reads only the kernel's input, by the first Add it feeds (pairs).  The
+    many-to-many becomes one merged Transpose to one merged Add.  {DEFAULT: 1}, upstream's
+    'no merge', keeps 256 of each, every Transpose feeding two Adds."""
     from conftest import REPO
     big = {"params.R": 1024, "params.C": 2048, "tiles.add": [64, 128]}
     auto = compile_kernel(resolve_kernel(REPO / TRANSPOSE_ADD, big), HW)
     ops, fan_out, fan_in = _fan(auto)
-    assert ops == {"transpose": 256, "add": 128}
-    assert fan_out == {1} and fan_in == {2}
+    assert ops == {"transpose": 128, "add": 128}
+    assert fan_out == {1} and fan_in == {1}
     off = compile_kernel(resolve_kernel(REPO / TRANSPOSE_ADD, {
         **big, "pass_options.vec_nbuffer_setting": {"DEFAULT": 1}}), HW)
     ops, fan_out, fan_in = _fan(off)

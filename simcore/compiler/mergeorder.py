@@ -159,12 +159,14 @@ def auto_vec_merge_count(tasks: int, parallel_lb: int) -> int:
 
 def sibling_groups(idx: np.ndarray, ancestry: Ancestry) -> list[list[int]]:
     """The tasks ``idx`` (one leaf function's, in task order) as upstream's automatic
-    vecNBuffer groups them before merging (``SortColorWithInput`` in n_buffer_merge.cpp at
-    08cec41e4 and 883e7dfb): by the task each reads from (its producers within the call)
-    or by the one it feeds (its consumers), whichever gives fewer groups; a task with no
-    producer (or no consumer) is a group of its own.  Groups come in the order of their
-    key, the ones of no producer first (the last such task first, as upstream numbers them
-    down from -1), then by producer; a task sits in the first group that names it.
+    vecNBuffer groups them before merging (``SortColorWithInput`` and
+    ``BuildColorDependencySummary`` in n_buffer_merge.cpp at 883e7dfb): by the first task
+    (lowest number) each reads from within the call, or by the first one it feeds,
+    whichever gives fewer groups; a task with no producer (or no consumer) is a group of
+    its own.  Groups come in the order of their key, the ones of no producer first (the
+    last such task first, as upstream numbers them down from -1), then by producer.  (At
+    08cec41e4 every producer keys a group and a task joins the first that names it: the
+    same groups, but the count that picks producers or consumers can differ.)
     Positions into ``idx``, not task numbers."""
     members = set(idx.tolist())
     producers: dict[int, list[int]] = {}
@@ -183,20 +185,12 @@ def sibling_groups(idx: np.ndarray, ancestry: Ancestry) -> list[list[int]]:
                 groups[alone] = [pos]
                 alone -= 1
                 continue
-            for other in sorted(set(links[task])):
-                groups.setdefault(other, []).append(pos)
+            groups.setdefault(min(links[task]), []).append(pos)
         return groups
 
     by_in, by_out = keyed(producers), keyed(consumers)
     chosen = by_in if len(by_in) <= len(by_out) else by_out
-    seen: set[int] = set()
-    out = []
-    for key in sorted(chosen):
-        fresh = [pos for pos in chosen[key] if pos not in seen]
-        seen.update(fresh)
-        if fresh:
-            out.append(fresh)
-    return out
+    return [chosen[key] for key in sorted(chosen)]
 
 
 def sibling_merge(groups: list[list[int]], size: int, count: int) -> np.ndarray:
