@@ -37,8 +37,8 @@ class PassOptions(Strict):
     # the model does (and does not)").  The partitioner's bounds are estimated cycles of a
     # subgraph (upstream's iso_partitioner.cpp), which the compiler does not price: rates
     # are the machine's (simcore/compiler/limits.py).  mg_vec_parallel_lb is no such bound:
-    # under vec_nbuffer_setting's -2 switch it sizes the automatic merge counts
-    # (simcore/compiler/mergeorder.py).  Defaults are upstream's
+    # it sizes the automatic vector merge counts, with no vec_nbuffer_setting or under its
+    # -2 switch (simcore/compiler/mergeorder.py).  Defaults are upstream's
     # (framework/src/interface/configs/tile_fwk_config.json).
     pg_upper_bound: int = Field(10000, ge=0, le=2**31 - 1)
     pg_lower_bound: int = Field(512, ge=0, le=2**31 - 1)
