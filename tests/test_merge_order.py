@@ -228,3 +228,23 @@ def test_with_no_setting_tasks_that_share_no_producer_or_consumer_stay_apart(tmp
         p = compile_kernel(resolve_kernel(path, {"params.R": rows}), HW)
         assert Counter(p.leaf_functions[leaf].ops[0] for leaf in p.task_leaf) == \
             {"exp": rows, "sqrt": rows}
+
+
+def test_mg_vec_parallel_lb_sizes_the_automatic_merge():
+    """A column sum over 4096 rows in [16, 256] tiles: 256 partial tasks, 16 feeding each
+    combining task.  With no setting, upstream merges the partials that feed one combiner
+    as many at a time as keeps the 256 on mg_vec_parallel_lb cores: 5 at the default 48
+    (4 tasks a combiner), 11 at 24 (2), none at 256 or more."""
+    from simcore.spec.kernel import Kernel
+
+    def tasks(lb):
+        k = Kernel.model_validate({
+            "name": "colsum",
+            "tensors": {"x": {"shape": [4096, 256], "role": "input"},
+                        "y": {"shape": [1, 256], "role": "output"}},
+            "body": [{"set_vec_tile_shapes": [16, 256]},
+                     {"op": "sum", "inputs": ["x"], "axis": 0, "out": "s"},
+                     {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}],
+            "options": {"pass_options": {"mg_vec_parallel_lb": lb}}})
+        return compile_kernel(k, HW).leaf_tasks
+    assert [tasks(lb) for lb in (24, 48, 256)] == [16 * 2 + 17, 16 * 4 + 17, 256 + 17]
