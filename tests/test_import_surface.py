@@ -1070,3 +1070,31 @@ def test_a_state_renamed_in_a_loop_body_reaches_the_next_iteration(tmp_path):
     order = timeline.task_start.argsort()
     starts, ends = timeline.task_start[order], timeline.task_end[order]
     assert program.leaf_tasks == 5 and (starts[1:] >= ends[:-1]).all()   # one chain
+
+
+def test_a_marker_annotation_bounds_the_rank_from_below_as_upstream_checks_it(tmp_path):
+    """Upstream's parser refuses a tensor with fewer dims than an annotation of STATIC /
+    DYNAMIC markers, not one with more (frontend/parser/entry.py at 883e7dfb): a kernel
+    annotated with two markers takes a (1, 1, 512) gamma, its extra dim static; fewer dims,
+    or a dim an int annotation fixes given otherwise, stop with the argument named."""
+    path = write(tmp_path, """
+        @pypto.jit
+        def scale(g: pypto.Tensor([pypto.STATIC, pypto.STATIC], pypto.DT_FP32),
+                  out: pypto.Tensor([pypto.STATIC, pypto.STATIC], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(1, 1, 512)
+            out[:] = g + g
+        """)
+    traced = trace_file(path, args={"g": [1, 1, 512], "out": [1, 1, 512]})
+    kernel = yaml.safe_load(kernel_text(traced, "t"))
+    assert kernel["tensors"]["g"]["shape"] == [1, 1, 512]
+    with pytest.raises(ConfigError, match=r"--arg g=\[512\].*has 2 dims \(at least\)"):
+        trace_file(path, args={"g": [512], "out": [1, 512]})
+    fixed = write(tmp_path, """
+        @pypto.jit
+        def scale(g: pypto.Tensor([4, pypto.STATIC], pypto.DT_FP32),
+                  out: pypto.Tensor([4, pypto.STATIC], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(4, 512)
+            out[:] = g + g
+        """)
+    with pytest.raises(ConfigError, match=r"--arg g=\[8, 512\]: dim 0 is 8.*fixes it at 4"):
+        trace_file(fixed, args={"g": [8, 512], "out": [4, 512]})

@@ -301,8 +301,16 @@ def _placeholder(R: Recorder, name: str, ann, given, dims: dict):
         i = spec.index(Ellipsis)
         tail = len(spec) - i - 1
         spec = spec[:i] + [standin.STATIC] * (len(given) - i - tail) + spec[i + 1:]
+    # an annotation of STATIC/DYNAMIC markers is a lower bound on the rank, as upstream
+    # checks it (frontend/parser/entry.py and parser.py at 883e7dfb: a tensor with fewer
+    # dims is refused); the caller's extra trailing dims are static.  One of ints alone
+    # fixes the rank.
+    marked = any(d is standin.STATIC or d is standin.DYNAMIC for d in spec)
+    if given is not None and len(given) > len(spec) and marked:
+        spec = spec + [standin.STATIC] * (len(given) - len(spec))
     if given is not None and len(given) != len(spec):
-        raise ConfigError(f"--arg {name}={given}: the annotation {ann!r} has {len(spec)} dims.")
+        raise ConfigError(f"--arg {name}={given}: the annotation {ann!r} has {len(spec)} dims"
+                          + (" (at least)." if marked else "."))
     out = []
     for axis, d in enumerate(spec):
         value = given[axis] if given is not None else None
@@ -319,6 +327,9 @@ def _placeholder(R: Recorder, name: str, ann, given, dims: dict):
                                   f"shape as --arg {name}=[...].")
             out.append(int(value))
         else:
+            if value is not None and int(value) != d:
+                raise ConfigError(f"--arg {name}={given}: dim {axis} is {value}, where the "
+                                  f"annotation {ann!r} fixes it at {d}.")
             out.append(d)
     return tensor.argument(name, out, dtype or tensor.DataType.DT_FP32,
                            tensor._format_name(ann.format))
