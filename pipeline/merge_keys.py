@@ -47,12 +47,20 @@ def unmatched_merge_keys(kernel: Kernel, program: Program) -> list[str]:
 
 
 def merges_held_apart(program: Program) -> list[str]:
-    """One sentence per leaf function whose merge setting asked to merge tasks that wait on
-    each other (simcore/compiler/mergeorder.py)."""
+    """One sentence per leaf function whose merge count, set or automatic, asked to merge
+    tasks that wait on each other (simcore/compiler/mergeorder.py)."""
     notes = []
-    for function, core, extra in program.info.get("merges_held_apart", ()):
+    for function, core, extra, automatic in program.info.get("merges_held_apart", ()):
         settings = "vec_nbuffer_setting" if core == "AIV" else \
             "cube_nbuffer_setting / cube_l1_reuse_setting"
+        if automatic:
+            notes.append(
+                f"{extra} more {core} task(s) of function {function} than the automatic "
+                f"merge count (no pass_options.{settings} names it) gives, because the "
+                f"tasks it would merge wait on each other (successive steps of a chain), so "
+                f"they run unmerged; nothing to change unless you want them merged "
+                f"differently.")
+            continue
         notes.append(
             f"pass_options.{settings}: {extra} more {core} task(s) of function {function} "
             f"than the setting asks for, because the tasks it would merge wait on each other "

@@ -82,8 +82,8 @@ def test_chained_isomorphic_steps_stay_apart_and_run_one_after_another(tmp_path)
     # nothing the merge kept apart runs sooner than the chain allows
     assert tl.kernel_us >= 0.95 * plain_tl.kernel_us
     # and the user is told: four adds asked to be one task, they are four
-    ((function, core, extra),) = merged.info["merges_held_apart"]
-    assert core == "AIV" and extra == 3
+    ((function, core, extra, automatic),) = merged.info["merges_held_apart"]
+    assert core == "AIV" and extra == 3 and not automatic
     (note,) = merges_held_apart(merged)
     assert "vec_nbuffer_setting" in note and function in note and " 3 " in note
     assert merges_held_apart(plain) == []
@@ -248,3 +248,16 @@ def test_mg_vec_parallel_lb_sizes_the_automatic_merge():
             "options": {"pass_options": {"mg_vec_parallel_lb": lb}}})
         return compile_kernel(k, HW).leaf_tasks
     assert [tasks(lb) for lb in (24, 48, 256)] == [16 * 2 + 17, 16 * 4 + 17, 256 + 17]
+
+
+def test_the_note_says_whether_a_setting_or_the_automatic_count_asked_for_the_merge():
+    """Merges held apart are told apart by what asked for them: a setting the user wrote
+    (merge fewer, or other tasks), or the automatic count upstream's passes compute with
+    no setting (L1Reuse's, the automatic vecNBuffer's), where nothing needs changing."""
+    from types import SimpleNamespace
+    program = SimpleNamespace(info={"merges_held_apart": [("func0_1", "AIC", 69, True),
+                                                          ("func0_2", "AIV", 3, False)]})
+    automatic, asked = merges_held_apart(program)
+    assert "func0_1" in automatic and automatic.startswith("69 ") and "automatic" in automatic
+    assert "setting asks for" not in automatic
+    assert asked.startswith("pass_options.vec_nbuffer_setting") and "setting asks for" in asked

@@ -161,8 +161,12 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             rank = np.zeros(idx.size, np.int64)
             rank[by_cls] = (np.arange(idx.size) - start) // l1.count
             l1_group = merged_index(cls * (idx.size + 1) + rank)
-            n = choose(po.cube_nbuffer_setting, meta.order, func_key, labels, 1).count
+            nbuffer = choose(po.cube_nbuffer_setting, meta.order, func_key, labels, 1)
+            n = nbuffer.count
             sub = l1_group // n
+            # merged by counts nobody set: L1Reuse's own, the nbuffer default's 1
+            automatic = (l1.count <= 1 or l1.source == "auto") and \
+                (n <= 1 or nbuffer.source == "auto")
             if l1.count > 1:
                 info.append(f"l1ReuseInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
             if n > 1:
@@ -173,6 +177,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             # tasks that read from or feed the same task (mergeorder.sibling_groups)
             n = auto_vec_merge_count(idx.size, po.mg_vec_parallel_lb)
             sub = np.arange(idx.size)
+            automatic = True
             if n > 1:
                 ancestry = ancestry or Ancestry(t.acc, t.core.size)
                 sub = sibling_merge(sibling_groups(idx, ancestry), idx.size, n)
@@ -183,7 +188,8 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             # automatic count (SetNumDB); otherwise it stays unmerged
             auto = auto_vec_merge_count(idx.size, po.mg_vec_parallel_lb) \
                 if "-2" in po.vec_nbuffer_setting else 1
-            n = choose(po.vec_nbuffer_setting, meta.order, func_key, labels, auto).count
+            choice = choose(po.vec_nbuffer_setting, meta.order, func_key, labels, auto)
+            n, automatic = choice.count, choice.source == "auto"
             sub = np.arange(idx.size) // n
             if n > 1:
                 info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
@@ -193,17 +199,17 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             ancestry = ancestry or Ancestry(t.acc, t.core.size)
             sub = split_dependent(sub, idx, ancestry)
         group[idx] = next_group + sub
-        new_leaf.append((leaf_id, idx, tuple(info), asked))
+        new_leaf.append((leaf_id, idx, tuple(info), asked, automatic))
         next_group += int(sub.max()) + 1
     group, order = merged_order(group, ancestry)
     held_apart = []
-    for k, (leaf_id, idx, info, asked) in enumerate(new_leaf):
+    for k, (leaf_id, idx, info, asked, automatic) in enumerate(new_leaf):
         groups, sizes = np.unique(group[idx], return_counts=True)
         new_leaf[k] = (leaf_id, groups, sizes, info)
         if groups.size > asked:
             meta = leaves.items[leaf_id]
             held_apart.append((meta.hash_order, CoreType(meta.core_type).name,
-                               groups.size - asked))
+                               groups.size - asked, automatic))
     t.held_apart = tuple(held_apart)
     # the leaf function of every new group: a merged one per (leaf function, tasks merged),
     # registered in group order as a loop over the groups would
@@ -301,12 +307,14 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
         call_root.append(root.index)
         call_bodies.append(call.bodies)
         workspace.append(ws_bytes)
-        for function, core, extra in tasks.held_apart:
-            held_apart[(function, core)] += extra
+        for function, core, extra, automatic in tasks.held_apart:
+            held_apart[(function, core, automatic)] += extra
     program = _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
     if held_apart:
-        # pipeline.merge_keys notes them: the setting asked for merges upstream would refuse
-        program.info["merges_held_apart"] = sorted((f, c, n) for (f, c), n in held_apart.items())
+        # pipeline.merge_keys notes them: merges upstream would refuse, asked for by a
+        # setting or by the automatic count (the last field)
+        program.info["merges_held_apart"] = sorted((f, c, n, a)
+                                                   for (f, c, a), n in held_apart.items())
     return program
 
 
