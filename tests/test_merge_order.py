@@ -154,8 +154,9 @@ body:
 def test_the_multi_in_out_switch_gives_unnamed_functions_the_automatic_count(tmp_path):
     # upstream's {-2: 0}: every isomorphic group gets an automatic count, as many tasks a
     # merged task as keeps the group on mg_vec_parallel_lb (48) cores: 96 -> 48 tasks of 2;
-    # {-2: 1} beside a count for one function: the others get the automatic count too;
-    # without the switch a function no key names stays unmerged
+    # {-2: 1} beside a count for one function: the others get the automatic count too.
+    # Without the switch and without DEFAULT or func keys (labels alone, int keys) upstream
+    # merges only tasks that share a producer or consumer: these rows share none
     path = tmp_path / "many.yaml"
     path.write_text(MANY)
 
@@ -169,7 +170,12 @@ def test_the_multi_in_out_switch_gives_unnamed_functions_the_automatic_count(tmp
     assert tasks({"-2": 0}, **{"pass_options.mg_vec_parallel_lb": 96}) == {"exp": 96,
                                                                           "sqrt": 96}
     assert tasks({"-2": 1, "first": 8}) == {"exp": 12, "sqrt": 48}
-    assert tasks({"first": 8}) == {"exp": 12, "sqrt": 96}
+    assert tasks({"first": 8}) == {"exp": 96, "sqrt": 96}
+    assert tasks({"-1": 8}) == {"exp": 96, "sqrt": 96}
+    # DEFAULT merges over the whole function in task order: 1 for the function no label
+    # names, the label's 8 for the other
+    assert tasks({"DEFAULT": 1, "first": 8}) == {"exp": 12, "sqrt": 96}
+    assert tasks({"DEFAULT": 8}) == {"exp": 12, "sqrt": 12}
 
 
 def test_the_multi_in_out_switch_takes_only_upstreams_two_forms(tmp_path):

@@ -6,6 +6,7 @@ Kernels are the shipped ones (configs/kernels); stages are hand-made parsed tabl
 from __future__ import annotations
 
 import shlex
+import json
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,27 @@ def test_after_a_transpose_the_advisor_suggests_the_swapped_tile(tmp_path):
     # an elementwise producer's tiles are its setting: Sqrt -> Cast keeps the plain rule
     sc = knobs.resolve(KERNELS / "sqrt_cast.yaml", {})
     assert suggest.tile_like(sc, "cast", "sqrt") == ["--set 'tiles.cast=[32,256]'"]
+
+
+def test_the_vec_merge_advice_merges_independent_tasks_when_applied(tmp_path, msa):
+    """Small isomorphic add tasks that share no producer or consumer: a label key alone
+    would merge nothing (upstream merges only such siblings then, merge.vec_merge_mode), so
+    the suggestion carries DEFAULT 1 beside it, which merges over the whole function, and
+    only that function.  The same form on tiling_add (2048 independent adds in one root
+    call, label 'add') merges them; the label alone does not."""
+    from pipeline.runner import resolve_kernel
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    found = advisor.all_findings(advisor.advise(_stitch_one_stage(tmp_path / "s1"), msa))
+    (small,) = [f for f in found if f["rule"] == "small_isomorphic_vec"]
+    (tried,) = small["tries"]
+    setting = json.loads(tried.split("=", 1)[1].strip("'"))
+    assert setting["DEFAULT"] == 1 and setting["add_one"] > 1
+    hw = load_hardware("dav_2201")
+
+    def tasks(vec_nbuffer):
+        k = resolve_kernel(KERNELS / "tiling_add.yaml",
+                           {"pass_options.vec_nbuffer_setting": vec_nbuffer})
+        return compile_kernel(k, hw).leaf_tasks
+    assert tasks({"add": 2}) == tasks({}) == 2048
+    assert tasks({"DEFAULT": 1, "add": 2}) == 1024

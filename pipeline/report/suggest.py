@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simcore.compiler.merge import vec_merge_mode
 from simcore.spec.errors import ConfigError
 
 from .knobs import KernelKnobs, set_line
@@ -118,10 +119,19 @@ def tile_like(knobs: KernelKnobs | None, down: str, up: str) -> list[str]:
 
 
 def merge(knobs: KernelKnobs | None, option: str, key: str, factor: int) -> list[str]:
-    """Add ``key: factor`` to a merge setting (vec/cube NBuffer, L1Reuse), keeping the rest."""
+    """Add ``key: factor`` to a merge setting (vec/cube NBuffer, L1Reuse), keeping the rest.
+
+    A vec_nbuffer_setting of labels or int keys alone merges only tasks that share a
+    producer or consumer (upstream's NBufferMerge, simcore/compiler/merge.py
+    vec_merge_mode), which small independent tasks never do: such a setting also gets
+    DEFAULT 1, so the label's count applies over the whole function and nothing else
+    merges."""
     if knobs is None:
         return []
     current = dict(knobs.value(option) or {})
     if current.get(key) == factor:
         return []
-    return checked(knobs, [(option, {**current, key: factor})])
+    proposed = {**current, key: factor}
+    if option.endswith("vec_nbuffer_setting") and vec_merge_mode(proposed) == "siblings":
+        proposed = {"DEFAULT": 1, **proposed}
+    return checked(knobs, [(option, proposed)])

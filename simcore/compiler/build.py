@@ -14,7 +14,7 @@ from .callcache import CallCache, call_key
 from .deps import region_edges
 from .encode import encode_call_edges, end_hubs
 from .limits import Limits
-from .merge import choose, merged_index
+from .merge import choose, merged_index, vec_merge_count, vec_merge_mode
 from .mergeorder import (Ancestry, auto_vec_merge_count, merged_order, sibling_groups,
                          sibling_merge, split_dependent)
 from .program import (L2_LINE_BYTES, CallOperands, CoreType, LeafFunction, Program,
@@ -171,27 +171,24 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
                 info.append(f"l1ReuseInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
             if n > 1:
                 info.append(f"cubeMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
-        elif not po.vec_nbuffer_setting:
-            # no setting: upstream's automatic merge (autoMerge), which takes as many
-            # tasks a merged task as keeps the group on mg_vec_parallel_lb cores, and only
-            # tasks that read from or feed the same task (mergeorder.sibling_groups)
-            n = auto_vec_merge_count(idx.size, po.mg_vec_parallel_lb)
+        else:
+            # upstream's vecNBuffer: the count its setting gives, or the automatic one
+            # (as many tasks a merged task as keeps the group on mg_vec_parallel_lb
+            # cores); merged over the whole function in task order, or only among tasks
+            # that read from or feed the same task (merge.vec_merge_mode)
+            setting = po.vec_nbuffer_setting
+            mode = vec_merge_mode(setting)
+            choice = vec_merge_count(setting, meta.order, func_key, labels,
+                                     auto_vec_merge_count(idx.size, po.mg_vec_parallel_lb))
+            n = 1 if mode == "none" else choice.count
+            automatic = choice.source == "auto"
             sub = np.arange(idx.size)
-            automatic = True
-            if n > 1:
+            if n > 1 and mode == "siblings":
                 ancestry = ancestry or Ancestry(t.acc, t.core.size)
                 sub = sibling_merge(sibling_groups(idx, ancestry), idx.size, n)
+            elif n > 1:
+                sub = sub // n
             if sub.size and np.unique(sub).size < sub.size:
-                info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
-        else:
-            # with upstream's multi-in/out switch (-2) a function no key names gets the
-            # automatic count (SetNumDB); otherwise it stays unmerged
-            auto = auto_vec_merge_count(idx.size, po.mg_vec_parallel_lb) \
-                if "-2" in po.vec_nbuffer_setting else 1
-            choice = choose(po.vec_nbuffer_setting, meta.order, func_key, labels, auto)
-            n, automatic = choice.count, choice.source == "auto"
-            sub = np.arange(idx.size) // n
-            if n > 1:
                 info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
         asked = np.unique(sub).size
         if sub.size and int(np.bincount(sub).max()) > 1:

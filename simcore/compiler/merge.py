@@ -8,10 +8,12 @@
   one head overhead.
 Keys follow upstream: an int is the group's hashOrder index (-1 the default),
 "DEFAULT", ``func{magic}_{order}`` for one group, or a semantic label whose
-value replaces the group's (the largest if several labels match).
+value replaces the group's (the largest if several labels match).  Which kinds of key a
+vec_nbuffer_setting has also decides which tasks may merge (``vec_merge_mode``).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +42,65 @@ def choose(setting: dict[str, Any], order: int, func_key: str, labels: set[str],
         return MergeChoice(auto if auto is not None else 1, "auto", source)
     count, side = value if isinstance(value, (list, tuple)) else (value, "auto")
     return MergeChoice(max(int(count), 1), str(side).lower(), source)
+
+
+_FUNC_KEY = re.compile(r"func\d+_\d+")
+
+
+def _key_kinds(setting: dict[str, Any]) -> tuple[dict, dict, dict]:
+    """(DEFAULT and func keys, int keys, label keys) of a merge setting."""
+    by_func, by_int, by_label = {}, {}, {}
+    for key, value in setting.items():
+        if key == "DEFAULT" or _FUNC_KEY.fullmatch(key):
+            by_func[key] = value
+        else:
+            try:
+                int(key)
+            except ValueError:
+                by_label[key] = value
+            else:
+                by_int[key] = value
+    return by_func, by_int, by_label
+
+
+def vec_merge_mode(setting: dict[str, Any]) -> str:
+    """How vec_nbuffer_setting groups isomorphic tasks, as upstream's NBufferMerge chooses
+    (``InitVecNBufferModeBySetting`` in n_buffer_merge.cpp at 883e7dfb): "none" for
+    {DEFAULT: 1} or {-1: 1} alone; "topo", every task of the function in task order, for
+    DEFAULT or func keys and for the -2 switch; "siblings", only tasks that share their
+    first producer or consumer (mergeorder.sibling_groups), with no setting, labels alone
+    or int keys."""
+    by_func, by_int, by_label = _key_kinds(setting)
+    if by_func:
+        return "none" if by_func == {"DEFAULT": 1} and not by_int and not by_label \
+            else "topo"
+    if by_int == {"-1": 1} and not by_label:
+        return "none"
+    return "topo" if "-2" in by_int else "siblings"
+
+
+def vec_merge_count(setting: dict[str, Any], order: int, func_key: str, labels: set[str],
+                    auto: int) -> MergeChoice:
+    """The count vec_nbuffer_setting gives a leaf function, as upstream's ``SetNumDB``:
+    with DEFAULT or func keys, the function's func key, else DEFAULT, else the automatic
+    count (int keys are then not read); otherwise its hashOrder's int key, else -1's, else
+    the automatic count; a label that matches replaces it (the largest if several)."""
+    by_func, by_int, by_label = _key_kinds(setting)
+    if by_func:
+        keys = (func_key, "DEFAULT")
+        table = by_func
+    else:
+        keys = (str(order), "-1") if order >= 0 else ("-1",)
+        table = by_int
+    value, source = auto, "auto"
+    for key in keys:
+        if key in table:
+            value, source = table[key], key
+            break
+    matched = [by_label[lb] for lb in sorted(labels) if lb in by_label]
+    if matched:
+        value, source = max(matched), "label"
+    return MergeChoice(max(int(value), 1), "auto", source)
 
 
 def merged_index(group_keys: np.ndarray) -> np.ndarray:
