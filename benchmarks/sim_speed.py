@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -121,9 +123,6 @@ def main() -> None:
 def whole_runs() -> list[tuple[str, dict]]:
     """``ptolab simulate`` of bench_1m without and with every profiling file, each in a
     fresh process: (command, its wall, user, sys seconds and peak RSS)."""
-    import shutil
-    import tempfile
-
     from simulate_1m import COMMANDS, run_once
 
     scratch = Path(tempfile.mkdtemp(prefix="ptolab_targets_"))
@@ -139,9 +138,6 @@ def whole_runs() -> list[tuple[str, dict]]:
 
 def print_targets(engine_rows, whole) -> None:
     """Every speed target beside what this machine measures now."""
-    import shutil
-    import tempfile
-
     from compile_speed import kernel_rates
     from workflow_loop import edit_knob, snakemake
 

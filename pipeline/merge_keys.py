@@ -53,19 +53,15 @@ def merges_held_apart(program: Program) -> list[str]:
     for function, core, extra, automatic in program.info.get("merges_held_apart", ()):
         settings = "vec_nbuffer_setting" if core == "AIV" else \
             "cube_nbuffer_setting / cube_l1_reuse_setting"
-        if automatic:
-            notes.append(
-                f"{extra} more {core} task(s) of function {function} than the automatic "
-                f"merge count (no pass_options.{settings} names it) gives, because the "
-                f"tasks it would merge wait on each other (successive steps of a chain), so "
-                f"they run unmerged; nothing to change unless you want them merged "
-                f"differently.")
-            continue
-        notes.append(
-            f"pass_options.{settings}: {extra} more {core} task(s) of function {function} "
-            f"than the setting asks for, because the tasks it would merge wait on each other "
-            f"(successive steps of a chain), so they run unmerged (upstream groups them "
-            f"apart, or, merging in topological order, stops the compile with a cycle "
-            f"error); merge fewer (1 turns it off) or merge tasks that do not depend on "
-            f"each other.")
+        apart = (f"{extra} more {core} task(s) of function {function} than the "
+                 + (f"automatic merge count (no pass_options.{settings} names it) gives"
+                    if automatic else "setting asks for")
+                 + ", because the tasks it would merge wait on each other (successive steps "
+                   "of a chain), so they run unmerged")
+        notes.append(f"{apart}; nothing to change unless you want them merged differently."
+                     if automatic else
+                     f"pass_options.{settings}: {apart} (upstream groups them apart, or, "
+                     f"merging in topological order, stops the compile with a cycle error); "
+                     f"merge fewer (1 turns it off) or merge tasks that do not depend on "
+                     f"each other.")
     return notes

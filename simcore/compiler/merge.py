@@ -86,21 +86,9 @@ def vec_merge_count(setting: dict[str, Any], order: int, func_key: str, labels: 
     count (int keys are then not read); otherwise its hashOrder's int key, else -1's, else
     the automatic count; a label that matches replaces it (the largest if several)."""
     by_func, by_int, by_label = _key_kinds(setting)
-    if by_func:
-        keys = (func_key, "DEFAULT")
-        table = by_func
-    else:
-        keys = (str(order), "-1") if order >= 0 else ("-1",)
-        table = by_int
-    value, source = auto, "auto"
-    for key in keys:
-        if key in table:
-            value, source = table[key], key
-            break
-    matched = [by_label[lb] for lb in sorted(labels) if lb in by_label]
-    if matched:
-        value, source = max(matched), "label"
-    return MergeChoice(max(int(value), 1), "auto", source)
+    # only one kind of key is read besides labels, so ``choose``'s order over them is
+    # upstream's: func key, DEFAULT; or hashOrder, -1
+    return choose({**(by_func or by_int), **by_label}, order, func_key, labels, auto)
 
 
 def merged_index(group_keys: np.ndarray) -> np.ndarray:

@@ -168,27 +168,28 @@ def sibling_groups(idx: np.ndarray, ancestry: Ancestry) -> list[list[int]]:
     08cec41e4 every producer keys a group and a task joins the first that names it: the
     same groups, but the count that picks producers or consumers can differ.)
     Positions into ``idx``, not task numbers."""
-    members = set(idx.tolist())
-    producers: dict[int, list[int]] = {}
-    consumers: dict[int, list[int]] = {}
+    tasks = idx.tolist()
+    members = set(tasks)
+    first_producer: dict[int, int] = {}
+    first_consumer: dict[int, int] = {}
     for s, d in zip(ancestry.src.tolist(), ancestry.dst.tolist()):
         if d in members:
-            producers.setdefault(d, []).append(s)
+            first_producer[d] = min(s, first_producer.get(d, s))
         if s in members:
-            consumers.setdefault(s, []).append(d)
+            first_consumer[s] = min(d, first_consumer.get(s, d))
 
-    def keyed(links: dict[int, list[int]]) -> dict[int, list[int]]:
+    def keyed(first: dict[int, int]) -> dict[int, list[int]]:
         groups: dict[int, list[int]] = {}
         alone = -1
-        for pos, task in enumerate(idx.tolist()):
-            if not links.get(task):
+        for pos, task in enumerate(tasks):
+            if task in first:
+                groups.setdefault(first[task], []).append(pos)
+            else:
                 groups[alone] = [pos]
                 alone -= 1
-                continue
-            groups.setdefault(min(links[task]), []).append(pos)
         return groups
 
-    by_in, by_out = keyed(producers), keyed(consumers)
+    by_in, by_out = keyed(first_producer), keyed(first_consumer)
     chosen = by_in if len(by_in) <= len(by_out) else by_out
     return [chosen[key] for key in sorted(chosen)]
 
