@@ -571,19 +571,35 @@ def test_a_parallel_merge_scope_splits_rather_than_read_a_later_subgraph():
 
 
 # 5. breadth merge --------------------------------------------------------------------------
-def _gemm(options=None, labels=None):
-    t = {"a": {"shape": [512, 256], "dtype": "fp32", "role": "input"},
+def _gemm(options=None, labels=None, m=512, before=()):
+    t = {"a": {"shape": [m, 256], "dtype": "fp32", "role": "input"},
          "b": {"shape": [256, 2048], "dtype": "fp16", "role": "input"},
-         "c": {"shape": [512, 2048], "dtype": "fp32", "role": "output"}}
-    body = [{"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [128, 128]}},
+         "c": {"shape": [m, 2048], "dtype": "fp32", "role": "output"},
+         "x": {"shape": [64, 1024], "role": "input"}, "y": {"shape": [64, 1024], "role": "output"}}
+    body = [*before,
+            {"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [128, 128]}},
             {"op": "matmul", "inputs": ["a", "b"], "out": "o", "label": labels or "mm"},
             {"op": "assemble", "inputs": ["o"], "out": "c", "offsets": [0, 0]}]
     return compile_kernel(kernel(body, t, options={"pass_options": options or {}}), HW)
 
 
+# 64 Vector tasks, one per 1 x 1024 row, ahead of the matmul in the same root function
+_ROWS = ({"set_vec_tile_shapes": [1, 1024]}, {"op": "exp", "inputs": ["x"], "out": "e"},
+         {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0, 0]})
+
+
+def test_automatic_l1_reuse_merges_a_group_over_twice_the_aic_cores():
+    """Upstream's automatic count is a group's subgraphs over 2 x 24 AIC cores: 64 output
+    tiles merge nothing, 128 merge two by two; and the first Cube group's count takes in
+    the function's Vector subgraphs (upstream reads their missing hashOrder as 0)."""
+    assert _gemm().leaf_tasks == 64
+    assert _gemm(m=1024).leaf_tasks == 64                       # 128 tiles, 2 a task
+    mixed = _gemm(before=_ROWS)
+    cube = int(np.count_nonzero(mixed.task_core == CoreType.AIC))
+    assert cube == 32                                           # (64 + 64) // 48 = 2
+
+
 def test_l1_reuse_merges_tasks_that_load_the_same_block():
-    auto = _gemm()
-    assert auto.leaf_tasks < 64                 # 4 x 16 output tiles; auto merges some
     off = _gemm({"cube_l1_reuse_setting": {"DEFAULT": 1}})
     assert off.leaf_tasks == 64
     for count in (2, 4, 8):
@@ -607,6 +623,36 @@ def test_l1_reuse_keys_side_and_priority():
     assert left.work.mte2_bytes.sum() < right.work.mte2_bytes.sum()
     with pytest.raises(Exception):
         _gemm({"cube_l1_reuse_setting": {"DEFAULT": [4, "up"]}})
+
+
+def test_mg_copyin_upper_bound_caps_what_a_merged_task_copies_in():
+    """Each task copies in a 128 x 256 FP32 A block and a 256 x 128 FP16 B block (192 KiB):
+    eight fit the default 2 MiB; a 512 KiB bound keeps two together, one below a task's
+    own copy-in merges nothing, for L1Reuse and CubeNBuffer alike."""
+    l1 = {"cube_l1_reuse_setting": {"DEFAULT": 8}}
+    assert _gemm(l1).leaf_tasks == 8
+    assert _gemm({**l1, "mg_copyin_upper_bound": 512 * 1024}).leaf_tasks == 32
+    assert _gemm({**l1, "mg_copyin_upper_bound": 100 * 1024}).leaf_tasks == 64
+    nbuffer = {"cube_l1_reuse_setting": {"DEFAULT": 1}, "cube_nbuffer_setting": {"DEFAULT": 8}}
+    assert _gemm(nbuffer).leaf_tasks == 8
+    assert _gemm({**nbuffer, "mg_copyin_upper_bound": 512 * 1024}).leaf_tasks == 32
+
+
+def test_int_keys_count_groups_of_one_core_type():
+    """hashOrder 0 of cube_l1_reuse_setting is the first matmul group even when Vector
+    groups come before it, as upstream numbers the Cube and Vector groups apart."""
+    mixed = _gemm({"cube_l1_reuse_setting": {"0": 4}}, before=_ROWS)
+    cube = [int(t) for t in np.flatnonzero(mixed.task_core == CoreType.AIC)]
+    assert len(cube) == 16
+    assert mixed.leaf_functions[mixed.task_leaf[cube[0]]].hash_order.endswith("_0")
+
+
+@pytest.mark.parametrize("setting", ["cube_l1_reuse_setting", "cube_nbuffer_setting",
+                                     "vec_nbuffer_setting"])
+def test_merge_settings_take_int_keys_or_default_and_func_keys_not_both(setting):
+    with pytest.raises(Exception, match="mixes int keys"):
+        _gemm({setting: {"DEFAULT": 2, "0": 4}})
+    assert _gemm({setting: {"-1": 1, "0": 1}}).leaf_tasks >= 1
 
 
 def test_nbuffer_merges_isomorphic_tasks_so_tiles_pipeline():

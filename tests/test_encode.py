@@ -84,8 +84,8 @@ def test_the_prolog_query_projection_reaches_its_dequantisation_through_hubs():
     share one successor set, so the all-to-all edges go through one hub per half.  L1Reuse
     merges the producers four to one, which shrinks the hubs' fan-in, not an all-to-all."""
     path = KERNELS / "quant_indexer_prolog.yaml"
-    unmerged = compile_kernel(resolve_kernel(path, {"pass_options.cube_l1_reuse_setting": {}}),
-                              HW)
+    unmerged = compile_kernel(resolve_kernel(
+        path, {"pass_options.cube_l1_reuse_setting": {"DEFAULT": 1}}), HW)
     merged = compile_kernel(resolve_kernel(path, {}), HW)
     for program, producers in ((unmerged, 64), (merged, 16)):
         labels = np.array([program.leaf_functions[i].label for i in program.task_leaf])

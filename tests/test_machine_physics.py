@@ -99,9 +99,9 @@ def test_more_cores_never_slow_a_run():
         assert run(kernel, more)[2]["kernel_us"] <= run(kernel)[2]["kernel_us"] * 1.02
     # glm_attention is bound by its schedule threads (its softmax chains stay on the thread
     # that started them): more cores only move where the chains land, a race one run draws
-    # from (doubled, the busiest thread sends 592 of the 1280 tasks instead of 580), so the
-    # runs with doubled cores stay inside the range the race gives the chip as it is,
-    # widened by the largest of the race's cost factors (1.03)
+    # from, which may land a little faster or slower.  The runs with doubled cores stay at
+    # or below the range the race gives the chip as it is, widened by the largest of the
+    # race's cost factors (1.03)
     glm = resolve_kernel(KERNELS / "glm_attention.yaml", {})
 
     def times(hw):
@@ -109,7 +109,7 @@ def test_more_cores_never_slow_a_run():
         return sorted(simulate(v, program, glm.options.runtime_options).kernel_us
                       for _, v in race_variants(hw))
     base, doubled = times(HW), times(more)
-    assert base[0] <= doubled[len(doubled) // 2] <= max(HW.race.factors) * base[-1], (base, doubled)
+    assert doubled[len(doubled) // 2] <= max(HW.race.factors) * base[-1], (base, doubled)
 
 
 def test_l2_keeps_written_data_for_consumers_until_evicted():

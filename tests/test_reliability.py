@@ -197,8 +197,12 @@ def test_estimate_bounds_the_leaf_tasks_of_every_shipped_kernel():
         if path.stem == "bench_1m":
             continue
         kernel = resolve_kernel(path, {})
-        leaf_tasks = compile_kernel(kernel, hw).leaf_tasks
-        assert leaf_tasks <= estimate(kernel).tile_ops <= 100 * leaf_tasks, path.stem
+        # the estimate counts tile ops before breadth merges (L1Reuse's automatic count
+        # puts 144 of the skinny matmul's into one task): within 100x of the tasks unmerged
+        unmerged = resolve_kernel(path, {"pass_options.cube_l1_reuse_setting": {"DEFAULT": 1}})
+        ops = estimate(kernel).tile_ops
+        assert compile_kernel(kernel, hw).leaf_tasks <= ops, path.stem
+        assert ops <= 100 * compile_kernel(unmerged, hw).leaf_tasks, path.stem
     bench = resolve_kernel(KERNELS / "bench_1m.yaml", {})
     assert estimate(bench).tile_ops == 2 * 10**6    # 1000 calls x 1000 tiles x (add, assemble)
 

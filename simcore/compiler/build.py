@@ -34,7 +34,13 @@ def stable_hash(*parts) -> int:
 
 @dataclass
 class _Leaves:
-    """Leaf functions, registered per root function in order of first appearance."""
+    """Leaf functions, registered per root function in order of first appearance.
+
+    A leaf function's hashOrder counts the leaf functions of its core type before it in its
+    root function: upstream numbers the subgraphs that copy GM into L1 for the Cube merges
+    (``GetColorHash`` in l1_copy_reuse.cpp) and the others for vecNBuffer
+    (n_buffer_merge.cpp), each from 0, so an int key of cube_l1_reuse_setting names the
+    n-th Cube group and one of vec_nbuffer_setting the n-th Vector group."""
     kernel: str
     by_key: dict = field(default_factory=dict)
     items: list = field(default_factory=list)
@@ -45,8 +51,8 @@ class _Leaves:
         key = (root, signature)
         if key not in self.by_key:
             if order is None:
-                order = self.orders.get(root, 0)
-                self.orders[root] = order + 1
+                order = self.orders.get((root, core), 0)
+                self.orders[(root, core)] = order + 1
             self.by_key[key] = len(self.items)
             self.items.append(LeafFunction(
                 index=len(self.items), hash=stable_hash(self.kernel, root, signature),
@@ -84,33 +90,37 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks
                       Accesses.concat([b.accesses for b in batches], offsets))
 
 
-def _side_bytes(t: _CallTasks, idx: np.ndarray, side_op: int) -> float:
-    """Bytes one task of ``idx`` loads on one operand side (the largest such task)."""
+def _copy_in_bytes(t: _CallTasks, idx: np.ndarray) -> int:
+    """Bytes one task of ``idx`` copies from GM into L1 (the largest such task): upstream's
+    per-subgraph ``GetCopyIn`` (l1_copy_reuse.cpp), which mg_copyin_upper_bound bounds."""
     a = t.acc
-    sel = ~a.write & np.isin(a.task, idx) & (a.operand == side_op)
-    per_task = np.zeros(t.core.size)
+    sel = ~a.write & np.isin(a.task, idx)
+    per_task = np.zeros(t.core.size, np.int64)
     np.add.at(per_task, a.task[sel], a.bytes[sel])
-    return float(per_task[idx].max()) if idx.size else 0.0
+    return int(per_task[idx].max()) if idx.size else 0
 
 
-def _l1_reuse_count(t: _CallTasks, idx: np.ndarray, side: str, sharers: int, wanted,
-                    limits: Limits) -> int:
-    """How many tasks sharing one block merge.
-
-    The shared block must stay resident in L1 next to one block of the other operand
-    (a long K without split-K rules L1Reuse out).  Automatically, merge only when the
-    shared block is a sizeable part of what a task loads, and only as far as the merged
-    tasks still cover every AIC core.
-    """
-    side_op = 0 if side == "left" else 1
-    shared, other = _side_bytes(t, idx, side_op), _side_bytes(t, idx, 1 - side_op)
-    if shared + other > limits.buffers.l1:
+def _merge_cap(count: int, member_bytes: int, bound: int) -> int:
+    """``count`` tasks a merge, as far as mg_copyin_upper_bound lets their summed GM -> L1
+    copies go: a task (or merged task) copying in more than the bound merges nothing
+    (upstream's L1Reuse and CubeNBuffer phases at 08cec41e4 and 883e7dfb; at the guides'
+    commit the bound was 2 MiB, so a long K without split-K rules L1Reuse out)."""
+    if member_bytes > bound:
         return 1
-    if wanted is not None:
-        return wanted
-    if shared < 0.5 * other:
-        return 1
-    return int(max(1, min(sharers, idx.size // limits.aic_cores)))
+    return max(1, min(count, bound // member_bytes)) if member_bytes else max(count, 1)
+
+
+def _auto_l1_reuse_count(t: _CallTasks, idx: np.ndarray, cube_order: int,
+                         limits: Limits) -> int:
+    """Upstream's automatic L1Reuse count (``GetL1ReuseOpOrder``): a group's subgraphs
+    over twice the AIC cores, rounded down.  Its count of the group reads the hashOrder of
+    every subgraph of the function, and a subgraph with none (one that copies nothing
+    into L1: every Vector subgraph) reads as hashOrder 0, so the first Cube group counts
+    the Vector subgraphs too."""
+    group = idx.size
+    if cube_order == 0:
+        group += int(np.count_nonzero(t.core != CoreType.AIC))
+    return group // (2 * limits.aic_cores)
 
 
 def _shared_block_key(t: _CallTasks, idx: np.ndarray, side: str) -> tuple[np.ndarray, int]:
@@ -148,11 +158,11 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             sharers = {side: int(np.unique(_shared_block_key(t, idx, side)[0],
                                             return_counts=True)[1].max())
                        for side in ("left", "right")}
-            l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels, None)
+            l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels,
+                        _auto_l1_reuse_count(t, idx, meta.order, limits))
             side = l1.side if l1.side != "auto" else max(sharers, key=sharers.get)
-            count = _l1_reuse_count(t, idx, side, sharers[side],
-                                    l1.count if l1.source != "auto" else None, limits)
-            l1 = replace(l1, count=count)
+            copy_in = _copy_in_bytes(t, idx)
+            l1 = replace(l1, count=_merge_cap(l1.count, copy_in, po.mg_copyin_upper_bound))
             key, _ = _shared_block_key(t, idx, side)
             cls = np.unique(key, return_inverse=True)[1].ravel()
             # a task's position among the tasks of its class, in task order
@@ -162,7 +172,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             rank[by_cls] = (np.arange(idx.size) - start) // l1.count
             l1_group = merged_index(cls * (idx.size + 1) + rank)
             nbuffer = choose(po.cube_nbuffer_setting, meta.order, func_key, labels, 1)
-            n = nbuffer.count
+            n = _merge_cap(nbuffer.count, copy_in * l1.count, po.mg_copyin_upper_bound)
             sub = l1_group // n
             # merged by counts nobody set: L1Reuse's own, the nbuffer default's 1
             automatic = (l1.count <= 1 or l1.source == "auto") and \

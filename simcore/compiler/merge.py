@@ -1,8 +1,9 @@
 """Breadth merge: several isomorphic leaf tasks of one root call become one.
 
 - L1Reuse (Cube): tasks that load the same GM block of one operand share one
-  load; on by default with an automatic count, set per isomorphic group by
-  ``cube_l1_reuse_setting`` (count, or (count, side)).
+  load; on by default with an automatic count (build.py ``_auto_l1_reuse_count``), set
+  per isomorphic group by ``cube_l1_reuse_setting`` (count, or (count, side)); a merged
+  task copies at most ``mg_copyin_upper_bound`` bytes into L1.
 - CubeNBuffer / vecNBuffer: ``cube_nbuffer_setting`` / ``vec_nbuffer_setting``
   merge N isomorphic tasks so their tiles pipeline (double buffering) and pay
   one head overhead.
@@ -13,11 +14,12 @@ vec_nbuffer_setting has also decides which tasks may merge (``vec_merge_mode``).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ..spec.options import FUNC_KEY
 
 
 @dataclass(frozen=True)
@@ -44,14 +46,11 @@ def choose(setting: dict[str, Any], order: int, func_key: str, labels: set[str],
     return MergeChoice(max(int(count), 1), str(side).lower(), source)
 
 
-_FUNC_KEY = re.compile(r"func\d+_\d+")
-
-
 def _key_kinds(setting: dict[str, Any]) -> tuple[dict, dict, dict]:
     """(DEFAULT and func keys, int keys, label keys) of a merge setting."""
     by_func, by_int, by_label = {}, {}, {}
     for key, value in setting.items():
-        if key == "DEFAULT" or _FUNC_KEY.fullmatch(key):
+        if key == "DEFAULT" or FUNC_KEY.fullmatch(key):
             by_func[key] = value
         else:
             try:

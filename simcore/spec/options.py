@@ -6,11 +6,15 @@ and tile_fwk_config_schema.json (hicann/pypto).  A kernel file gives per-kernel 
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import Field, field_validator
 
 from .base import Strict
+
+# a merge setting's key naming one leaf function: func{magic}_{order}
+FUNC_KEY = re.compile(r"func\d+_\d+")
 
 
 class RuntimeOptions(Strict):
@@ -38,8 +42,10 @@ class PassOptions(Strict):
     # subgraph (upstream's iso_partitioner.cpp), which the compiler does not price: rates
     # are the machine's (simcore/compiler/limits.py).  mg_vec_parallel_lb is no such bound:
     # it sizes the automatic vector merge counts, with no vec_nbuffer_setting or under its
-    # -2 switch (simcore/compiler/mergeorder.py).  Defaults are upstream's
-    # (framework/src/interface/configs/tile_fwk_config.json).
+    # -2 switch (simcore/compiler/mergeorder.py); nor is mg_copyin_upper_bound, the bytes
+    # a task merged by L1Reuse or CubeNBuffer may copy into L1 (simcore/compiler/build.py),
+    # whose default is the guides' commit's (08cec41e4; 100 MiB at 883e7dfb).  Defaults are
+    # upstream's (framework/src/interface/configs/tile_fwk_config.json).
     pg_upper_bound: int = Field(10000, ge=0, le=2**31 - 1)
     pg_lower_bound: int = Field(512, ge=0, le=2**31 - 1)
     pg_parallel_lower_bound: int = Field(20, ge=0, le=2**31 - 1)
@@ -68,6 +74,7 @@ class PassOptions(Strict):
     @field_validator("cube_l1_reuse_setting")
     @classmethod
     def _l1_reuse(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _one_key_kind(value, "cube_l1_reuse_setting")
         for key, v in value.items():
             check_merge_key(key, "cube_l1_reuse_setting", lowest=-1)
             count, side = v if isinstance(v, (list, tuple)) else (v, "auto")
@@ -86,6 +93,7 @@ class PassOptions(Strict):
     @classmethod
     def _nbuffer(cls, value: dict[str, Any], info) -> dict[str, Any]:
         lowest = -2 if info.field_name == "vec_nbuffer_setting" else -1
+        _one_key_kind(value, info.field_name)
         for key, v in value.items():
             check_merge_key(key, info.field_name, lowest=lowest)
             if key == "-2":
@@ -156,3 +164,15 @@ class JitOptions(Strict):
     pass_options: PassOptions = Field(default_factory=PassOptions)
     debug_options: DebugOptions = Field(default_factory=DebugOptions)
     codegen_options: CodegenOptions = Field(default_factory=CodegenOptions)
+
+
+def _one_key_kind(setting: dict[str, Any], field: str) -> None:
+    """Int keys (hashOrders, -1) or DEFAULT / func keys, not both: upstream's set_pass_options
+    refuses the mix (``_validate_hash_order_setting``, python/pypto/config.py at 883e7dfb),
+    and its pass reads only one kind when both are there."""
+    ints = sorted(k for k in setting if k.lstrip("-").isdigit())
+    funcs = sorted(k for k in setting if k == "DEFAULT" or FUNC_KEY.fullmatch(k))
+    if ints and funcs:
+        raise ValueError(f"{field} mixes int keys ({', '.join(ints)}) with DEFAULT / func keys "
+                         f"({', '.join(funcs)}); use one kind: -1 for the default with "
+                         f"hashOrder ints, or DEFAULT with func{{magic}}_{{order}} keys")
