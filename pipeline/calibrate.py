@@ -90,6 +90,9 @@ class Parameter(Strict):
 class StudyRef(Strict):
     study: str
     metrics: list[str] | None = None   # default: every documented metric of its stages
+    # default: every stage with a documented figure; a study may put some stages in the
+    # fit and others in held_out
+    stages: list[str] | None = None
     weight: float = Field(1.0, gt=0)
     # measured as the median over the hardware's race variants (its [race] table)
     race: bool = False
@@ -134,6 +137,21 @@ class Roofline(Strict):
     cube_source: str = Field(min_length=3)
 
 
+def _overlapping(refs: list[StudyRef]) -> list[str]:
+    """One name per study (or study/stage) that two references both select: each study is
+    listed once, or split by disjoint ``stages`` between the fit and held_out."""
+    names = []
+    for i, ref in enumerate(refs):
+        for other in refs[i + 1:]:
+            if other.study != ref.study:
+                continue
+            if ref.stages is None or other.stages is None:
+                names += [ref.study, ref.study]
+            else:
+                names += [f"{ref.study}/{st}" for st in ref.stages if st in other.stages] * 2
+    return names
+
+
 class Calibration(Strict):
     hardware: str
     studies: list[StudyRef] = Field(min_length=1)
@@ -154,7 +172,7 @@ class Calibration(Strict):
     @model_validator(mode="after")
     def _unique(self):
         for what, names in (("parameter", [p.path for p in self.parameters]),
-                            ("study", [s.study for s in self.studies + self.held_out]),
+                            ("study", _overlapping(self.studies + self.held_out)),
                             ("physics check", [c.name for c in self.physics])):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
@@ -237,7 +255,13 @@ class Problem:
         study = load_study(study_path)
         kernel_path = find_config(self.configs / "kernels", study.kernel, "kernel")
         wanted = ref.metrics or list(METRICS)
-        found = [(s, [m for m in wanted if m in s.documented]) for s in study.stages]
+        unknown = sorted(set(ref.stages or ()) - {s.name for s in study.stages})
+        if unknown:
+            raise ConfigError(f"study '{ref.study}' has no stage {', '.join(unknown)} "
+                              f"(its stages: {', '.join(s.name for s in study.stages)}); fix "
+                              f"'stages' in the calibration file.", source=str(study_path))
+        found = [(s, [m for m in wanted if m in s.documented]) for s in study.stages
+                 if ref.stages is None or s.name in ref.stages]
         found = [(s, ms) for s, ms in found if ms]
         if not found:
             raise ConfigError(f"no stage of study '{ref.study}' documents any of "

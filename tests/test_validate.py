@@ -158,6 +158,25 @@ def test_a_study_both_fitted_and_held_out_is_refused(tmp_path):
         load_calibration(cal)
 
 
+def test_a_study_may_put_some_stages_in_the_fit_and_hold_the_others_out(tmp_path):
+    configs = tiny_configs(tmp_path, documented_at(tmp_path / "t", {HEAD: 0.7}))
+    split = write_cal(tmp_path / "cal.yaml", studies=[{"study": "tiny_a", "stages": ["small"]},
+                                                      {"study": "tiny_b"}],
+                      held_out=[{"study": "tiny_a", "stages": ["big"]}])
+    problem = Problem(load_calibration(split), configs)
+    assert "tiny_a/small" in {c.name for c in problem.cases}
+    assert "tiny_a/big" not in {c.name for c in problem.cases}
+    assert [c.name for c in problem.held] == ["tiny_a/big"]
+    twice = write_cal(tmp_path / "twice.yaml", studies=[{"study": "tiny_a", "stages": ["small"]}],
+                      held_out=[{"study": "tiny_a", "stages": ["small", "big"]}])
+    with pytest.raises(ConfigError, match="tiny_a/small is listed twice"):
+        load_calibration(twice)
+    unknown = write_cal(tmp_path / "unknown.yaml", studies=[{"study": "tiny_a",
+                                                             "stages": ["huge"]}])
+    with pytest.raises(ConfigError, match="no stage huge"):
+        Problem(load_calibration(unknown), configs).cases
+
+
 def test_the_order_check_ignores_stages_documented_alike():
     from pipeline.calibrate import _same_order
     rows = [{"documented_kernel_us": 10.0, "kernel_us": 9.0},
