@@ -299,9 +299,16 @@ def test_reshape_inplace_drops_the_copy_and_its_time(built):
     assert inplace["e2e_us"] < copying["e2e_us"] * 1.005
     # the same bytes from and to HBM: the copy moved data inside UB only
     assert inplace["hbm_read_bytes"] == copying["hbm_read_bytes"]
-    tasks = {stage: pl.read_parquet(built / "results" / "reshape_inplace" / stage / "parsed"
-                                    / "tasks.parquet") for stage in m}
-    assert tasks["inplace"]["dur_us"].mean() < tasks["copying"]["dur_us"].mean()
+    # each task's own Vector work loses the copy (its simulated duration also carries its
+    # share of HBM at the moment, which moves with where the other tasks land)
+    from pipeline.runner import resolve_kernel
+    from simcore.compiler import compile_kernel
+    from simcore.machine.costs import static_pipe_us
+    hw = load_hardware("dav_2201")
+    vector = {stage.name: static_pipe_us(hw, compile_kernel(resolve_kernel(
+        REPO / "configs" / "kernels" / "reshape_inplace.yaml", stage.set), hw))["vector"].sum()
+        for stage in load_study(REPO / "configs" / "studies" / "reshape_inplace.yaml").stages}
+    assert vector["inplace"] < vector["copying"]
 
 
 def test_a_longer_tail_axis_moves_the_same_values_faster(built):
