@@ -51,6 +51,15 @@ def _frozen(value):
     raise _Unknown(type(value).__name__)
 
 
+def _fields(tiler, node) -> tuple:
+    """Every field of a node but its index, op and inputs: a node built from a template
+    (nodememo.py) by the template's number and its own ``extra``."""
+    shape = tiler.memo.shape_id.get(node.index)
+    if shape is not None:
+        return ("shape", shape, _frozen(node.extra))
+    return tuple(_frozen(getattr(node, f)) for f in _NODE_FIELDS)
+
+
 def _gm(value: GmValue) -> tuple:
     """A GM value without where it sits."""
     return ("gm", tuple((p.buffer, p.shape, p.storage) for p in value.pieces), value.shape,
@@ -69,8 +78,7 @@ class Walk:
         for n in group.nodes:
             node = tiler.nodes[n]
             op = node.op
-            parts.append((op.op, op.label, op.get("src"),
-                          tuple(_frozen(getattr(node, f)) for f in _NODE_FIELDS),
+            parts.append((op.op, op.label, op.get("src"), _fields(tiler, node),
                           _frozen(tiler.valid.get(n)), n in tiler.spilled))
             for value in node.inputs:
                 parts.append(self._input(tiler, value, members))
