@@ -13,8 +13,6 @@ it instead of every field's bytes, and measures of a node's tiles are shared by 
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from . import ops
 from .ops import Node
 
@@ -43,8 +41,13 @@ class NodeMemo:
 
 
 def _copy(node: Node, index: int, op, inputs: list) -> Node:
-    return replace(node, index=index, op=op, inputs=inputs, in_lo=list(node.in_lo),
-                   in_hi=list(node.in_hi), extra=dict(node.extra))
+    # the fields set directly: Node has no __post_init__, and dataclasses.replace's
+    # checks cost more than the rest of a copy
+    new = object.__new__(Node)
+    new.__dict__.update(node.__dict__)
+    new.index, new.op, new.inputs, new.extra = index, op, inputs, dict(node.extra)
+    new.in_lo, new.in_hi = list(node.in_lo), list(node.in_hi)
+    return new
 
 
 def _key(builder, op, inputs: list):
