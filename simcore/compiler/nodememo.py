@@ -27,7 +27,10 @@ class NodeMemo:
 
     def build(self, builder, index: int, op, inputs: list, limits) -> Node:
         key = _key(builder, op, inputs)
-        entry = self._templates.get(key) if key is not None else None
+        try:
+            entry = self._templates.get(key) if key is not None else None
+        except TypeError:       # an unhashable attribute: build it in full
+            key = entry = None
         if entry is None:
             node = builder(index, op, inputs, limits)
             if key is not None:
@@ -51,15 +54,11 @@ def _copy(node: Node, index: int, op, inputs: list) -> Node:
 
 
 def _key(builder, op, inputs: list):
-    """What the builder reads, or None when it may read more (or a value is unhashable)."""
+    """What the builder reads, or None when it may read more."""
     if builder not in _BY_SHAPE:
         return None
     # which inputs are the same value: the builder counts such an input's UB once
-    same = tuple(next(j for j, w in enumerate(inputs) if w == v) for v in inputs)
-    key = (builder.__name__, op.op, op.vec_tile, op.cube_tile, tuple(op.attrs.items()),
-           tuple((type(v).__name__, v.shape, v.dtype) for v in inputs), same)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    same = (0,) if len(inputs) == 1 else \
+        tuple(next(j for j, w in enumerate(inputs) if w is v or w == v) for v in inputs)
+    return (builder.__name__, op.op, op.vec_tile, op.cube_tile, tuple(op.attrs.items()),
+            tuple((type(v).__name__, v.shape, v.dtype) for v in inputs), same)
