@@ -5,6 +5,8 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from .columns import mapped, shifted
+
 from .values import MAX_RANK
 
 
@@ -80,8 +82,8 @@ class Accesses:
             maps.append(np.asarray([ids[b.name] for b in p.buffers] or [0], np.int64))
         cols = {k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.columns()
                 if k not in ("task", "buffer")}
-        return cls(tuple(table), np.concatenate([p.task + o for p, o in zip(parts, offsets)]),
-                   np.concatenate([m[p.buffer] for p, m in zip(parts, maps)]), **cols)
+        return cls(tuple(table), shifted([p.task for p in parts], offsets),
+                   mapped([p.buffer for p in parts], maps), **cols)
 
 
 def used_rank(buffers, lo: np.ndarray, hi: np.ndarray) -> int:

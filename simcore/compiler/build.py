@@ -76,11 +76,15 @@ class _CallTasks:
 
 def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks:
     leaf_ids = []
+    # batches of one cached group share their signature table (groupcache.py): its leaf
+    # functions are registered by the first, and ``_Leaves.get`` gives the rest the same
+    known: dict[int, np.ndarray] = {}
     for b in batches:
-        ids = np.asarray([leaves.get(root, sig, b.core, b.label,
-                                     ops=tuple(node[0] for node in sig[0]), op_shapes=sig[3],
-                                     srcs=b.srcs)
-                          for sig in b.sig_table], np.int64)
+        ids = known.get(id(b.sig_table))
+        if ids is None:
+            ids = known[id(b.sig_table)] = np.asarray(
+                [leaves.get(root, sig, b.core, b.label, ops=tuple(node[0] for node in sig[0]),
+                            op_shapes=sig[3], srcs=b.srcs) for sig in b.sig_table], np.int64)
         leaf_ids.append(ids[b.sig_index] if b.size else np.zeros(0, np.int64))
     offsets = np.cumsum([0] + [b.size for b in batches])[:-1]
     # a call of only views and reshapes has no leaf task

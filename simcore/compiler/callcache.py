@@ -22,6 +22,7 @@ exist) run on every call.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -57,6 +58,12 @@ def _copies(op) -> bool:
     return op.op == "reshape" and not op.get("inplace")
 
 
+@functools.cache
+def _has_handler(name: str) -> bool:
+    """The tiler places this op with a handler of its own, not as a computed op."""
+    return getattr(RootCallTiler, f"_op_{name}", None) is not None
+
+
 def call_key(call) -> tuple | None:
     """What must match for two root calls to tile alike; None if it cannot be told."""
     bodies: dict = {}
@@ -72,8 +79,7 @@ def call_key(call) -> tuple | None:
         copy = _copies(op) and not on_chip
         if on_chip or copy or (name not in _VALUE_HANDLERS and name not in _WRITE_HANDLERS):
             computed.add(op.out)
-        if drop is None and name not in _VALUE_HANDLERS and \
-                getattr(RootCallTiler, f"_op_{name}", None) is not None:
+        if drop is None and name not in _VALUE_HANDLERS and _has_handler(name):
             return None     # a handler this cache does not know how to replay
         attrs = tuple(kv for kv in op.attrs.items() if kv[0] not in drop) if drop \
             else tuple(op.attrs.items())

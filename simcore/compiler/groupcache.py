@@ -20,7 +20,7 @@ expanded in full.
 from __future__ import annotations
 
 import re
-from dataclasses import fields, replace
+from dataclasses import fields
 
 import numpy as np
 
@@ -51,6 +51,15 @@ def _frozen(value):
     raise _Unknown(type(value).__name__)
 
 
+def _fields(tiler, node) -> tuple:
+    """Every field of a node but its index, op and inputs: a node built from a template
+    (nodememo.py) by the template's number and its own ``extra``."""
+    shape = tiler.memo.shape_id.get(node.index)
+    if shape is not None:
+        return ("shape", shape, _frozen(node.extra))
+    return tuple(_frozen(getattr(node, f)) for f in _NODE_FIELDS)
+
+
 def _gm(value: GmValue) -> tuple:
     """A GM value without where it sits."""
     return ("gm", tuple((p.buffer, p.shape, p.storage) for p in value.pieces), value.shape,
@@ -69,8 +78,7 @@ class Walk:
         for n in group.nodes:
             node = tiler.nodes[n]
             op = node.op
-            parts.append((op.op, op.label, op.get("src"),
-                          tuple(_frozen(getattr(node, f)) for f in _NODE_FIELDS),
+            parts.append((op.op, op.label, op.get("src"), _fields(tiler, node),
                           _frozen(tiler.valid.get(n)), n in tiler.spilled))
             for value in node.inputs:
                 parts.append(self._input(tiler, value, members))
@@ -102,23 +110,65 @@ class Walk:
         return ("asm", _gm(target), _frozen(box))
 
 
-def _renamer(workspace: str, old: list[int], new: list[int]):
-    """Workspace buffer names of one group's nodes in another's (``workspace``: the root
-    call's prefix, ``ws<call>``)."""
-    mapping = {str(a): str(b) for a, b in zip(old, new)}
+def _with(obj, **changes):
+    """``dataclasses.replace`` for a dataclass with no ``__post_init__``, without its
+    per-call field checks (a cache hit pays for them per group)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    new.__dict__.update(changes)
+    return new
 
-    def moved(name: str) -> str:
-        m = _WORKSPACE.match(name)
-        if m is None or m.group("ws") != workspace or m.group("node") not in mapping:
-            return name
-        return f"{workspace}.n{mapping[m.group('node')]}{m.group('rest') or ''}"
 
-    def rename(buffer):
-        name, storage = moved(buffer.name), moved(buffer.storage) if buffer.storage else ""
-        if name == buffer.name and storage == buffer.storage:
-            return buffer
-        return replace(buffer, name=name, storage=storage)
-    return rename
+class _Entry:
+    """An expanded group and what moving it to another group of its key needs: its GM
+    offsets, the access rows that move with them, and its workspace buffer names cut
+    into (node, the rest) where they name one of the root call's workspaces."""
+
+    def __init__(self, batch, walk: Walk, sources: np.ndarray, workspace: str):
+        self.batch, self.workspaces = batch, walk.workspaces
+        self.offsets = np.asarray(walk.offsets, np.int64)
+        self.rows = np.flatnonzero(sources >= 0)
+        self.sources = sources[self.rows]
+        self.workspace = workspace
+        self.names = [(b, _parsed(b.name, workspace),
+                       _parsed(b.storage, workspace) if b.storage else None)
+                      for b in batch.accesses.buffers]
+
+    def moved(self, walk: Walk):
+        acc = self.batch.accesses
+        delta = np.zeros((acc.size, MAX_RANK), np.int64)
+        if self.rows.size:
+            shift = np.asarray(walk.offsets, np.int64) - self.offsets
+            delta[self.rows] = shift[self.sources]
+        buffers = self._renamed({str(a): str(b) for a, b in zip(self.workspaces,
+                                                                 walk.workspaces)})
+        return _with(self.batch, accesses=_with(acc, buffers=buffers, lo=acc.lo + delta,
+                                                hi=acc.hi + delta))
+
+    def _renamed(self, mapping: dict[str, str]) -> tuple:
+        """The buffers with workspace names of this group's nodes in another's."""
+        out = []
+        for buffer, name, storage in self.names:
+            new_name = self._name(buffer.name, name, mapping)
+            new_storage = self._name(buffer.storage, storage, mapping)
+            if new_name == buffer.name and new_storage == buffer.storage:
+                out.append(buffer)
+            else:
+                out.append(_with(buffer, name=new_name, storage=new_storage))
+        return tuple(out)
+
+    def _name(self, old: str, parsed, mapping: dict[str, str]) -> str:
+        if parsed is None or parsed[0] not in mapping:
+            return old
+        return f"{self.workspace}.n{mapping[parsed[0]]}{parsed[1]}"
+
+
+def _parsed(name: str, workspace: str):
+    """(node, the rest) of a buffer of the root call's ``workspace``, else None."""
+    m = _WORKSPACE.match(name)
+    if m is None or m.group("ws") != workspace:
+        return None
+    return m.group("node"), m.group("rest") or ""
 
 
 class GroupCache:
@@ -138,17 +188,7 @@ class GroupCache:
         if entry is None:
             batch, offsets, sources = tiler._expand(group, record=True)
             if offsets == walk.offsets:     # the walk saw the sources the expansion used
-                self.entries[walk.key] = (batch, walk, sources)
+                self.entries[walk.key] = _Entry(batch, walk, sources, tiler.workspace)
             return batch
-        batch, first, sources = entry
         self.hits += 1
-        acc = batch.accesses
-        delta = np.zeros((acc.size, MAX_RANK), np.int64)
-        moved = sources >= 0
-        if moved.any():
-            shift = np.asarray(walk.offsets, np.int64) - np.asarray(first.offsets, np.int64)
-            delta[moved] = shift[sources[moved]]
-        rename = _renamer(tiler.workspace, first.workspaces, walk.workspaces)
-        return replace(batch, accesses=replace(
-            acc, buffers=tuple(rename(b) for b in acc.buffers), lo=acc.lo + delta,
-            hi=acc.hi + delta))
+        return entry.moved(walk)

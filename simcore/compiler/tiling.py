@@ -32,6 +32,7 @@ from .values import (UB_BLOCK_BYTES, carry_out, GmValue, LocalValue, Piece, _rav
                      contiguous_bytes, pad, padded, ub_bytes)
 from .work import CubeWork, VectorWork, Work
 from .groupcache import GroupCache
+from .nodememo import NodeMemo
 from .ubprofile import TileBytes, UbProfile
 
 
@@ -164,6 +165,7 @@ class RootCallTiler:
         self._at = 0
         self._tile_bytes = TileBytes(_tile_bytes)
         self._profiles: dict[int, UbProfile] = {}   # group: its UB profile, op by op
+        self.memo = NodeMemo()
 
     # -- names -------------------------------------------------------------------
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
@@ -423,7 +425,7 @@ class RootCallTiler:
     def _compute(self, op: TracedOp) -> None:
         inputs = [self.lookup(name, op) for name in op.inputs]
         builder = ops.BUILDERS.get(op.op) or sort.BUILDERS[op.op]
-        node = builder(len(self.nodes), op, inputs, self.limits)
+        node = self.memo.build(builder, len(self.nodes), op, inputs, self.limits)
         self._sources(node)
         readers = self._readers[self._at] if self._readers else 2     # 2: unknown
         node.extra["readers"] = readers

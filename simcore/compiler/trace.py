@@ -159,6 +159,7 @@ class _Tracer:
         self.fresh = {n: t.fresh_per for n, t in kernel.tensors.items() if t.fresh_per}
         self.iterations: dict[str, int] = {}    # loop name -> iterations begun so far
         self._plans: dict[int, _OpPlan] = {}     # by id of a statement of self.kernel
+        self._heres: dict[str, list[str]] = {}   # a body's path: its statements' paths
 
     def _value(self, text, env, where: str) -> int:
         try:
@@ -176,8 +177,11 @@ class _Tracer:
         self.current = RootCall(root_key=next_key or f"{self.kernel.name}_main{self.segment}")
 
     def run(self, body, env: dict[str, int], where: str) -> None:
-        for i, stmt in enumerate(body):
-            here = f"{where}[{i}]"
+        heres = self._heres.get(where)
+        if heres is None or len(heres) != len(body):
+            # a loop body runs once per iteration: its statements' paths are made once
+            heres = self._heres[where] = [f"{where}[{i}]" for i in range(len(body))]
+        for here, stmt in zip(heres, body):
             if isinstance(stmt, TileStmt):
                 self._set_vec_tile(stmt, env, here)
             elif isinstance(stmt, CubeTileStmt):

@@ -28,25 +28,35 @@ from .values import LocalValue
 
 class TileBytes:
     """UB bytes of each node's result tile and of each input tile it reads (the largest
-    over its tiles), measured once per node."""
+    over its tiles), measured once per node, and once per box arrays nodes share
+    (nodememo.py: nodes of one template share them, and nothing changes them)."""
 
     def __init__(self, measure: Callable[[np.ndarray, np.ndarray, str], int]):
         self._measure = measure
         self._out: dict[int, int] = {}
         self._in: dict[int, list[int]] = {}
+        # (id lo, id hi, dtype): (lo, hi, bytes); the arrays held so their ids stay theirs
+        self._by_arrays: dict[tuple, tuple] = {}
 
     def out(self, node: Node) -> int:
         b = self._out.get(node.index)
         if b is None:
-            b = self._out[node.index] = self._measure(node.out_lo, node.out_hi, node.out_dtype)
+            b = self._out[node.index] = self._shared(node.out_lo, node.out_hi, node.out_dtype)
         return b
 
     def inputs(self, node: Node) -> list[int]:
         b = self._in.get(node.index)
         if b is None:
-            b = self._in[node.index] = [self._measure(lo, hi, v.dtype) for v, lo, hi in
+            b = self._in[node.index] = [self._shared(lo, hi, v.dtype) for v, lo, hi in
                                         zip(node.inputs, node.in_lo, node.in_hi)]
         return b
+
+    def _shared(self, lo: np.ndarray, hi: np.ndarray, dtype: str) -> int:
+        key = (id(lo), id(hi), dtype)
+        hit = self._by_arrays.get(key)
+        if hit is None:
+            hit = self._by_arrays[key] = (lo, hi, self._measure(lo, hi, dtype))
+        return hit[2]
 
 
 class UbProfile:

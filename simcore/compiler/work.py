@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from .columns import mapped, shifted
+
 
 def _key_table(tables: list[tuple[str, ...]]) -> tuple[tuple[str, ...], list[np.ndarray]]:
     """The union of several key tables (first come first numbered) and each one's map."""
@@ -87,9 +89,13 @@ class VectorWork:
     @classmethod
     def concat(cls, parts: list["VectorWork"], offsets) -> "VectorWork":
         kinds, maps = _key_table([p.kinds for p in parts])
-        return cls.of_rows(kinds, [(p.task + off, m[p.kind] if p.kind.size else p.kind,
-                                    *[getattr(p, c) for c in VECTOR_COLUMNS[2:]])
-                                   for p, m, off in zip(parts, maps, offsets)])
+        if not parts:
+            return cls.of_rows(kinds, [])
+        # every part's columns are whole arrays (of_rows made them): joined as one part
+        joined = [shifted([p.task for p in parts], offsets),
+                  mapped([p.kind for p in parts], maps)]
+        joined += [np.concatenate([getattr(p, c) for p in parts]) for c in VECTOR_COLUMNS[2:]]
+        return cls.of_rows(kinds, [tuple(joined)])
 
 
 def _spread(value, shape) -> np.ndarray:
@@ -145,8 +151,7 @@ def _concat_rows(parts, maps, offsets):
     if not parts:
         z = np.zeros(0)
         return z.astype(np.int64), z.astype(np.int64), z, z
-    return (np.concatenate([p[0] + off for p, off in zip(parts, offsets)]),
-            np.concatenate([m[p[1]] for p, m in zip(parts, maps)]),
+    return (shifted([p[0] for p in parts], offsets), mapped([p[1] for p in parts], maps),
             np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]))
 
 
