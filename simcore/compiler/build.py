@@ -13,6 +13,7 @@ from .accesses import Accesses, GmBuffer, used_rank
 from .callcache import CallCache, call_key
 from .deps import region_edges
 from .encode import encode_call_edges, end_hubs
+from .gcpace import slower_young_collections
 from .limits import Limits
 from .merge import choose, merged_index, vec_merge_count, vec_merge_mode
 from .mergeorder import (Ancestry, auto_vec_merge_count, merged_order, sibling_groups,
@@ -289,6 +290,11 @@ def _used_leaves(task_leaf: np.ndarray, items: list[LeafFunction]):
 
 def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     """The task graph of ``kernel``; of ``hw`` only its Limits shape the mapping."""
+    with slower_young_collections():
+        return _compile(kernel, hw)
+
+
+def _compile(kernel: Kernel, hw: Hardware) -> Program:
     limits = Limits.of(hw)
     traced = trace(kernel)
     roots: dict[str, RootFunction] = {}
