@@ -24,8 +24,10 @@ from dataclasses import fields
 
 import numpy as np
 
+from .accesses import Accesses
+from .columns import shifted
 from .ops import Node
-from .values import MAX_RANK, GmValue, LocalValue, padded
+from .values import GmValue, LocalValue, padded
 
 _NODE_FIELDS = tuple(f.name for f in fields(Node) if f.name not in ("index", "op", "inputs"))
 _WORKSPACE = re.compile(r"^(?P<ws>[^.]+)\.n(?P<node>\d+)(?P<rest>@.*)?$")
@@ -135,15 +137,14 @@ class _Entry:
                       for b in batch.accesses.buffers]
 
     def moved(self, walk: Walk):
+        """This group's batch for another of its key: workspaces renamed now, GM boxes
+        moved by ``moved_boxes`` once every group's batch is joined (a numpy pass per hit
+        costs more than the hit's other work)."""
         acc = self.batch.accesses
-        delta = np.zeros((acc.size, MAX_RANK), np.int64)
-        if self.rows.size:
-            shift = np.asarray(walk.offsets, np.int64) - self.offsets
-            delta[self.rows] = shift[self.sources]
         buffers = self._renamed({str(a): str(b) for a, b in zip(self.workspaces,
                                                                  walk.workspaces)})
-        return _with(self.batch, accesses=_with(acc, buffers=buffers, lo=acc.lo + delta,
-                                                hi=acc.hi + delta))
+        shift = (self, walk.offsets) if self.rows.size else None
+        return _with(self.batch, accesses=_with(acc, buffers=buffers), shift=shift)
 
     def _renamed(self, mapping: dict[str, str]) -> tuple:
         """The buffers with workspace names of this group's nodes in another's."""
@@ -169,6 +170,29 @@ def _parsed(name: str, workspace: str):
     if m is None or m.group("ws") != workspace:
         return None
     return m.group("node"), m.group("rest") or ""
+
+
+def moved_boxes(acc: Accesses, batches: list) -> None:
+    """Move, in ``acc`` (the batches' accesses joined in order), the GM boxes of every
+    batch a cache hit gave: each source's shift is the hit's GM offset less the expanded
+    group's, and each moving row adds its source's shift."""
+    hits = [(k, b.shift) for k, b in enumerate(batches) if b.shift is not None]
+    if not hits:
+        return
+    starts = np.cumsum([0] + [b.accesses.size for b in batches])
+    new, old, rows, sources, row_at, source_at = [], [], [], [], [], []
+    for k, (entry, offsets) in hits:
+        source_at.append(len(new))
+        new.extend(offsets)
+        old.append(entry.offsets)
+        rows.append(entry.rows)
+        sources.append(entry.sources)
+        row_at.append(starts[k])
+    shift = np.asarray(new, np.int64) - np.concatenate(old)
+    moving = shifted(rows, row_at)
+    by = shift[shifted(sources, source_at)]
+    acc.lo[moving] += by
+    acc.hi[moving] += by
 
 
 class GroupCache:

@@ -67,6 +67,9 @@ class TaskBatch:
     work: Work
     accesses: Accesses
     srcs: tuple = ()            # per op of the group: its source line (FILE.py:LINE) or None
+    # a group cache hit's boxes still to move once the batches are joined
+    # (groupcache.moved_boxes): its cache entry and its GM offsets; None when in place
+    shift: tuple | None = None
 
     @property
     def size(self) -> int:
