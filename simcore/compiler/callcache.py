@@ -81,8 +81,8 @@ def call_key(call) -> tuple | None:
             computed.add(op.out)
         if drop is None and name not in _VALUE_HANDLERS and _has_handler(name):
             return None     # a handler this cache does not know how to replay
-        attrs = tuple(kv for kv in op.attrs.items() if kv[0] not in drop) if drop \
-            else tuple(op.attrs.items())
+        items = getattr(op.attrs, "items_tuple", None) or tuple(op.attrs.items())
+        attrs = tuple([kv for kv in items if kv[0] not in drop]) if drop else items
         inputs, out = op.inputs, op.out
         if norm:
             inputs, out = tuple(norm.get(n, n) for n in inputs), norm.get(out, out)

@@ -140,6 +140,20 @@ class _OpPlan:
             # hashable, as the call cache's key needs (a transpose's perm is a list)
             fixed[key] = tuple(value) if isinstance(value, list) else value
         self.fixed = fixed
+        # with nothing to evaluate, every op of the statement has the same attributes
+        self.shared = None if self.dims or self.ints else \
+            {False: SharedAttrs(fixed), True: SharedAttrs(fixed, combine_axis=True)}
+
+
+class SharedAttrs(dict):
+    """The attributes of every op one statement traces, when none is evaluated: one dict
+    for them all, which nothing changes, and its items as a tuple made once (the call
+    cache's key holds them for each op of each call)."""
+    __slots__ = ("items_tuple",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.items_tuple = tuple(self.items())
 
 
 
@@ -224,6 +238,8 @@ class _Tracer:
         plan = self._plans.get(id(stmt))
         if plan is None:
             plan = self._plans[id(stmt)] = _OpPlan(stmt)
+        if plan.shared is not None:
+            return self._shared_op(stmt, plan, where)
         attrs = dict(plan.fixed)
         for key, dims in plan.dims:
             try:
@@ -236,6 +252,18 @@ class _Tracer:
             attrs["combine_axis"] = True
         if attrs.get("src"):
             # an imported kernel's op: errors name the Python line that wrote it too
+            where = f"{where} at {attrs['src']}"
+        inputs, out = plan.inputs, stmt.out
+        if self.fresh:
+            inputs = tuple(self._instance(n) for n in inputs)
+            out = self._instance(out)
+        return TracedOp(op=stmt.op, inputs=inputs, out=out, where=where,
+                        vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,
+                        attrs=attrs, label=plan.label)
+
+    def _shared_op(self, stmt: OpStmt, plan: _OpPlan, where: str) -> TracedOp:
+        attrs = plan.shared[bool(self.combine_axis)]
+        if attrs.get("src"):
             where = f"{where} at {attrs['src']}"
         inputs, out = plan.inputs, stmt.out
         if self.fresh:
