@@ -53,13 +53,26 @@ def _frozen(value):
     raise _Unknown(type(value).__name__)
 
 
-def _fields(tiler, node) -> tuple:
+def _fields(tiler, node, extras: dict) -> tuple:
     """Every field of a node but its index, op and inputs: a node built from a template
     (nodememo.py) by the template's number and its own ``extra``."""
     shape = tiler.memo.shape_id.get(node.index)
     if shape is not None:
-        return ("shape", shape, _frozen(node.extra))
+        return ("shape", shape, _frozen_extra(node.extra, extras))
     return tuple(_frozen(getattr(node, f)) for f in _NODE_FIELDS)
+
+
+def _frozen_extra(extra: dict, extras: dict):
+    """``_frozen(extra)``, made once per equal items: most nodes' extras hold a few plain
+    numbers, alike over the groups of a Python ``for``."""
+    try:
+        items = tuple(extra.items())
+        found = extras.get(items)
+    except TypeError:       # an array or a set among them: frozen each time
+        return _frozen(extra)
+    if found is None:
+        found = extras[items] = _frozen(extra)
+    return found
 
 
 def _gm(value: GmValue) -> tuple:
@@ -72,7 +85,7 @@ class Walk:
     """One group's key, the GM offsets its access rows move with (in the order the
     expansion adds them) and the nodes its workspace buffers are named after."""
 
-    def __init__(self, tiler, group):
+    def __init__(self, tiler, group, extras: dict):
         self.offsets: list[tuple[int, ...]] = []
         self.workspaces: list[int] = []
         members = {n: j for j, n in enumerate(group.nodes)}
@@ -80,7 +93,7 @@ class Walk:
         for n in group.nodes:
             node = tiler.nodes[n]
             op = node.op
-            parts.append((op.op, op.label, op.get("src"), _fields(tiler, node),
+            parts.append((op.op, op.label, op.get("src"), _fields(tiler, node, extras),
                           _frozen(tiler.valid.get(n)), n in tiler.spilled))
             for value in node.inputs:
                 parts.append(self._input(tiler, value, members))
@@ -201,10 +214,11 @@ class GroupCache:
     def __init__(self):
         self.entries: dict = {}
         self.hits = 0
+        self.extras: dict = {}      # a node's extra items: their frozen form
 
     def expand(self, tiler, group):
         try:
-            walk = Walk(tiler, group)
+            walk = Walk(tiler, group, self.extras)
             hash(walk.key)
         except (_Unknown, TypeError):
             return tiler._expand(group)

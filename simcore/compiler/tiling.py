@@ -856,6 +856,13 @@ class RootCallTiler:
         """Live UB bytes a node adds to a group: its output tile and inputs not yet on chip."""
         added = self._tile_bytes.out(node)
         resident = self.groups[gi].resident if gi is not None else ()
+        if len(node.inputs) == 1 and not resident:
+            # nothing to look up (a GM value's hash walks its pieces): a new group's op
+            value = node.inputs[0]
+            if gi is None or not isinstance(value, LocalValue) or \
+                    self.group_of.get(value.node) != gi:
+                added += self._tile_bytes.inputs(node)[0]
+            return added
         seen = set()
         for value, nbytes in zip(node.inputs, self._tile_bytes.inputs(node)):
             inside = isinstance(value, LocalValue) and self.group_of.get(value.node) == gi \

@@ -257,9 +257,8 @@ class _Tracer:
         if self.fresh:
             inputs = tuple(self._instance(n) for n in inputs)
             out = self._instance(out)
-        return TracedOp(op=stmt.op, inputs=inputs, out=out, where=where,
-                        vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,
-                        attrs=attrs, label=plan.label)
+        return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
+                       attrs, plan.label)
 
     def _shared_op(self, stmt: OpStmt, plan: _OpPlan, where: str) -> TracedOp:
         attrs = plan.shared[bool(self.combine_axis)]
@@ -269,9 +268,8 @@ class _Tracer:
         if self.fresh:
             inputs = tuple(self._instance(n) for n in inputs)
             out = self._instance(out)
-        return TracedOp(op=stmt.op, inputs=inputs, out=out, where=where,
-                        vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,
-                        attrs=attrs, label=plan.label)
+        return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
+                       attrs, plan.label)
 
     def _instance(self, name: str) -> str:
         """The instance of the loop's current iteration (after the loop, its last):
@@ -314,6 +312,15 @@ class _Tracer:
             self.flush()
         self.loop_env.pop(head.idx, None)
         self.current = replace(self.current, root_key=f"{resume_key}_after_{head.name}")
+
+
+def _traced(op, inputs, out, where, vec_tile, cube_tile, scope, attrs, label) -> TracedOp:
+    """``TracedOp(...)`` without the frozen dataclass's per-field ``object.__setattr__``
+    (TracedOp has no ``__post_init__``): the tracer makes one per op of every iteration."""
+    traced = object.__new__(TracedOp)
+    traced.__dict__.update(op=op, inputs=inputs, out=out, where=where, vec_tile=vec_tile,
+                           cube_tile=cube_tile, scope=scope, attrs=attrs, label=label)
+    return traced
 
 
 def instance_name(tensor: str, iteration: int) -> str:
