@@ -169,11 +169,19 @@ class RootCallTiler:
         self._tile_bytes = TileBytes(_tile_bytes)
         self._profiles: dict[int, UbProfile] = {}   # group: its UB profile, op by op
         self.memo = NodeMemo()
+        self._whole: dict[str, GmValue] = {}    # lookup's whole-tensor values by name
 
     # -- names -------------------------------------------------------------------
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
-        if name in self.values:
-            return self.values[name]
+        value = self.values.get(name)
+        if value is None:
+            value = self._whole.get(name)
+        if value is None:
+            # a whole tensor depends on the kernel alone, and a GmValue changes never
+            value = self._whole[name] = self._whole_tensor(name, op)
+        return value
+
+    def _whole_tensor(self, name: str, op: TracedOp) -> GmValue:
         spec = self.kernel.tensors.get(tensor_of(name))
         if spec is None:
             raise ConfigError(f"field '{op.where}.inputs': '{name}' is neither a tensor in "
