@@ -13,6 +13,8 @@ from .accesses import Accesses, GmBuffer, used_rank
 from .callcache import CallCache, call_key
 from .deps import region_edges
 from .encode import encode_call_edges, end_hubs
+from .gcpace import slower_young_collections
+from .groupcache import moved_boxes
 from .limits import Limits
 from .merge import choose, merged_index, vec_merge_count, vec_merge_mode
 from .mergeorder import (Ancestry, auto_vec_merge_count, merged_order, sibling_groups,
@@ -89,9 +91,10 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks
     offsets = np.cumsum([0] + [b.size for b in batches])[:-1]
     # a call of only views and reshapes has no leaf task
     cores = [np.full(b.size, int(b.core), np.int64) for b in batches] or [np.zeros(0, np.int64)]
+    acc = Accesses.concat([b.accesses for b in batches], offsets)
+    moved_boxes(acc, batches)
     return _CallTasks(np.concatenate(cores), np.concatenate(leaf_ids or [np.zeros(0, np.int64)]),
-                      Work.concat([b.work for b in batches]),
-                      Accesses.concat([b.accesses for b in batches], offsets))
+                      Work.concat([b.work for b in batches]), acc)
 
 
 def _copy_in_bytes(t: _CallTasks, idx: np.ndarray) -> int:
@@ -290,6 +293,11 @@ def _used_leaves(task_leaf: np.ndarray, items: list[LeafFunction]):
 
 def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
     """The task graph of ``kernel``; of ``hw`` only its Limits shape the mapping."""
+    with slower_young_collections():
+        return _compile(kernel, hw)
+
+
+def _compile(kernel: Kernel, hw: Hardware) -> Program:
     limits = Limits.of(hw)
     traced = trace(kernel)
     roots: dict[str, RootFunction] = {}

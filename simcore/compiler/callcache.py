@@ -29,6 +29,7 @@ import numpy as np
 
 from .accesses import Accesses, GmBuffer
 from .rows import row_ids
+from .groupcache import _with
 from .tiling import RootCallTiler, _check_inside
 from .values import MAX_RANK, GmValue, LocalValue, padded
 
@@ -81,8 +82,8 @@ def call_key(call) -> tuple | None:
             computed.add(op.out)
         if drop is None and name not in _VALUE_HANDLERS and _has_handler(name):
             return None     # a handler this cache does not know how to replay
-        attrs = tuple(kv for kv in op.attrs.items() if kv[0] not in drop) if drop \
-            else tuple(op.attrs.items())
+        items = getattr(op.attrs, "items_tuple", None) or tuple(op.attrs.items())
+        attrs = tuple([kv for kv in items if kv[0] not in drop]) if drop else items
         inputs, out = op.inputs, op.out
         if norm:
             inputs, out = tuple(norm.get(n, n) for n in inputs), norm.get(out, out)
@@ -369,14 +370,14 @@ def _renamer(old: str, new: str, old_instances: dict, new_instances: dict):
             # a window on a workspace (an on-chip value's reshape) names it as its storage
             storage = f"{new}.{b.storage[len(prefix):]}" if b.storage.startswith(prefix) \
                 else b.storage
-            return replace(b, name=f"{new}.{b.name[len(prefix):]}", storage=storage)
+            return _with(b, name=f"{new}.{b.name[len(prefix):]}", storage=storage)
         if b.name in instance:
-            return replace(b, name=instance[b.name], storage=instance.get(b.storage, b.storage))
+            return _with(b, name=instance[b.name], storage=instance.get(b.storage, b.storage))
         if b.storage in instance:
             # a window on an instance (a reshape of it) is named after it: STORAGE@SHAPE
             storage = instance[b.storage]
             name = storage + b.name[len(b.storage):] if b.name.startswith(b.storage) \
                 else b.name
-            return replace(b, name=name, storage=storage)
+            return _with(b, name=name, storage=storage)
         return b
     return rename

@@ -24,8 +24,10 @@ from dataclasses import fields
 
 import numpy as np
 
+from .accesses import Accesses
+from .columns import shifted
 from .ops import Node
-from .values import MAX_RANK, GmValue, LocalValue, padded
+from .values import GmValue, LocalValue, padded
 
 _NODE_FIELDS = tuple(f.name for f in fields(Node) if f.name not in ("index", "op", "inputs"))
 _WORKSPACE = re.compile(r"^(?P<ws>[^.]+)\.n(?P<node>\d+)(?P<rest>@.*)?$")
@@ -51,13 +53,26 @@ def _frozen(value):
     raise _Unknown(type(value).__name__)
 
 
-def _fields(tiler, node) -> tuple:
+def _fields(tiler, node, extras: dict) -> tuple:
     """Every field of a node but its index, op and inputs: a node built from a template
     (nodememo.py) by the template's number and its own ``extra``."""
     shape = tiler.memo.shape_id.get(node.index)
     if shape is not None:
-        return ("shape", shape, _frozen(node.extra))
+        return ("shape", shape, _frozen_extra(node.extra, extras))
     return tuple(_frozen(getattr(node, f)) for f in _NODE_FIELDS)
+
+
+def _frozen_extra(extra: dict, extras: dict):
+    """``_frozen(extra)``, made once per equal items: most nodes' extras hold a few plain
+    numbers, alike over the groups of a Python ``for``."""
+    try:
+        items = tuple(extra.items())
+        found = extras.get(items)
+    except TypeError:       # an array or a set among them: frozen each time
+        return _frozen(extra)
+    if found is None:
+        found = extras[items] = _frozen(extra)
+    return found
 
 
 def _gm(value: GmValue) -> tuple:
@@ -70,7 +85,7 @@ class Walk:
     """One group's key, the GM offsets its access rows move with (in the order the
     expansion adds them) and the nodes its workspace buffers are named after."""
 
-    def __init__(self, tiler, group):
+    def __init__(self, tiler, group, extras: dict):
         self.offsets: list[tuple[int, ...]] = []
         self.workspaces: list[int] = []
         members = {n: j for j, n in enumerate(group.nodes)}
@@ -78,7 +93,7 @@ class Walk:
         for n in group.nodes:
             node = tiler.nodes[n]
             op = node.op
-            parts.append((op.op, op.label, op.get("src"), _fields(tiler, node),
+            parts.append((op.op, op.label, op.get("src"), _fields(tiler, node, extras),
                           _frozen(tiler.valid.get(n)), n in tiler.spilled))
             for value in node.inputs:
                 parts.append(self._input(tiler, value, members))
@@ -135,15 +150,14 @@ class _Entry:
                       for b in batch.accesses.buffers]
 
     def moved(self, walk: Walk):
+        """This group's batch for another of its key: workspaces renamed now, GM boxes
+        moved by ``moved_boxes`` once every group's batch is joined (a numpy pass per hit
+        costs more than the hit's other work)."""
         acc = self.batch.accesses
-        delta = np.zeros((acc.size, MAX_RANK), np.int64)
-        if self.rows.size:
-            shift = np.asarray(walk.offsets, np.int64) - self.offsets
-            delta[self.rows] = shift[self.sources]
         buffers = self._renamed({str(a): str(b) for a, b in zip(self.workspaces,
                                                                  walk.workspaces)})
-        return _with(self.batch, accesses=_with(acc, buffers=buffers, lo=acc.lo + delta,
-                                                hi=acc.hi + delta))
+        shift = (self, walk.offsets) if self.rows.size else None
+        return _with(self.batch, accesses=_with(acc, buffers=buffers), shift=shift)
 
     def _renamed(self, mapping: dict[str, str]) -> tuple:
         """The buffers with workspace names of this group's nodes in another's."""
@@ -171,16 +185,40 @@ def _parsed(name: str, workspace: str):
     return m.group("node"), m.group("rest") or ""
 
 
+def moved_boxes(acc: Accesses, batches: list) -> None:
+    """Move, in ``acc`` (the batches' accesses joined in order), the GM boxes of every
+    batch a cache hit gave: each source's shift is the hit's GM offset less the expanded
+    group's, and each moving row adds its source's shift."""
+    hits = [(k, b.shift) for k, b in enumerate(batches) if b.shift is not None]
+    if not hits:
+        return
+    starts = np.cumsum([0] + [b.accesses.size for b in batches])
+    new, old, rows, sources, row_at, source_at = [], [], [], [], [], []
+    for k, (entry, offsets) in hits:
+        source_at.append(len(new))
+        new.extend(offsets)
+        old.append(entry.offsets)
+        rows.append(entry.rows)
+        sources.append(entry.sources)
+        row_at.append(starts[k])
+    shift = np.asarray(new, np.int64) - np.concatenate(old)
+    moving = shifted(rows, row_at)
+    by = shift[shifted(sources, source_at)]
+    acc.lo[moving] += by
+    acc.hi[moving] += by
+
+
 class GroupCache:
     """The expanded groups of one root call, by key."""
 
     def __init__(self):
         self.entries: dict = {}
         self.hits = 0
+        self.extras: dict = {}      # a node's extra items: their frozen form
 
     def expand(self, tiler, group):
         try:
-            walk = Walk(tiler, group)
+            walk = Walk(tiler, group, self.extras)
             hash(walk.key)
         except (_Unknown, TypeError):
             return tiler._expand(group)

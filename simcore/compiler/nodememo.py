@@ -60,5 +60,6 @@ def _key(builder, op, inputs: list):
     # which inputs are the same value: the builder counts such an input's UB once
     same = (0,) if len(inputs) == 1 else \
         tuple(next(j for j, w in enumerate(inputs) if w is v or w == v) for v in inputs)
-    return (builder.__name__, op.op, op.vec_tile, op.cube_tile, tuple(op.attrs.items()),
+    attrs = getattr(op.attrs, "items_tuple", None) or tuple(op.attrs.items())
+    return (builder.__name__, op.op, op.vec_tile, op.cube_tile, attrs,
             tuple((type(v).__name__, v.shape, v.dtype) for v in inputs), same)

@@ -67,6 +67,9 @@ class TaskBatch:
     work: Work
     accesses: Accesses
     srcs: tuple = ()            # per op of the group: its source line (FILE.py:LINE) or None
+    # a group cache hit's boxes still to move once the batches are joined
+    # (groupcache.moved_boxes): its cache entry and its GM offsets; None when in place
+    shift: tuple | None = None
 
     @property
     def size(self) -> int:
@@ -166,11 +169,19 @@ class RootCallTiler:
         self._tile_bytes = TileBytes(_tile_bytes)
         self._profiles: dict[int, UbProfile] = {}   # group: its UB profile, op by op
         self.memo = NodeMemo()
+        self._whole: dict[str, GmValue] = {}    # lookup's whole-tensor values by name
 
     # -- names -------------------------------------------------------------------
     def lookup(self, name: str, op: TracedOp) -> GmValue | LocalValue:
-        if name in self.values:
-            return self.values[name]
+        value = self.values.get(name)
+        if value is None:
+            value = self._whole.get(name)
+        if value is None:
+            # a whole tensor depends on the kernel alone, and a GmValue changes never
+            value = self._whole[name] = self._whole_tensor(name, op)
+        return value
+
+    def _whole_tensor(self, name: str, op: TracedOp) -> GmValue:
         spec = self.kernel.tensors.get(tensor_of(name))
         if spec is None:
             raise ConfigError(f"field '{op.where}.inputs': '{name}' is neither a tensor in "
@@ -853,6 +864,13 @@ class RootCallTiler:
         """Live UB bytes a node adds to a group: its output tile and inputs not yet on chip."""
         added = self._tile_bytes.out(node)
         resident = self.groups[gi].resident if gi is not None else ()
+        if len(node.inputs) == 1 and not resident:
+            # nothing to look up (a GM value's hash walks its pieces): a new group's op
+            value = node.inputs[0]
+            if gi is None or not isinstance(value, LocalValue) or \
+                    self.group_of.get(value.node) != gi:
+                added += self._tile_bytes.inputs(node)[0]
+            return added
         seen = set()
         for value, nbytes in zip(node.inputs, self._tile_bytes.inputs(node)):
             inside = isinstance(value, LocalValue) and self.group_of.get(value.node) == gi \

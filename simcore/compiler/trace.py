@@ -140,6 +140,20 @@ class _OpPlan:
             # hashable, as the call cache's key needs (a transpose's perm is a list)
             fixed[key] = tuple(value) if isinstance(value, list) else value
         self.fixed = fixed
+        # with nothing to evaluate, every op of the statement has the same attributes
+        self.shared = None if self.dims or self.ints else \
+            {False: SharedAttrs(fixed), True: SharedAttrs(fixed, combine_axis=True)}
+
+
+class SharedAttrs(dict):
+    """The attributes of every op one statement traces, when none is evaluated: one dict
+    for them all, which nothing changes, and its items as a tuple made once (the call
+    cache's key holds them for each op of each call)."""
+    __slots__ = ("items_tuple",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.items_tuple = tuple(self.items())
 
 
 
@@ -224,6 +238,8 @@ class _Tracer:
         plan = self._plans.get(id(stmt))
         if plan is None:
             plan = self._plans[id(stmt)] = _OpPlan(stmt)
+        if plan.shared is not None:
+            return self._shared_op(stmt, plan, where)
         attrs = dict(plan.fixed)
         for key, dims in plan.dims:
             try:
@@ -241,9 +257,19 @@ class _Tracer:
         if self.fresh:
             inputs = tuple(self._instance(n) for n in inputs)
             out = self._instance(out)
-        return TracedOp(op=stmt.op, inputs=inputs, out=out, where=where,
-                        vec_tile=self.vec_tile, cube_tile=self.cube_tile, scope=self.scope,
-                        attrs=attrs, label=plan.label)
+        return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
+                       attrs, plan.label)
+
+    def _shared_op(self, stmt: OpStmt, plan: _OpPlan, where: str) -> TracedOp:
+        attrs = plan.shared[bool(self.combine_axis)]
+        if attrs.get("src"):
+            where = f"{where} at {attrs['src']}"
+        inputs, out = plan.inputs, stmt.out
+        if self.fresh:
+            inputs = tuple(self._instance(n) for n in inputs)
+            out = self._instance(out)
+        return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
+                       attrs, plan.label)
 
     def _instance(self, name: str) -> str:
         """The instance of the loop's current iteration (after the loop, its last):
@@ -286,6 +312,15 @@ class _Tracer:
             self.flush()
         self.loop_env.pop(head.idx, None)
         self.current = replace(self.current, root_key=f"{resume_key}_after_{head.name}")
+
+
+def _traced(op, inputs, out, where, vec_tile, cube_tile, scope, attrs, label) -> TracedOp:
+    """``TracedOp(...)`` without the frozen dataclass's per-field ``object.__setattr__``
+    (TracedOp has no ``__post_init__``): the tracer makes one per op of every iteration."""
+    traced = object.__new__(TracedOp)
+    traced.__dict__.update(op=op, inputs=inputs, out=out, where=where, vec_tile=vec_tile,
+                           cube_tile=cube_tile, scope=scope, attrs=attrs, label=label)
+    return traced
 
 
 def instance_name(tensor: str, iteration: int) -> str:
