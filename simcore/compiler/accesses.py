@@ -6,7 +6,6 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from .columns import mapped, shifted
-
 from .values import MAX_RANK
 
 

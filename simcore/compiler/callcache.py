@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .accesses import Accesses, GmBuffer
+from .records import replaced
 from .rows import row_ids
-from .groupcache import _with
 from .tiling import RootCallTiler, _check_inside
 from .values import MAX_RANK, GmValue, LocalValue, padded
 
@@ -370,14 +370,14 @@ def _renamer(old: str, new: str, old_instances: dict, new_instances: dict):
             # a window on a workspace (an on-chip value's reshape) names it as its storage
             storage = f"{new}.{b.storage[len(prefix):]}" if b.storage.startswith(prefix) \
                 else b.storage
-            return _with(b, name=f"{new}.{b.name[len(prefix):]}", storage=storage)
+            return replaced(b, name=f"{new}.{b.name[len(prefix):]}", storage=storage)
         if b.name in instance:
-            return _with(b, name=instance[b.name], storage=instance.get(b.storage, b.storage))
+            return replaced(b, name=instance[b.name], storage=instance.get(b.storage, b.storage))
         if b.storage in instance:
             # a window on an instance (a reshape of it) is named after it: STORAGE@SHAPE
             storage = instance[b.storage]
             name = storage + b.name[len(b.storage):] if b.name.startswith(b.storage) \
                 else b.name
-            return _with(b, name=name, storage=storage)
+            return replaced(b, name=name, storage=storage)
         return b
     return rename

@@ -27,6 +27,7 @@ import numpy as np
 from .accesses import Accesses
 from .columns import shifted
 from .ops import Node
+from .records import replaced
 from .values import GmValue, LocalValue, padded
 
 _NODE_FIELDS = tuple(f.name for f in fields(Node) if f.name not in ("index", "op", "inputs"))
@@ -125,15 +126,6 @@ class Walk:
         return ("asm", _gm(target), _frozen(box))
 
 
-def _with(obj, **changes):
-    """``dataclasses.replace`` for a dataclass with no ``__post_init__``, without its
-    per-call field checks (a cache hit pays for them per group)."""
-    new = object.__new__(type(obj))
-    new.__dict__.update(obj.__dict__)
-    new.__dict__.update(changes)
-    return new
-
-
 class _Entry:
     """An expanded group and what moving it to another group of its key needs: its GM
     offsets, the access rows that move with them, and its workspace buffer names cut
@@ -157,7 +149,7 @@ class _Entry:
         buffers = self._renamed({str(a): str(b) for a, b in zip(self.workspaces,
                                                                  walk.workspaces)})
         shift = (self, walk.offsets) if self.rows.size else None
-        return _with(self.batch, accesses=_with(acc, buffers=buffers), shift=shift)
+        return replaced(self.batch, accesses=replaced(acc, buffers=buffers), shift=shift)
 
     def _renamed(self, mapping: dict[str, str]) -> tuple:
         """The buffers with workspace names of this group's nodes in another's."""
@@ -168,7 +160,7 @@ class _Entry:
             if new_name == buffer.name and new_storage == buffer.storage:
                 out.append(buffer)
             else:
-                out.append(_with(buffer, name=new_name, storage=new_storage))
+                out.append(replaced(buffer, name=new_name, storage=new_storage))
         return tuple(out)
 
     def _name(self, old: str, parsed, mapping: dict[str, str]) -> str:

@@ -1,0 +1,16 @@
+"""Copies of the compiler's plain dataclass records, made in the hot loops.
+
+``dataclasses.replace`` checks every field on each call; a Python ``for`` of thousands of
+iterations copies a record per op or per cache hit, where those checks cost more than the
+copy.  The records copied here have no ``__post_init__``, so a copy of their ``__dict__``
+is the same object ``replace`` would make.
+"""
+from __future__ import annotations
+
+
+def replaced(obj, **changes):
+    """``dataclasses.replace(obj, **changes)`` for a dataclass with no ``__post_init__``."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    new.__dict__.update(changes)
+    return new
