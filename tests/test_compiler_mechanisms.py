@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from simcore.compiler import CoreType, compile_kernel
+from simcore.compiler.build import auto_nbuffer_starts
 from simcore.compiler.stitch import MAX_STITCH_LEAF_TASKS, MAX_STITCH_ROOT_CALLS, stitch
 from simcore.compiler.trace import unroll_chunks
 from simcore.machine.costs import static_pipe_us
@@ -636,6 +637,21 @@ def test_mg_copyin_upper_bound_caps_what_a_merged_task_copies_in():
     nbuffer = {"cube_l1_reuse_setting": {"DEFAULT": 1}, "cube_nbuffer_setting": {"DEFAULT": 8}}
     assert _gemm(nbuffer).leaf_tasks == 8
     assert _gemm({**nbuffer, "mg_copyin_upper_bound": 512 * 1024}).leaf_tasks == 32
+
+
+def test_cube_nbuffer_without_a_count_for_a_group_spreads_it_over_twice_the_cores():
+    """Upstream's default {-1: 1} merges nothing; a setting that gives a group no count (an
+    empty one, or labels of other groups alone, which drop the default) leaves it to the
+    automatic partition: 128 subgraphs that fit the copy-in bound in 48 merged tasks."""
+    off = {"cube_l1_reuse_setting": {"DEFAULT": 1}}
+    assert _gemm(m=1024, options=off).leaf_tasks == 128
+    assert _gemm(m=1024, options={**off, "cube_nbuffer_setting": {}}).leaf_tasks == 48
+    other = {**off, "cube_nbuffer_setting": {"not_this_one": 4}}
+    assert _gemm(m=1024, options=other).leaf_tasks == 48
+    # 64 subgraphs: 48 tasks, 16 of them pairs; 100 start a task every third or second
+    assert _gemm(options={**off, "cube_nbuffer_setting": {}}).leaf_tasks == 48
+    assert [int(s) for s in np.flatnonzero(auto_nbuffer_starts(100, 24, 10))][:6] == \
+        [0, 3, 6, 9, 12, 14]
 
 
 def test_int_keys_count_groups_of_one_core_type():

@@ -131,6 +131,43 @@ def _auto_l1_reuse_count(t: _CallTasks, idx: np.ndarray, cube_order: int,
     return group // (2 * limits.aic_cores)
 
 
+def _cube_nbuffer_groups(l1_group: np.ndarray, nbuffer, member_bytes: int, bound: int,
+                         aic_cores: int) -> np.ndarray:
+    """Per task, its CubeNBuffer group: ``nbuffer.count`` L1Reuse groups a task in order,
+    or, where no key gives a count (an empty setting, int keys not naming the group,
+    labels alone: upstream's default {-1: 1} then no longer applies), upstream's
+    automatic partition (``auto_nbuffer_starts``)."""
+    if nbuffer.source != "auto":
+        return l1_group // _merge_cap(nbuffer.count, member_bytes, bound)
+    if member_bytes > bound:
+        return l1_group
+    groups = int(l1_group.max()) + 1 if l1_group.size else 0
+    most = bound // member_bytes if member_bytes else groups
+    starts = auto_nbuffer_starts(groups, aic_cores, max(most, 1))
+    return (np.cumsum(starts) - 1)[l1_group]
+
+
+def auto_nbuffer_starts(n: int, aic_cores: int, most: int) -> np.ndarray:
+    """Which of ``n`` isomorphic Cube subgraphs start a merged one, the rest joining the one
+    before, as upstream's ``AdjustNumDBCore`` (l1_copy_reuse.cpp, 08cec41e4 and 883e7dfb)
+    chooses with no count set: up to (``most`` + 1) x cores subgraphs spread over twice
+    the cores, more in runs of ``most`` with the remainder spread over the cores."""
+    starts = np.zeros(n, bool)
+    cores, rest = aic_cores, n % (most * aic_cores)
+    if n <= (most + 1) * aic_cores:
+        cores, rest = 2 * aic_cores, n
+    else:
+        starts[0:n - rest:most] = True
+    for i in range(rest % cores):
+        starts[n - rest + i * ((rest + cores - 1) // cores)] = True
+    if rest >= cores:
+        for i in range(1, cores + 1 - rest % cores):
+            starts[n - i * (rest // cores)] = True
+    if n:
+        starts[0] = True
+    return starts
+
+
 def _shared_block_key(t: _CallTasks, idx: np.ndarray, side: str) -> tuple[np.ndarray, int]:
     """Per task of ``idx``: a key of the blocks it reads on one operand side."""
     a = t.acc
@@ -179,15 +216,16 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             rank = np.zeros(idx.size, np.int64)
             rank[by_cls] = (np.arange(idx.size) - start) // l1.count
             l1_group = merged_index(cls * (idx.size + 1) + rank)
-            nbuffer = choose(po.cube_nbuffer_setting, meta.order, func_key, labels, 1)
-            n = _merge_cap(nbuffer.count, copy_in * l1.count, po.mg_copyin_upper_bound)
-            sub = l1_group // n
-            # merged by counts nobody set: L1Reuse's own, the nbuffer default's 1
+            nbuffer = choose(po.cube_nbuffer_setting, meta.order, func_key, labels, None)
+            sub = _cube_nbuffer_groups(l1_group, nbuffer, copy_in * l1.count,
+                                       po.mg_copyin_upper_bound, limits.aic_cores)
+            merged = np.unique(sub).size < sub.size
+            # merged by counts nobody set: L1Reuse's own, CubeNBuffer's
             automatic = (l1.count <= 1 or l1.source == "auto") and \
-                (n <= 1 or nbuffer.source == "auto")
+                (not merged or nbuffer.source == "auto")
             if l1.count > 1:
                 info.append(f"l1ReuseInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
-            if n > 1:
+            if merged:
                 info.append(f"cubeMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
         else:
             # upstream's vecNBuffer: the count its setting gives, or the automatic one
