@@ -238,18 +238,8 @@ class _Tracer:
         plan = self._plans.get(id(stmt))
         if plan is None:
             plan = self._plans[id(stmt)] = _OpPlan(stmt)
-        if plan.shared is not None:
-            return self._shared_op(stmt, plan, where)
-        attrs = dict(plan.fixed)
-        for key, dims in plan.dims:
-            try:
-                attrs[key] = tuple(evaluate(d, env) for d in dims)
-            except ExprError:
-                attrs[key] = self._dims(dims, env, f"{where}.{key}")   # names the dim
-        for key, text in plan.ints:
-            attrs[key] = self._value(text, env, f"{where}.{key}")
-        if self.combine_axis:
-            attrs["combine_axis"] = True
+        attrs = plan.shared[bool(self.combine_axis)] if plan.shared is not None \
+            else self._attrs(plan, env, where)
         if attrs.get("src"):
             # an imported kernel's op: errors name the Python line that wrote it too
             where = f"{where} at {attrs['src']}"
@@ -260,16 +250,19 @@ class _Tracer:
         return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
                        attrs, plan.label)
 
-    def _shared_op(self, stmt: OpStmt, plan: _OpPlan, where: str) -> TracedOp:
-        attrs = plan.shared[bool(self.combine_axis)]
-        if attrs.get("src"):
-            where = f"{where} at {attrs['src']}"
-        inputs, out = plan.inputs, stmt.out
-        if self.fresh:
-            inputs = tuple(self._instance(n) for n in inputs)
-            out = self._instance(out)
-        return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
-                       attrs, plan.label)
+    def _attrs(self, plan: _OpPlan, env, where: str) -> dict:
+        """An op's attributes with its dims and ints evaluated in ``env``."""
+        attrs = dict(plan.fixed)
+        for key, dims in plan.dims:
+            try:
+                attrs[key] = tuple(evaluate(d, env) for d in dims)
+            except ExprError:
+                attrs[key] = self._dims(dims, env, f"{where}.{key}")   # names the dim
+        for key, text in plan.ints:
+            attrs[key] = self._value(text, env, f"{where}.{key}")
+        if self.combine_axis:
+            attrs["combine_axis"] = True
+        return attrs
 
     def _instance(self, name: str) -> str:
         """The instance of the loop's current iteration (after the loop, its last):
