@@ -177,7 +177,7 @@ class RootCallTiler:
         if value is None:
             value = self._whole.get(name)
         if value is None:
-            # a whole tensor depends on the kernel alone, and a GmValue changes never
+            # a whole tensor depends on the kernel alone, and a GmValue never changes
             value = self._whole[name] = self._whole_tensor(name, op)
         return value
 
