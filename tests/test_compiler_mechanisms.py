@@ -598,6 +598,10 @@ def test_automatic_l1_reuse_merges_a_group_over_twice_the_aic_cores():
     mixed = _gemm(before=_ROWS)
     cube = int(np.count_nonzero(mixed.task_core == CoreType.AIC))
     assert cube == 32                                           # (64 + 64) // 48 = 2
+    # vecNBuffer runs first upstream: four rows a task leave 16 Vector subgraphs to count
+    merged = _gemm({"vec_nbuffer_setting": {"DEFAULT": 4}}, before=_ROWS)
+    assert int(np.count_nonzero(merged.task_core != CoreType.AIC)) == 16
+    assert int(np.count_nonzero(merged.task_core == CoreType.AIC)) == 64   # 80 // 48 = 1
 
 
 def test_l1_reuse_merges_tasks_that_load_the_same_block():

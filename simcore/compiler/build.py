@@ -118,17 +118,41 @@ def _merge_cap(count: int, member_bytes: int, bound: int) -> int:
     return max(1, min(count, bound // member_bytes)) if member_bytes else max(count, 1)
 
 
-def _auto_l1_reuse_count(t: _CallTasks, idx: np.ndarray, cube_order: int,
+def _auto_l1_reuse_count(group: int, cube_order: int, vector_groups: int,
                          limits: Limits) -> int:
     """Upstream's automatic L1Reuse count (``GetL1ReuseOpOrder``): a group's subgraphs
     over twice the AIC cores, rounded down.  Its count of the group reads the hashOrder of
     every subgraph of the function, and a subgraph with none (one that copies nothing
-    into L1: every Vector subgraph) reads as hashOrder 0, so the first Cube group counts
-    the Vector subgraphs too."""
-    group = idx.size
+    into L1: every Vector subgraph, as vecNBuffer left them) reads as hashOrder 0, so the
+    first Cube group counts the Vector subgraphs too."""
     if cube_order == 0:
-        group += int(np.count_nonzero(t.core != CoreType.AIC))
+        group += vector_groups
     return group // (2 * limits.aic_cores)
+
+
+def _vec_merge(t: _CallTasks, idx: np.ndarray, meta: LeafFunction, po,
+               ancestry: Ancestry | None):
+    """A Vector leaf function's merge as upstream's vecNBuffer makes it: (per task its
+    merged group, whether the automatic count chose it, the swimlane hint), and the call's
+    dependencies if this or an earlier merge needed them.  The count its
+    setting gives, or the automatic one (as many tasks a merged task as keeps the group on
+    mg_vec_parallel_lb cores); merged over the whole function in task order, or only among
+    tasks that read from or feed the same task (merge.vec_merge_mode)."""
+    setting = po.vec_nbuffer_setting
+    mode = vec_merge_mode(setting)
+    labels = {meta.label} if meta.label else set()
+    choice = vec_merge_count(setting, meta.order, meta.hash_order, labels,
+                             auto_vec_merge_count(idx.size, po.mg_vec_parallel_lb))
+    n = 1 if mode == "none" else choice.count
+    sub = np.arange(idx.size)
+    if n > 1 and mode == "siblings":
+        ancestry = ancestry or Ancestry(t.acc, t.core.size)
+        sub = sibling_merge(sibling_groups(idx, ancestry), idx.size, n)
+    elif n > 1:
+        sub = sub // n
+    info = [f"vecMergeInfo hashOrder: {meta.hash_order}, subGraphCount: {idx.size}"] \
+        if sub.size and np.unique(sub).size < sub.size else []
+    return (sub, choice.source == "auto", info), ancestry
 
 
 def _cube_nbuffer_groups(l1_group: np.ndarray, nbuffer, member_bytes: int, bound: int,
@@ -193,7 +217,16 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
     by_leaf = np.argsort(t.leaf, kind="stable")
     leaf_ids, first, counts = np.unique(t.leaf, return_index=True, return_counts=True)
     tasks_of = dict(zip(leaf_ids.tolist(), np.split(by_leaf, np.cumsum(counts)[:-1])))
-    for leaf_id in t.leaf[np.sort(first)]:
+    in_order = t.leaf[np.sort(first)]
+    # upstream's NBufferMerge runs before L1CopyInReuseMerge, whose automatic count sees
+    # the Vector subgraphs as merged
+    vector = {}
+    for leaf_id in in_order:
+        if leaves.items[leaf_id].core_type != CoreType.AIC:
+            vector[int(leaf_id)], ancestry = _vec_merge(
+                t, tasks_of[int(leaf_id)], leaves.items[leaf_id], po, ancestry)
+    vector_groups = sum(int(np.unique(sub).size) for sub, _, _ in vector.values())
+    for leaf_id in in_order:
         idx = tasks_of[int(leaf_id)]
         meta = leaves.items[leaf_id]
         labels = {meta.label} if meta.label else set()
@@ -204,7 +237,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
                                             return_counts=True)[1].max())
                        for side in ("left", "right")}
             l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels,
-                        _auto_l1_reuse_count(t, idx, meta.order, limits))
+                        _auto_l1_reuse_count(idx.size, meta.order, vector_groups, limits))
             side = l1.side if l1.side != "auto" else max(sharers, key=sharers.get)
             copy_in = _copy_in_bytes(t, idx)
             l1 = replace(l1, count=_merge_cap(l1.count, copy_in, po.mg_copyin_upper_bound))
@@ -228,24 +261,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             if merged:
                 info.append(f"cubeMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
         else:
-            # upstream's vecNBuffer: the count its setting gives, or the automatic one
-            # (as many tasks a merged task as keeps the group on mg_vec_parallel_lb
-            # cores); merged over the whole function in task order, or only among tasks
-            # that read from or feed the same task (merge.vec_merge_mode)
-            setting = po.vec_nbuffer_setting
-            mode = vec_merge_mode(setting)
-            choice = vec_merge_count(setting, meta.order, func_key, labels,
-                                     auto_vec_merge_count(idx.size, po.mg_vec_parallel_lb))
-            n = 1 if mode == "none" else choice.count
-            automatic = choice.source == "auto"
-            sub = np.arange(idx.size)
-            if n > 1 and mode == "siblings":
-                ancestry = ancestry or Ancestry(t.acc, t.core.size)
-                sub = sibling_merge(sibling_groups(idx, ancestry), idx.size, n)
-            elif n > 1:
-                sub = sub // n
-            if sub.size and np.unique(sub).size < sub.size:
-                info.append(f"vecMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
+            sub, automatic, info = vector[int(leaf_id)]
         asked = np.unique(sub).size
         if sub.size and int(np.bincount(sub).max()) > 1:
             # tasks that wait on one another stay apart
