@@ -626,6 +626,9 @@ def test_l1_reuse_keys_side_and_priority():
     assert left.leaf_tasks == right.leaf_tasks == 16
     # left keeps the FP32 A block resident (the bigger one), right the FP16 B block
     assert left.work.mte2_bytes.sum() < right.work.mte2_bytes.sum()
+    # a plain count takes the side DEFAULT names, as upstream keeps sides apart
+    inherit = _gemm({"cube_l1_reuse_setting": {"DEFAULT": [2, "right"], "func0_0": 4}})
+    assert inherit.work.mte2_bytes.sum() == right.work.mte2_bytes.sum()
     with pytest.raises(Exception):
         _gemm({"cube_l1_reuse_setting": {"DEFAULT": [4, "up"]}})
 

@@ -31,19 +31,28 @@ class MergeChoice:
 
 def choose(setting: dict[str, Any], order: int, func_key: str, labels: set[str],
            auto: int) -> MergeChoice:
-    value, source = None, "auto"
-    for key in (func_key, str(order), "DEFAULT", "-1"):
-        if key in setting:
-            value, source = setting[key], key
-            break
+    """The count and L1Reuse side a setting gives one leaf function.  The count comes from
+    the first key of func key, hashOrder, DEFAULT, -1 that the setting has (a matching label
+    replaces it, the largest if several); the side from the first of them, or the label,
+    that names left or right: upstream keeps sides in a map of their own
+    (``DecodeL1ReuseSide`` in l1_copy_reuse.cpp at 883e7dfb), so a plain count beside
+    ``DEFAULT: (4, "right")`` merges on the right too."""
+    keys = [key for key in (func_key, str(order), "DEFAULT", "-1") if key in setting]
+    value, source = (setting[keys[0]], keys[0]) if keys else (None, "auto")
+    side = next((s for s in map(_side, (setting[k] for k in keys)) if s != "auto"), "auto")
     by_label = [setting[lb] for lb in sorted(labels) if lb in setting]
     if by_label:
         value = max(by_label, key=lambda v: v[0] if isinstance(v, (list, tuple)) else v)
         source = "label"
+        side = _side(value) if _side(value) != "auto" else side
     if value is None:
         return MergeChoice(auto if auto is not None else 1, "auto", source)
-    count, side = value if isinstance(value, (list, tuple)) else (value, "auto")
-    return MergeChoice(max(int(count), 1), str(side).lower(), source)
+    count = value[0] if isinstance(value, (list, tuple)) else value
+    return MergeChoice(max(int(count), 1), side, source)
+
+
+def _side(value) -> str:
+    return str(value[1]).lower() if isinstance(value, (list, tuple)) else "auto"
 
 
 def _key_kinds(setting: dict[str, Any]) -> tuple[dict, dict, dict]:
