@@ -97,14 +97,13 @@ def _flatten(batches: list[TaskBatch], leaves: _Leaves, root: int) -> _CallTasks
                       Work.concat([b.work for b in batches]), acc)
 
 
-def _copy_in_bytes(t: _CallTasks, idx: np.ndarray) -> int:
-    """Bytes one task of ``idx`` copies from GM into L1 (the largest such task): upstream's
-    per-subgraph ``GetCopyIn`` (l1_copy_reuse.cpp), which mg_copyin_upper_bound bounds."""
-    a = t.acc
-    sel = ~a.write & np.isin(a.task, idx)
-    per_task = np.zeros(t.core.size, np.int64)
-    np.add.at(per_task, a.task[sel], a.bytes[sel])
-    return int(per_task[idx].max()) if idx.size else 0
+def _read_bytes(t: _CallTasks) -> np.ndarray:
+    """Per task of the call, the bytes it reads from GM: for a Cube task, what it copies
+    into L1 (upstream's per-subgraph ``GetCopyIn`` in l1_copy_reuse.cpp, which
+    mg_copyin_upper_bound bounds)."""
+    reads = ~t.acc.write
+    return np.bincount(t.acc.task[reads], weights=t.acc.bytes[reads],
+                       minlength=t.core.size).astype(np.int64)
 
 
 def _merge_cap(count: int, member_bytes: int, bound: int) -> int:
@@ -192,17 +191,20 @@ def auto_nbuffer_starts(n: int, aic_cores: int, most: int) -> np.ndarray:
     return starts
 
 
-def _shared_block_key(t: _CallTasks, idx: np.ndarray, side: str) -> tuple[np.ndarray, int]:
-    """Per task of ``idx``: a key of the blocks it reads on one operand side."""
+def _shared_block_keys(t: _CallTasks, idx: np.ndarray) -> dict[str, np.ndarray]:
+    """Per operand side ("left" A, "right" B), per task of ``idx``: a key of the blocks it
+    reads on that side."""
     a = t.acc
     reads = ~a.write & np.isin(a.task, idx)
-    side_op = 0 if side == "left" else 1
-    sel = np.flatnonzero(reads & (a.operand == side_op))
-    rows = np.concatenate([a.buffer[sel, None], a.lo[sel], a.hi[sel]], axis=1)
-    h = (rows * np.arange(1, rows.shape[1] + 1, dtype=np.int64) * 0x9E3779B1).sum(axis=1)
-    key = np.zeros(t.core.size, np.int64)
-    np.add.at(key, a.task[sel], h)
-    return key[idx], side_op
+    keys = {}
+    for side_op, side in enumerate(("left", "right")):
+        sel = np.flatnonzero(reads & (a.operand == side_op))
+        rows = np.concatenate([a.buffer[sel, None], a.lo[sel], a.hi[sel]], axis=1)
+        h = (rows * np.arange(1, rows.shape[1] + 1, dtype=np.int64) * 0x9E3779B1).sum(axis=1)
+        key = np.zeros(t.core.size, np.int64)
+        np.add.at(key, a.task[sel], h)
+        keys[side] = key[idx]
+    return keys
 
 
 def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
@@ -226,6 +228,7 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
             vector[int(leaf_id)], ancestry = _vec_merge(
                 t, tasks_of[int(leaf_id)], leaves.items[leaf_id], po, ancestry)
     vector_groups = sum(int(np.unique(sub).size) for sub, _, _ in vector.values())
+    read_bytes = None   # per task, once a Cube leaf function needs it
     for leaf_id in in_order:
         idx = tasks_of[int(leaf_id)]
         meta = leaves.items[leaf_id]
@@ -233,16 +236,16 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
         func_key = meta.hash_order
         info = []
         if meta.core_type == CoreType.AIC:
-            sharers = {side: int(np.unique(_shared_block_key(t, idx, side)[0],
-                                            return_counts=True)[1].max())
-                       for side in ("left", "right")}
+            keys = _shared_block_keys(t, idx)
+            sharers = {side: int(np.unique(key, return_counts=True)[1].max())
+                       for side, key in keys.items()}
             l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels,
                         _auto_l1_reuse_count(idx.size, meta.order, vector_groups, limits))
             side = l1.side if l1.side != "auto" else max(sharers, key=sharers.get)
-            copy_in = _copy_in_bytes(t, idx)
+            read_bytes = _read_bytes(t) if read_bytes is None else read_bytes
+            copy_in = int(read_bytes[idx].max())
             l1 = replace(l1, count=_merge_cap(l1.count, copy_in, po.mg_copyin_upper_bound))
-            key, _ = _shared_block_key(t, idx, side)
-            cls = np.unique(key, return_inverse=True)[1].ravel()
+            cls = np.unique(keys[side], return_inverse=True)[1].ravel()
             # a task's position among the tasks of its class, in task order
             by_cls = np.argsort(cls, kind="stable")
             start = np.searchsorted(cls[by_cls], cls[by_cls])

@@ -44,7 +44,8 @@ def choose(setting: dict[str, Any], order: int, func_key: str, labels: set[str],
     if by_label:
         value = max(by_label, key=lambda v: v[0] if isinstance(v, (list, tuple)) else v)
         source = "label"
-        side = _side(value) if _side(value) != "auto" else side
+        label_side = _side(value)
+        side = label_side if label_side != "auto" else side
     if value is None:
         return MergeChoice(auto if auto is not None else 1, "auto", source)
     count = value[0] if isinstance(value, (list, tuple)) else value
