@@ -294,3 +294,31 @@ def test_a_gemm_that_fits_l2_reads_each_input_byte_from_hbm_once(mb, nb):
     m, k, n = 1024, 512, 1024
     _, tl = run(gemm_blocks(m, k, n, mb, nb))
     assert tl.task_hbm_bytes.sum() == (m * k + k * n) * 2
+
+
+# -- the DataCopy sample's reread (configs/kernels/l2_reread.yaml, docs/cases.md C1) ------
+def _reread(slices: int, rows: int, hw=HW):
+    from pipeline.runner import resolve_kernel
+    from simcore.spec.study import find_config
+    from conftest import REPO
+    kernel = resolve_kernel(find_config(REPO / "configs" / "kernels", "l2_reread", "kernel"),
+                            {"params.SLICES": slices, "params.R": rows})
+    program, tl = run(kernel, hw)
+    l2, hbm = tl.task_l2_bytes.sum(), tl.task_hbm_bytes.sum()
+    return program, tl, l2 / (l2 + hbm), l2 + hbm
+
+
+def test_a_reread_slice_that_fits_l2_hits_and_a_whole_matrix_that_does_not_misses():
+    """The sample's two traversals on a matrix sized against the model's usable L2: read
+    whole four times, each pass evicts what the next needs (no hits); read by quarters, a
+    quarter fits, so every reread after the first hits (3 of 4 reads), the same bytes read
+    in the same number of tasks, and the quarters finish sooner."""
+    usable = HW.memory.l2_bytes * HW.memory.l2_usable_fraction
+    rows = int(2.2 * usable / (12288 * 2)) // 64 * 64    # the matrix 2.2x, a quarter 0.55x
+    whole_p, whole, whole_hits, whole_read = _reread(1, rows)
+    parts_p, parts, parts_hits, parts_read = _reread(4, rows)
+    assert whole_p.leaf_tasks == parts_p.leaf_tasks == 4 * (rows // 64) * 12
+    assert whole_read == parts_read == pytest.approx(4 * rows * 12288 * 2, rel=1e-3)
+    assert whole_hits < 0.01
+    assert 0.70 < parts_hits <= 0.75 + 1e-6
+    assert parts.kernel_us < 0.9 * whole.kernel_us
