@@ -616,6 +616,25 @@ def test_l1_reuse_merges_tasks_that_load_the_same_block():
         assert hint and hint[0].startswith("l1ReuseInfo hashOrder: func0_0, subGraphCount: 64")
 
 
+def test_l1_reuse_joins_a_task_to_the_group_that_loaded_any_of_its_blocks():
+    """Upstream's L1Reuse walks the tiles in order and puts each with the group that last
+    loaded one of its copy-ins, A or B, while that group has room: on a 4 x 2 grid of
+    output tiles, merging four, a row of two is full before the group has four, so the
+    next row joins through the B blocks it shares: two tasks of 2 x 2 tiles, each loading
+    two A and two B blocks (384 KiB), not a column of four A blocks and one B (576 KiB)."""
+    t = {"a": {"shape": [512, 256], "dtype": "fp32", "role": "input"},
+         "b": {"shape": [256, 256], "dtype": "fp16", "role": "input"},
+         "c": {"shape": [512, 256], "dtype": "fp32", "role": "output"}}
+    body = [{"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [128, 128]}},
+            {"op": "matmul", "inputs": ["a", "b"], "out": "o"},
+            {"op": "assemble", "inputs": ["o"], "out": "c", "offsets": [0, 0]}]
+    opts = {"pass_options": {"cube_l1_reuse_setting": {"DEFAULT": 4}}}
+    p = compile_kernel(kernel(body, t, options=opts), HW)
+    a_block, b_block = 128 * 256 * 4, 256 * 128 * 2
+    assert p.leaf_tasks == 2
+    assert p.work.mte2_bytes.tolist() == [2 * a_block + 2 * b_block] * 2
+
+
 def test_l1_reuse_keys_side_and_priority():
     by_order = _gemm({"cube_l1_reuse_setting": {"0": 4}})
     by_func = _gemm({"cube_l1_reuse_setting": {"DEFAULT": 2, "func0_0": 4}})

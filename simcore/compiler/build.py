@@ -123,10 +123,56 @@ def _auto_l1_reuse_count(group: int, cube_order: int, vector_groups: int,
     over twice the AIC cores, rounded down.  Its count of the group reads the hashOrder of
     every subgraph of the function, and a subgraph with none (one that copies nothing
     into L1: every Vector subgraph, as vecNBuffer left them) reads as hashOrder 0, so the
-    first Cube group counts the Vector subgraphs too."""
+    first Cube group counts the Vector subgraphs too.  (It also keeps the remainder, for
+    merged subgraphs that may take one more, but stores it under the hashOrder and reads it
+    under the subgraph's hash (``GetMergedL1``, at 08cec41e4 and 883e7dfb), so it never
+    applies.)"""
     if cube_order == 0:
         group += vector_groups
     return group // (2 * limits.aic_cores)
+
+
+def _l1_reuse_groups(t: _CallTasks, idx: np.ndarray, count: int, side: str,
+                     copy_in: np.ndarray, bound: int) -> np.ndarray:
+    """Per task of ``idx`` (one isomorphic Cube group, in task order), its L1Reuse group, as
+    upstream's ``ProcessL1ReuseCandidates`` (l1_copy_reuse.cpp, alike at 08cec41e4 and
+    883e7dfb) forms them: a task joins the group that last loaded any one of its L1
+    copy-ins (the first such copy-in in the task's order; only those of one side when
+    ``side`` names one) if that group holds fewer than ``count`` tasks and their copy-ins
+    together stay within mg_copyin_upper_bound; either way the task's copy-ins then name its
+    group.  So tasks in a row share their A block, and a row shorter than the count also
+    takes the next row's tasks that share its B blocks (a 2-D block of tiles)."""
+    n = idx.size
+    group = np.arange(n)
+    if n < 2 or count < 2:
+        return group
+    a = t.acc
+    pick = ~a.write & np.isin(a.task, idx)
+    if side in ("left", "right"):
+        pick &= a.operand == (0 if side == "left" else 1)
+    rows = np.flatnonzero(pick)
+    box = np.concatenate([a.buffer[rows, None], a.lo[rows], a.hi[rows]], axis=1)
+    feature = np.unique(box, axis=0, return_inverse=True)[1].ravel().tolist()
+    position = np.full(t.core.size, -1, np.int64)
+    position[idx] = np.arange(n)
+    features: list[list[int]] = [[] for _ in range(n)]
+    for pos, f in zip(position[a.task[rows]].tolist(), feature):
+        features[pos].append(f)
+    size = [1] * n
+    load = [int(b) for b in copy_in]
+    owner: dict[int, int] = {}
+    for j in range(n):
+        target = j
+        if load[j] <= bound:
+            target = next((g for g in map(owner.get, features[j]) if g is not None
+                           and size[g] < count and load[g] + load[j] <= bound), j)
+        for f in features[j]:
+            owner[f] = target
+        if target != j:
+            group[j] = target
+            size[target] += 1
+            load[target] += load[j]
+    return merged_index(group)
 
 
 def _vec_merge(t: _CallTasks, idx: np.ndarray, meta: LeafFunction, po,
@@ -191,22 +237,6 @@ def auto_nbuffer_starts(n: int, aic_cores: int, most: int) -> np.ndarray:
     return starts
 
 
-def _shared_block_keys(t: _CallTasks, idx: np.ndarray) -> dict[str, np.ndarray]:
-    """Per operand side ("left" A, "right" B), per task of ``idx``: a key of the blocks it
-    reads on that side."""
-    a = t.acc
-    reads = ~a.write & np.isin(a.task, idx)
-    keys = {}
-    for side_op, side in enumerate(("left", "right")):
-        sel = np.flatnonzero(reads & (a.operand == side_op))
-        rows = np.concatenate([a.buffer[sel, None], a.lo[sel], a.hi[sel]], axis=1)
-        h = (rows * np.arange(1, rows.shape[1] + 1, dtype=np.int64) * 0x9E3779B1).sum(axis=1)
-        key = np.zeros(t.core.size, np.int64)
-        np.add.at(key, a.task[sel], h)
-        keys[side] = key[idx]
-    return keys
-
-
 def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
                    limits: Limits) -> np.ndarray:
     """New task index for every task of the call."""
@@ -236,30 +266,22 @@ def _breadth_merge(t: _CallTasks, leaves: _Leaves, root: int, kernel: Kernel,
         func_key = meta.hash_order
         info = []
         if meta.core_type == CoreType.AIC:
-            keys = _shared_block_keys(t, idx)
-            sharers = {side: int(np.unique(key, return_counts=True)[1].max())
-                       for side, key in keys.items()}
             l1 = choose(po.cube_l1_reuse_setting, meta.order, func_key, labels,
                         _auto_l1_reuse_count(idx.size, meta.order, vector_groups, limits))
-            side = l1.side if l1.side != "auto" else max(sharers, key=sharers.get)
             read_bytes = _read_bytes(t) if read_bytes is None else read_bytes
-            copy_in = int(read_bytes[idx].max())
-            l1 = replace(l1, count=_merge_cap(l1.count, copy_in, po.mg_copyin_upper_bound))
-            cls = np.unique(keys[side], return_inverse=True)[1].ravel()
-            # a task's position among the tasks of its class, in task order
-            by_cls = np.argsort(cls, kind="stable")
-            start = np.searchsorted(cls[by_cls], cls[by_cls])
-            rank = np.zeros(idx.size, np.int64)
-            rank[by_cls] = (np.arange(idx.size) - start) // l1.count
-            l1_group = merged_index(cls * (idx.size + 1) + rank)
+            copy_in = read_bytes[idx]
+            l1_group = _l1_reuse_groups(t, idx, l1.count, l1.side, copy_in,
+                                        po.mg_copyin_upper_bound)
+            group_bytes = np.bincount(l1_group, weights=copy_in)
+            l1_merged = group_bytes.size < idx.size
             nbuffer = choose(po.cube_nbuffer_setting, meta.order, func_key, labels, None)
-            sub = _cube_nbuffer_groups(l1_group, nbuffer, copy_in * l1.count,
+            sub = _cube_nbuffer_groups(l1_group, nbuffer, int(group_bytes.max()),
                                        po.mg_copyin_upper_bound, limits.aic_cores)
             merged = np.unique(sub).size < sub.size
             # merged by counts nobody set: L1Reuse's own, CubeNBuffer's
-            automatic = (l1.count <= 1 or l1.source == "auto") and \
+            automatic = (not l1_merged or l1.source == "auto") and \
                 (not merged or nbuffer.source == "auto")
-            if l1.count > 1:
+            if l1_merged:
                 info.append(f"l1ReuseInfo hashOrder: {func_key}, subGraphCount: {idx.size}")
             if merged:
                 info.append(f"cubeMergeInfo hashOrder: {func_key}, subGraphCount: {idx.size}")

@@ -1,7 +1,8 @@
 """Breadth merge: several isomorphic leaf tasks of one root call become one.
 
-- L1Reuse (Cube): tasks that load the same GM block of one operand share one
-  load; on by default with an automatic count (build.py ``_auto_l1_reuse_count``), set
+- L1Reuse (Cube): a task joins the group that last loaded one of its GM blocks, which is
+  then loaded once (build.py ``_l1_reuse_groups``); on by default with an automatic count
+  (build.py ``_auto_l1_reuse_count``), set
   per isomorphic group by ``cube_l1_reuse_setting`` (count, or (count, side)); a merged
   task copies at most ``mg_copyin_upper_bound`` bytes into L1.
 - CubeNBuffer / vecNBuffer: ``cube_nbuffer_setting`` / ``vec_nbuffer_setting``
