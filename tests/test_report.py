@@ -371,7 +371,7 @@ stages:
   - name: s1
     description: out of box
     set: {runtime_options.stitch_function_max_num: 1}
-    documented: {kernel_us: 30.0, e2e_us: 45.0}
+    documented: {kernel_us: 30.0, e2e_us: 45.0, l2_hit_rate: 0.75}
   - name: s2
     description: stitch 2
     set: {runtime_options.stitch_function_max_num: 2}
@@ -426,6 +426,8 @@ def test_render_study_sections_and_escaping(study):
     table = html.split('id="stage-table"')[1].split("</table>")[0]
     s1, s2 = table.split('data-stage="s1"')[1].split('data-stage="s2"')
     assert "doc 30 (+33.3 %)" in s1 and "doc 45 (+11.1 %)" in s1
+    # a documented share (the L2 hit rate) beside the simulated one, apart in points
+    assert "doc 75.0% (-50.0 points)" in s1
     assert "doc " not in s2
     # the only URLs: the SVG namespace (an identifier, never fetched) and the Perfetto hint
     assert re.search(r"https?://(?!ui\.perfetto\.dev|www\.w3\.org/2000/svg)", html) is None

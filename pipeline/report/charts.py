@@ -182,7 +182,8 @@ def sweep_chart(sweep: Sweep) -> Markup:
     """kernel_us and e2e_us against one numeric knob, documented figures as hollow marks."""
     frame = Frame(560, 320)
     values = sweep.kernel + sweep.e2e + [v for d in sweep.documented
-                                         for v in d.values() if v is not None] \
+                                         for k, v in d.items()
+                                         if k in ("kernel_us", "e2e_us") and v is not None] \
         + [r[1] for series in sweep.races.values() for r in series if r is not None]
     vmax = nice_max(max(values + [0.0]))
     xs, logx = _x_scale(sweep.x, frame)
