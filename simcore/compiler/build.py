@@ -107,11 +107,11 @@ def _read_bytes(t: _CallTasks) -> np.ndarray:
 
 
 def _merge_cap(count: int, member_bytes: int, bound: int) -> int:
-    """How many tasks one merge takes: ``count``, as far as mg_copyin_upper_bound lets their
-    summed GM -> L1 copies go; a task (or merged task) copying in more than the bound
-    merges nothing (upstream's L1Reuse and CubeNBuffer phases at 08cec41e4 and 883e7dfb;
-    at the guides' commit the bound was 2 MiB, so a long K without split-K rules L1Reuse
-    out)."""
+    """How many L1Reuse groups one CubeNBuffer merge takes: ``count``, as far as
+    mg_copyin_upper_bound lets their summed GM -> L1 copies go; a group copying in more than
+    the bound merges nothing (upstream's ``CubeMergeProcess`` at 08cec41e4 and 883e7dfb; at
+    the guides' commit the bound was 2 MiB).  L1Reuse checks the bound join by join
+    (``_l1_reuse_groups``)."""
     if member_bytes > bound:
         return 1
     return max(1, min(count, bound // member_bytes)) if member_bytes else max(count, 1)
