@@ -669,8 +669,13 @@ def _race_lines(cal: Calibration, race: Race | None) -> list[str]:
 
 
 def _stage_order(rows: list[dict], key: str) -> str:
-    """Stages of one study from the largest figure to the smallest."""
-    return " > ".join(r["stage"] for r in sorted(rows, key=lambda r: -r[key]))
+    """Stages of one study from the largest figure to the smallest, "=" between equal ones."""
+    ranked = sorted(rows, key=lambda r: -r[key])
+    text = ranked[0]["stage"] if ranked else ""
+    for before, row in zip(ranked, ranked[1:]):
+        text += (" = " if math.isclose(before[key], row[key], rel_tol=1e-9) else " > ") \
+            + row["stage"]
+    return text
 
 
 def _same_order(rows: list[dict], m: str) -> bool:

@@ -187,6 +187,17 @@ def test_the_order_check_ignores_stages_documented_alike():
     assert not _same_order(rows, "kernel_us")
 
 
+def test_the_stage_order_shows_predictions_that_tie():
+    """Two stages predicted alike are not ordered: the line says so, and the check fails when
+    the documented figures differ."""
+    from pipeline.calibrate import _same_order, _stage_order
+    rows = [{"stage": "whole", "documented_kernel_us": 828.0, "kernel_us": 798.7},
+            {"stage": "quarters", "documented_kernel_us": 366.0, "kernel_us": 798.7}]
+    assert _stage_order(rows, "documented_kernel_us") == "whole > quarters"
+    assert _stage_order(rows, "kernel_us") in ("whole = quarters", "quarters = whole")
+    assert not _same_order(rows, "kernel_us")
+
+
 def test_a_held_parameter_gets_a_free_fit_column_beside_the_fitted_and_held_out_figures(tmp_path):
     """The figures come from head overhead 0.7 and the procedure holds it at its prior 0.5:
     the fresh fit stays off them, the 'free fit' column (nothing held) shows what they ask
