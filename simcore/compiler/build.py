@@ -152,7 +152,7 @@ def _l1_reuse_groups(t: _CallTasks, idx: np.ndarray, count: int, side: str,
         pick &= a.operand == (0 if side == "left" else 1)
     rows = np.flatnonzero(pick)
     box = np.concatenate([a.buffer[rows, None], a.lo[rows], a.hi[rows]], axis=1)
-    feature = np.unique(box, axis=0, return_inverse=True)[1].ravel().tolist()
+    feature = distinct_row_ids(box)[0].tolist()
     position = np.full(t.core.size, -1, np.int64)
     position[idx] = np.arange(n)
     features: list[list[int]] = [[] for _ in range(n)]
