@@ -93,3 +93,14 @@ def exp_sqrt_chain(n: int, tile: int):
                  {"set_vec_tile_shapes": [tile // 2]},
                  {"op": "sqrt", "inputs": ["e"], "out": "s"},
                  {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}]})
+
+
+@pytest.fixture
+def consecutive_regions(monkeypatch):
+    """Every tensor's L2 regions as 64 consecutive lines (no tile-shaped blocks,
+    simcore/compiler/build.py ``region_shapes``): for tests that read which lines of a
+    tensor a write lands on, where a region's bit is then its line's place in the tensor."""
+    import numpy as np
+    from simcore.compiler import build
+    monkeypatch.setattr(build, "region_shapes",
+                        lambda buffers, storage, boxes: np.zeros((len(buffers), 3), np.int64))

@@ -582,6 +582,7 @@ def _rows_written(program):
     return out
 
 
+@pytest.mark.usefixtures("consecutive_regions")
 def test_scatter_update_writes_each_row_where_its_index_value_says(tmp_path):
     """pypto.scatter_update(cache, -2, index, src) into a paged [blocks, 128, 1, d] cache:
     row i of src goes to block index[i] // 128, slot index[i] % 128, read through a view of

@@ -748,6 +748,7 @@ def test_a_stretched_column_with_a_valid_shape_leaves_the_result_valid_throughou
     assert _written(compile_kernel(k, HW)) == 8 * 256 * 4
 
 
+@pytest.mark.usefixtures("consecutive_regions")
 def test_a_row_of_a_reshaped_result_is_assembled_where_its_offsets_say():
     """exp of [4, 128] reshaped on chip to [4, 1, 1, 128]; each row i (a view) is assembled
     at row 3 i of y: four 512-byte rows written, lines 0, 3, 6 and 9 of y's first region."""
@@ -768,6 +769,7 @@ def test_a_row_of_a_reshaped_result_is_assembled_where_its_offsets_say():
     assert int(lines) == sum(1 << (3 * i) for i in range(4))
 
 
+@pytest.mark.usefixtures("consecutive_regions")
 def test_a_reshaped_result_whose_tiles_are_no_rows_of_it_is_written_in_its_own_geometry():
     """exp of [8, 12, 128] tiled (4, 12, 32), reshaped on chip to [8, 1536] and assembled
     at row 8 of y [16, 1536]: a tile is 48 runs of 32 values of y, no box of it, so each

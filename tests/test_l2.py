@@ -130,9 +130,10 @@ def _column_tile_twice(rows=64, cols=4096, width=64, at=128):
                       "offsets": [f"i*{rows}", 0]}]}]})
 
 
-def test_a_column_tile_marks_one_line_per_row_in_each_region():
+def test_a_column_tile_marks_one_line_per_row_in_each_region(consecutive_regions):
     """Columns 128..191 of FP32 rows of 16 KiB are bytes 512..767 of each row: line 1 of
-    the row.  A 32 KiB region holds two rows, so each region gets lines 1 and 33, 512 B."""
+    the row.  A 32 KiB region of consecutive lines holds two rows, so each region gets
+    lines 1 and 33, 512 B."""
     p = compile_kernel(_column_tile_twice(), HW)
     r = p.regions
     reads = (r.task == 0) & ~r.write
@@ -140,6 +141,42 @@ def test_a_column_tile_marks_one_line_per_row_in_each_region():
     assert r.bytes[reads].tolist() == [512.0] * 32
     assert [int(m) for m in r.lines[reads]] == [(1 << 1) | (1 << 33)] * 32
     assert r.bytes[reads].sum() == p.work.mte2_bytes[0]          # rows add up to the box
+
+
+def test_a_tensor_read_in_column_tiles_is_cut_into_regions_of_its_tiles():
+    """The same column tile with the regions the compiler gives that tensor: blocks shaped
+    like its boxes, 64 rows x 1 line (the tile is half a line wide), so the tile's lines,
+    one a row, fill one region that holds no other tile's lines: it is as recent as they
+    are, however other column tiles of those rows are read."""
+    p = compile_kernel(_column_tile_twice(), HW)
+    r = p.regions
+    reads = (r.task == 0) & ~r.write
+    assert reads.sum() == 1
+    assert [int(m) for m in r.lines[reads]] == [(1 << 64) - 1]
+    assert r.bytes[reads].sum() == p.work.mte2_bytes[0] == 64 * 64 * 4
+
+
+def test_region_shapes_follow_the_boxes_and_keep_consecutive_lines_otherwise():
+    """Blocks of at most 64 lines shaped like a tensor's most frequent box, its rows as long
+    as the boxes' stride; consecutive lines for a vector, for rows that are no whole lines,
+    and for views that disagree on the row."""
+    from simcore.compiler.accesses import GmBuffer
+    from simcore.compiler.build import region_shapes
+
+    def shape_of(buffers, boxes, storage=None):
+        storage = np.arange(len(buffers)) if storage is None else np.asarray(storage)
+        return region_shapes(tuple(buffers), storage, np.asarray(boxes, np.int64)).tolist()
+    m = GmBuffer("m", (6144, 6144), 2)                       # 24 lines a row
+    # column tiles 256 wide (one line) x all rows: 64 rows x 1 line
+    assert shape_of([m], [[0, 0, 256, 6144, 512]]) == [[24, 64, 1]]
+    # row blocks 128 x whole rows: 24 lines -> 8 lines a block row, 8 rows
+    assert shape_of([m], [[0, 128, 0, 256, 6144]]) == [[24, 8, 8]]
+    # a (R, 12, 1024) view of a (R, 12288) matrix read [64, 1, 1024]: rows of 24 KiB
+    v = GmBuffer("v", (256, 12, 1024), 2, storage="m2")
+    assert shape_of([v], [[0, 0, 3, 0, 64, 4, 1024]]) == [[48, 16, 4]]
+    # a vector, and rows of 256 bytes: consecutive lines
+    assert shape_of([GmBuffer("x", (4096,), 4)], [[0, 0, 1024]]) == [[0, 0, 0]]
+    assert shape_of([GmBuffer("k", (64, 128), 2)], [[0, 0, 0, 32, 128]]) == [[0, 0, 0]]
 
 
 def test_a_second_core_reading_the_same_column_tile_hits_l2():

@@ -469,8 +469,9 @@ def l2_regions(acc: Accesses) -> RegionAccesses:
     box_of, first = distinct_row_ids(boxes)
     unique = boxes if first.size == len(boxes) else boxes[first]
     del boxes
-    owner, index, nbytes, lines = _box_lines(buffers, unique)
     storage = np.unique([b.base for b in acc.buffers], return_inverse=True)[1].ravel()
+    owner, index, nbytes, lines = _box_lines(buffers, unique,
+                                             region_shapes(buffers, storage, unique))
     if owner.size == len(unique) and np.array_equal(owner, np.arange(owner.size)):
         # a row per box (every box inside one region, the usual case): the box's row is
         # the access's, found with no search
@@ -549,18 +550,92 @@ def fractal_boxes(acc: Accesses) -> tuple[tuple[GmBuffer, ...], np.ndarray, np.n
 BOX_SLICE = 1 << 15
 
 
-def _box_lines(buffers, boxes: np.ndarray):
+def region_shapes(buffers, storage: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """Per buffer, the shape of its L2 regions: (lines per row of its storage, region rows,
+    region lines per row), or zeros for regions of 64 consecutive lines.
+
+    The cache evicts a whole region (l2.py), so a region whose lines are read at different
+    times stays as recent as its latest reader: 64 consecutive lines of a row-major matrix
+    hold a piece of every column tile that crosses them, and keep them all as long as any
+    one is read.  A tensor whose boxes are rectangles of whole 512-byte lines (rows as long
+    as a box's stride) is cut instead into blocks of ``rows x lines`` (at most 64 lines)
+    shaped like its most frequent box, so a tile's lines share their regions with no other
+    tile's and a region is as recent as its own lines, as the chip's L2 keeps each line
+    (docs/sources.md §3).  Every view of one storage (an inplace reshape) is cut the same
+    way; a storage whose boxes do not agree on a row, or whose rows are not whole lines,
+    keeps the consecutive regions, where every view's bytes meet."""
+    shapes = np.zeros((len(buffers), 3), np.int64)
+    rank = (boxes.shape[1] - 1) // 2
+    by_buffer = np.argsort(boxes[:, 0], kind="stable")
+    starts = np.searchsorted(boxes[by_buffer, 0], np.arange(len(buffers) + 1))
+    for s in np.unique(storage):
+        rows, width, height = [], [], []
+        for i in np.flatnonzero(storage == s):
+            sel = by_buffer[starts[i]:starts[i + 1]]
+            if sel.size and buffers[i].shape:
+                r, w, h = _box_rectangles(buffers[i], boxes[sel, 1:1 + rank],
+                                          boxes[sel, 1 + rank:])
+                rows.append(r), width.append(w), height.append(h)
+        if not rows:
+            continue
+        rows, width, height = np.concatenate(rows), np.concatenate(width), np.concatenate(height)
+        values, counts = np.unique(rows, return_counts=True)
+        row = int(values[np.argmax(counts)])
+        if row < L2_LINE_BYTES or row % L2_LINE_BYTES or (rows != row).any():
+            continue
+        per_region = L2_REGION_BYTES // L2_LINE_BYTES
+        w_values, w_counts = np.unique(np.minimum(width, per_region), return_counts=True)
+        c = _pow2_divisor(int(w_values[np.argmax(w_counts)]), per_region)
+        h_values, h_counts = np.unique(np.minimum(height, per_region), return_counts=True)
+        r = _pow2_divisor(int(h_values[np.argmax(h_counts)]), per_region // c)
+        if r > 1 or c < per_region:
+            shapes[storage == s] = (row // L2_LINE_BYTES, r, c)
+    return shapes
+
+
+def _box_rectangles(b: GmBuffer, lo: np.ndarray, hi: np.ndarray):
+    """Per box of ``b``: (bytes of the row it is a rectangle in, lines it spans in such a row,
+    rows).  A box is runs of its last partly covered dim (the dims after it whole), one per
+    step of the dims before it, so its row is that dim's stride; a box of whole view rows
+    is a rectangle of the view's rows."""
+    n = len(b.shape)
+    ext = (hi - lo)[:, :n]
+    if n < 2:           # a vector has no rows: its regions stay consecutive lines
+        zero = np.zeros(len(ext), np.int64)
+        return zero, zero, zero
+    partial = ext != np.asarray(b.shape)
+    run_dim = np.where(partial.any(axis=1), n - 1 - np.argmax(partial[:, ::-1], axis=1), 0)
+    stride = np.append(np.cumprod(b.shape[::-1])[::-1], 1) * b.elem   # bytes per step of a dim
+    k = np.arange(len(ext))
+    view_row = b.shape[-1] * b.elem
+    rows_before = np.cumprod(ext, axis=1)[k, np.maximum(run_dim - 1, 0)]
+    inner = run_dim > 0
+    row = np.where(inner, stride[run_dim], view_row)
+    width = np.where(inner, ext[k, run_dim] * stride[run_dim + 1], view_row) // L2_LINE_BYTES
+    height = np.where(inner, rows_before, ext.prod(axis=1) * b.elem // max(view_row, 1))
+    return row, width, height
+
+
+def _pow2_divisor(n: int, most: int) -> int:
+    """The largest power of two that divides ``n`` and is at most ``most`` (1 for n = 0)."""
+    p = 1
+    while p * 2 <= most and n and n % (p * 2) == 0:
+        p *= 2
+    return p
+
+
+def _box_lines(buffers, boxes: np.ndarray, shapes: np.ndarray):
     """Per box (rows of buffer, lo, hi): its (box, region index, bytes, line bitmap) rows,
     grouped by box in box order."""
     if len(boxes) <= BOX_SLICE:
-        return _box_lines_slice(buffers, boxes)
-    parts = [_box_lines_slice(buffers, boxes[lo:lo + BOX_SLICE])
+        return _box_lines_slice(buffers, boxes, shapes)
+    parts = [_box_lines_slice(buffers, boxes[lo:lo + BOX_SLICE], shapes)
              for lo in range(0, len(boxes), BOX_SLICE)]
     owner = np.concatenate([p[0] + lo for p, lo in zip(parts, range(0, len(boxes), BOX_SLICE))])
     return owner, *(np.concatenate([p[k] for p in parts]) for k in (1, 2, 3))
 
 
-def _box_lines_slice(buffers, boxes: np.ndarray):
+def _box_lines_slice(buffers, boxes: np.ndarray, shapes: np.ndarray):
     rank = (boxes.shape[1] - 1) // 2
     buffer, lo, hi = boxes[:, 0], boxes[:, 1:1 + rank], boxes[:, 1 + rank:]
     n = len(boxes)
@@ -590,7 +665,19 @@ def _box_lines_slice(buffers, boxes: np.ndarray):
     else:
         row, start = _run_starts(runs, base, outer, step)
     end = start + run_len[row]
-    owner, region, inside, mask = _run_regions(row, start, end)
+    shape = shapes[buffer[row]]
+    blocks = shape[:, 0] > 0
+    if blocks.any():
+        # runs of tensors cut in blocks, then the others; every box's rows sorted together
+        parts = [_block_regions(row[blocks], start[blocks], end[blocks], shape[blocks]),
+                 _run_regions(row[~blocks], start[~blocks], end[~blocks])]
+        owner, region, inside, mask = (np.concatenate([p[k] for p in parts])
+                                       for k in range(4))
+        order = np.lexsort((region, owner))
+        owner, region, inside, mask = owner[order], region[order], inside[order], mask[order]
+        single = False
+    else:
+        owner, region, inside, mask = _run_regions(row, start, end)
     if single or not owner.size:
         # a box's pieces are then its one run's pieces, each in a region of its own:
         # nothing to join
@@ -633,6 +720,44 @@ def _run_regions(row, start, end):
     inside = np.minimum(end[piece], (region + 1) * L2_REGION_BYTES) \
         - np.maximum(start[piece], region * L2_REGION_BYTES)
     return row[piece], region, inside, _line_mask(low, high)
+
+
+def _block_regions(row, start, end, shape):
+    """Per (run, block region it touches): its box, region index, bytes inside and line
+    bitmap, for tensors cut in blocks of r rows x c lines (``region_shapes``): bit
+    (row % r) * c + column % c of region (row // r) * ceil(W / c) + column // c, W lines a
+    row."""
+    if not row.size:
+        z = np.zeros(0, np.int64)
+        return z, z, z, z.astype(np.uint64)
+    line = L2_LINE_BYTES
+    width, r, c = shape[:, 0], shape[:, 1], shape[:, 2]
+    first, last = start // line, (end - 1) // line
+    # a run covering several whole rows: one segment per row
+    rows = last // width - first // width + 1
+    seg = np.repeat(np.arange(row.size), rows)
+    k = np.arange(seg.size) - np.repeat(np.cumsum(rows) - rows, rows)
+    grow = first[seg] // width[seg] + k
+    lo_line = np.maximum(first[seg], grow * width[seg])
+    hi_line = np.minimum(last[seg], grow * width[seg] + width[seg] - 1)
+    w, rr, cc = width[seg], r[seg], c[seg]
+    col_lo, col_hi = lo_line - grow * w, hi_line - grow * w
+    # a segment over several block columns: one piece per block column
+    count = col_hi // cc - col_lo // cc + 1
+    piece = np.repeat(np.arange(seg.size), count)
+    j = np.arange(piece.size) - np.repeat(np.cumsum(count) - count, count)
+    bcol = col_lo[piece] // cc[piece] + j
+    cp = cc[piece]
+    low = np.maximum(col_lo[piece], bcol * cp) - bcol * cp
+    high = np.minimum(col_hi[piece], bcol * cp + cp - 1) - bcol * cp
+    g = grow[piece]
+    base = (g % rr[piece]) * cp
+    region = (g // rr[piece]) * (-(-w[piece] // cp)) + bcol
+    line_lo = g * w[piece] + bcol * cp + low
+    line_hi = g * w[piece] + bcol * cp + high
+    s, e = start[seg][piece], end[seg][piece]
+    inside = np.minimum(e, (line_hi + 1) * line) - np.maximum(s, line_lo * line)
+    return row[seg][piece], region, inside, _line_mask(base + low, base + high)
 
 
 def _line_mask(low, high):
