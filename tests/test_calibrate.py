@@ -360,10 +360,13 @@ def test_a_racing_case_is_scored_by_the_median_run_and_reports_the_race_range(tm
 
 def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
     """At the shipped model, a percent on one AICPU cost (dispatch, a fraction of a schedule
-    thread's work) moves glm_attention's stitched stages (several softmax chains per dev
-    task: which schedule AICPU owns which chain changes) by percents, and its
-    stitch-1 stage (one root call per dev task) by under 1 %: the reason the calibration
-    scores glm by the median over race variants instead of a single run."""
+    thread's work) moves glm_attention's stitch-512 stage (eight softmax chains in one dev
+    task on three schedule AICPUs: which AICPU owns which chain changes) by percents, and
+    its stitch-1 stage (one root call per dev task) by under 1 %: the reason the
+    calibration scores glm by the median over race variants instead of a single run.
+    Stitch 128 (four chains a dev task) moves more than stitch 1; how much depends on
+    where the fit puts it (at the fit of 2026-12-04 its chains keep their AICPUs within
+    +-1 %, and its race range over 0.97-1.03 is 190-192 us, docs/fidelity.md)."""
     cal = load_calibration(REPO / "configs/calibration/dav_2201.yaml")
     assert next(s for s in cal.studies if s.study == "glm_attention_stitch").race
     glm_only = [s.model_copy(update={"race": False}) for s in cal.studies
@@ -377,6 +380,7 @@ def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
                                  [case], base=shipped)[0]["kernel_us"]
                  for f in (0.99, 0.995, 1.0, 1.005, 1.01)]
         spread[case.stage] = max(times) / min(times) - 1
-    assert min(spread["stitch_128"], spread["stitch_512"]) > 0.015, spread
+    assert spread["stitch_512"] > 0.015, spread
     assert spread["stitch_1"] < 0.01, spread
-    assert min(spread["stitch_128"], spread["stitch_512"]) > 20 * spread["stitch_1"], spread
+    assert spread["stitch_512"] > 20 * spread["stitch_1"], spread
+    assert spread["stitch_128"] > spread["stitch_1"], spread
