@@ -568,9 +568,10 @@ def region_shapes(buffers, storage: np.ndarray, boxes: np.ndarray) -> np.ndarray
     rank = (boxes.shape[1] - 1) // 2
     by_buffer = np.argsort(boxes[:, 0], kind="stable")
     starts = np.searchsorted(boxes[by_buffer, 0], np.arange(len(buffers) + 1))
-    for s in np.unique(storage):
+    by_storage = np.argsort(storage, kind="stable")
+    for views in np.split(by_storage, np.flatnonzero(np.diff(storage[by_storage])) + 1):
         rows, width, height = [], [], []
-        for i in np.flatnonzero(storage == s):
+        for i in views:
             sel = by_buffer[starts[i]:starts[i + 1]]
             if sel.size and buffers[i].shape:
                 r, w, h = _box_rectangles(buffers[i], boxes[sel, 1:1 + rank],
@@ -589,7 +590,7 @@ def region_shapes(buffers, storage: np.ndarray, boxes: np.ndarray) -> np.ndarray
         h_values, h_counts = np.unique(np.minimum(height, per_region), return_counts=True)
         r = _pow2_divisor(int(h_values[np.argmax(h_counts)]), per_region // c)
         if r > 1 or c < per_region:
-            shapes[storage == s] = (row // L2_LINE_BYTES, r, c)
+            shapes[views] = (row // L2_LINE_BYTES, r, c)
     return shapes
 
 
@@ -605,7 +606,8 @@ def _box_rectangles(b: GmBuffer, lo: np.ndarray, hi: np.ndarray):
         return zero, zero, zero
     partial = ext != np.asarray(b.shape)
     run_dim = np.where(partial.any(axis=1), n - 1 - np.argmax(partial[:, ::-1], axis=1), 0)
-    stride = np.append(np.cumprod(b.shape[::-1])[::-1], 1) * b.elem   # bytes per step of a dim
+    # stride[d]: bytes of the dims from d on, one step of dim d - 1
+    stride = np.append(np.cumprod(b.shape[::-1])[::-1], 1) * b.elem
     k = np.arange(len(ext))
     view_row = b.shape[-1] * b.elem
     rows_before = np.cumprod(ext, axis=1)[k, np.maximum(run_dim - 1, 0)]
