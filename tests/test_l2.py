@@ -177,6 +177,11 @@ def test_region_shapes_follow_the_boxes_and_keep_consecutive_lines_otherwise():
     # a vector, and rows of 256 bytes: consecutive lines
     assert shape_of([GmBuffer("x", (4096,), 4)], [[0, 0, 1024]]) == [[0, 0, 0]]
     assert shape_of([GmBuffer("k", (64, 128), 2)], [[0, 0, 0, 32, 128]]) == [[0, 0, 0]]
+    # two views of one storage read as rectangles in rows of 24 KiB and of 2 KiB: both keep
+    # consecutive lines, where their bytes meet
+    flat = GmBuffer("f", (3072, 1024), 2, storage="m2")
+    assert shape_of([v, flat], [[0, 0, 3, 0, 64, 4, 1024], [1, 0, 0, 0, 64, 1024, 1]],
+                    storage=[0, 0]) == [[0, 0, 0], [0, 0, 0]]
 
 
 def test_a_second_core_reading_the_same_column_tile_hits_l2():
