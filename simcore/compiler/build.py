@@ -580,8 +580,7 @@ def region_shapes(buffers, storage: np.ndarray, boxes: np.ndarray) -> np.ndarray
         if not rows:
             continue
         rows, width, height = np.concatenate(rows), np.concatenate(width), np.concatenate(height)
-        values, counts = np.unique(rows, return_counts=True)
-        row = int(values[np.argmax(counts)])
+        row = int(rows[0])
         if row < L2_LINE_BYTES or row % L2_LINE_BYTES or (rows != row).any():
             continue
         per_region = L2_REGION_BYTES // L2_LINE_BYTES
@@ -619,11 +618,9 @@ def _box_rectangles(b: GmBuffer, lo: np.ndarray, hi: np.ndarray):
 
 
 def _pow2_divisor(n: int, most: int) -> int:
-    """The largest power of two that divides ``n`` and is at most ``most`` (1 for n = 0)."""
-    p = 1
-    while p * 2 <= most and n and n % (p * 2) == 0:
-        p *= 2
-    return p
+    """The largest power of two that divides ``n`` and is at most ``most``, itself a power of
+    two (1 for n = 0)."""
+    return min(n & -n, most) if n else 1
 
 
 def _box_lines(buffers, boxes: np.ndarray, shapes: np.ndarray):
@@ -667,7 +664,8 @@ def _box_lines_slice(buffers, boxes: np.ndarray, shapes: np.ndarray):
     else:
         row, start = _run_starts(runs, base, outer, step)
     end = start + run_len[row]
-    shape = shapes[buffer[row]]
+    # per run, its tensor's region shape (none looked up when no tensor is cut in blocks)
+    shape = shapes[buffer[row]] if shapes[:, 0].any() else shapes[:0]
     blocks = shape[:, 0] > 0
     if blocks.any():
         # runs of tensors cut in blocks, then the others; every box's rows sorted together
