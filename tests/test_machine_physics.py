@@ -6,6 +6,7 @@ from pipeline.emit.metrics import metrics
 from pipeline.runner import resolve_kernel
 from simcore.compiler import compile_kernel
 from simcore.machine import simulate
+from simcore.machine.costs import static_pipe_us
 from simcore.spec.hardware import load_hardware, race_variants, with_values
 from simcore.spec.kernel import Kernel
 
@@ -315,3 +316,27 @@ def test_run_setups_hide_behind_a_stream_until_they_outlast_it():
     setups = 64 * 40 / HW.cores.clock_mhz
     assert setups > stream
     assert kernel_us(40.0) - base == pytest.approx(setups - stream, rel=0.05)
+
+
+def pipe_shares(size):
+    """Of the AICs' time (24 cores x kernel time), the share each pipe is busy, for
+    pto-isa's GEMM partition at m = k = n = size (configs/kernels/matmul_bt_blocks.yaml)."""
+    program, timeline, _ = run("matmul_bt_blocks", **{"params.M": size, "params.K": size,
+                                                        "params.N": size})
+    aic_us = HW.cores.aic * timeline.kernel_us
+    return {pipe: float(us.sum()) / aic_us for pipe, us in static_pipe_us(HW, program).items()}
+
+
+def test_a_tuned_gemm_keeps_its_pipes_as_busy_as_the_chip_did():
+    """CANN pto-isa's GEMM example, measured with msprof on an Atlas A3 (docs/cases.md M2),
+    spent a growing share of its time in the Cube as the matrices grew (54.5 % at 1536^3,
+    79.0 % at 3072^3, 86.7 % at 6144^3), a shrinking one storing its output (7.7, 5.8,
+    3.1 %), and always less moving L1 -> L0 than multiplying.  The model runs the same
+    partition; its pipes must follow the same trends and land near the chip's shares."""
+    small, mid, large = (pipe_shares(n) for n in (1536, 3072, 6144))
+    assert small["cube"] < mid["cube"] < large["cube"]
+    assert small["fixp"] > mid["fixp"] > large["fixp"]
+    for shares in (small, mid, large):
+        assert shares["mte1"] < shares["cube"]
+    # within ten points of the measured Cube shares at the two larger sizes
+    assert abs(mid["cube"] - 0.790) < 0.10 and abs(large["cube"] - 0.867) < 0.10
