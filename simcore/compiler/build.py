@@ -563,64 +563,92 @@ def region_shapes(buffers, storage: np.ndarray, boxes: np.ndarray) -> np.ndarray
     tile's and a region is as recent as its own lines, as the chip's L2 keeps each line
     (docs/sources.md §3).  Every view of one storage (an inplace reshape) is cut the same
     way; a storage whose boxes do not agree on a row, or whose rows are not whole lines,
-    keeps the consecutive regions, where every view's bytes meet."""
+    keeps the consecutive regions, where every view's bytes meet.  The most frequent width
+    and height are each taken on their own, the smaller on a tie."""
     shapes = np.zeros((len(buffers), 3), np.int64)
+    shaped = np.asarray([len(b.shape) > 0 for b in buffers], bool)
+    boxes = boxes[shaped[boxes[:, 0]]]
+    if not boxes.size:
+        return shapes
+    row, width, height = _box_rectangles(buffers, boxes)
+    group = storage[boxes[:, 0]]
+    per_region = L2_REGION_BYTES // L2_LINE_BYTES
+    # a storage qualifies when every box of every view has one row of whole lines
+    n_groups = int(storage.max()) + 1
+    lowest = np.full(n_groups, np.iinfo(np.int64).max)
+    highest = np.full(n_groups, -1)
+    np.minimum.at(lowest, group, row)
+    np.maximum.at(highest, group, row)
+    ok = (highest >= 0) & (lowest == highest) & (lowest >= L2_LINE_BYTES) \
+        & (lowest % L2_LINE_BYTES == 0)
+    keep = ok[group]
+    group, width, height = group[keep], width[keep], height[keep]
+    w_mode = _mode_per_group(group, np.minimum(width, per_region), n_groups)
+    h_mode = _mode_per_group(group, np.minimum(height, per_region), n_groups)
+    c = _pow2_divisor(w_mode, per_region)
+    r = _pow2_divisor(h_mode, per_region // c)
+    blocked = ok & ((r > 1) | (c < per_region))
+    per_storage = np.stack([np.where(blocked, highest // L2_LINE_BYTES, 0),
+                            np.where(blocked, r, 0), np.where(blocked, c, 0)], axis=1)
+    return per_storage[storage]
+
+
+def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group id, its most frequent value (the smallest on a tie; 0 with no values)."""
+    mode = np.zeros(n_groups, np.int64)
+    if not group.size:
+        return mode
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order]
+    head = np.flatnonzero(np.concatenate([[True], (g[1:] != g[:-1]) | (v[1:] != v[:-1])]))
+    count = np.diff(np.append(head, g.size))
+    # per group, the run with the most boxes, the first (smallest value) among equals
+    best = np.lexsort((v[head], -count, g[head]))
+    first = best[np.concatenate([[True], g[head][best][1:] != g[head][best][:-1]])]
+    mode[g[head][first]] = v[head][first]
+    return mode
+
+
+def _box_rectangles(buffers, boxes: np.ndarray):
+    """Per box (buffer, lo, hi): (bytes of the row it is a rectangle in, lines it spans in
+    such a row, rows).  A box is runs of its last partly covered dim (the dims after it
+    whole), one per step of the dims before it, so its row is that dim's stride; a box of
+    whole view rows is a rectangle of the view's rows.  A vector has no rows (all zero):
+    its regions stay consecutive lines."""
     rank = (boxes.shape[1] - 1) // 2
-    by_buffer = np.argsort(boxes[:, 0], kind="stable")
-    starts = np.searchsorted(boxes[by_buffer, 0], np.arange(len(buffers) + 1))
-    by_storage = np.argsort(storage, kind="stable")
-    for views in np.split(by_storage, np.flatnonzero(np.diff(storage[by_storage])) + 1):
-        rows, width, height = [], [], []
-        for i in views:
-            sel = by_buffer[starts[i]:starts[i + 1]]
-            if sel.size and buffers[i].shape:
-                r, w, h = _box_rectangles(buffers[i], boxes[sel, 1:1 + rank],
-                                          boxes[sel, 1 + rank:])
-                rows.append(r), width.append(w), height.append(h)
-        if not rows:
-            continue
-        rows, width, height = np.concatenate(rows), np.concatenate(width), np.concatenate(height)
-        row = int(rows[0])
-        if row < L2_LINE_BYTES or row % L2_LINE_BYTES or (rows != row).any():
-            continue
-        per_region = L2_REGION_BYTES // L2_LINE_BYTES
-        w_values, w_counts = np.unique(np.minimum(width, per_region), return_counts=True)
-        c = _pow2_divisor(int(w_values[np.argmax(w_counts)]), per_region)
-        h_values, h_counts = np.unique(np.minimum(height, per_region), return_counts=True)
-        r = _pow2_divisor(int(h_values[np.argmax(h_counts)]), per_region // c)
-        if r > 1 or c < per_region:
-            shapes[views] = (row // L2_LINE_BYTES, r, c)
-    return shapes
-
-
-def _box_rectangles(b: GmBuffer, lo: np.ndarray, hi: np.ndarray):
-    """Per box of ``b``: (bytes of the row it is a rectangle in, lines it spans in such a row,
-    rows).  A box is runs of its last partly covered dim (the dims after it whole), one per
-    step of the dims before it, so its row is that dim's stride; a box of whole view rows
-    is a rectangle of the view's rows."""
-    n = len(b.shape)
-    ext = (hi - lo)[:, :n]
-    if n < 2:           # a vector has no rows: its regions stay consecutive lines
-        zero = np.zeros(len(ext), np.int64)
-        return zero, zero, zero
-    partial = ext != np.asarray(b.shape)
-    run_dim = np.where(partial.any(axis=1), n - 1 - np.argmax(partial[:, ::-1], axis=1), 0)
-    # stride[d]: bytes of the dims from d on, one step of dim d - 1
-    stride = np.append(np.cumprod(b.shape[::-1])[::-1], 1) * b.elem
-    k = np.arange(len(ext))
-    view_row = b.shape[-1] * b.elem
+    buffer = boxes[:, 0]
+    dims = np.asarray([len(b.shape) for b in buffers], np.int64)[buffer]
+    shape_of = np.ones((len(buffers), rank), np.int64)     # unused trailing dims: size 1
+    for i, b in enumerate(buffers):
+        shape_of[i, :len(b.shape)] = b.shape
+    elem = np.asarray([b.elem for b in buffers], np.int64)[buffer]
+    shape = shape_of[buffer]
+    inside = np.arange(rank) < dims[:, None]
+    ext = np.where(inside, boxes[:, 1 + rank:] - boxes[:, 1:1 + rank], 1)
+    partial = ext != shape
+    run_dim = np.where(partial.any(axis=1), rank - 1 - np.argmax(partial[:, ::-1], axis=1), 0)
+    # stride[:, d]: bytes of the dims from d on, one step of dim d - 1
+    stride = np.concatenate([np.cumprod(shape[:, ::-1], axis=1)[:, ::-1],
+                             np.ones((len(boxes), 1), np.int64)], axis=1) * elem[:, None]
+    k = np.arange(len(boxes))
+    view_row = shape[k, np.maximum(dims - 1, 0)] * elem
     rows_before = np.cumprod(ext, axis=1)[k, np.maximum(run_dim - 1, 0)]
     inner = run_dim > 0
-    row = np.where(inner, stride[run_dim], view_row)
-    width = np.where(inner, ext[k, run_dim] * stride[run_dim + 1], view_row) // L2_LINE_BYTES
-    height = np.where(inner, rows_before, ext.prod(axis=1) * b.elem // max(view_row, 1))
-    return row, width, height
+    row = np.where(inner, stride[k, run_dim], view_row)
+    width = np.where(inner, ext[k, run_dim] * stride[k, run_dim + 1], view_row) // L2_LINE_BYTES
+    height = np.where(inner, rows_before,
+                      ext.prod(axis=1) * elem // np.maximum(view_row, 1))
+    vector = dims < 2
+    zero = np.zeros(len(boxes), np.int64)
+    return (np.where(vector, zero, row), np.where(vector, zero, width),
+            np.where(vector, zero, height))
 
 
-def _pow2_divisor(n: int, most: int) -> int:
-    """The largest power of two that divides ``n`` and is at most ``most``, itself a power of
-    two (1 for n = 0)."""
-    return min(n & -n, most) if n else 1
+def _pow2_divisor(n: np.ndarray, most) -> np.ndarray:
+    """Per value, the largest power of two that divides it and is at most ``most``, itself a
+    power of two (1 for 0)."""
+    n = np.asarray(n, np.int64)
+    return np.where(n > 0, np.minimum(n & -n, most), 1)
 
 
 def _box_lines(buffers, boxes: np.ndarray, shapes: np.ndarray):
