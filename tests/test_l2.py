@@ -182,6 +182,11 @@ def test_region_shapes_follow_the_boxes_and_keep_consecutive_lines_otherwise():
     flat = GmBuffer("f", (3072, 1024), 2, storage="m2")
     assert shape_of([v, flat], [[0, 0, 3, 0, 64, 4, 1024], [1, 0, 0, 0, 64, 1024, 1]],
                     storage=[0, 0]) == [[0, 0, 0], [0, 0, 0]]
+    # tensors of two storages in one call, each cut by its own boxes; m's column tile and
+    # row block tie on width (1 and 24 lines, once each), and the narrower wins
+    n = GmBuffer("n", (6144, 6144), 2)
+    assert shape_of([m, n], [[0, 0, 0, 6144, 256], [0, 0, 0, 128, 6144],
+                             [1, 0, 0, 128, 6144]]) == [[24, 64, 1], [24, 8, 8]]
 
 
 def test_a_second_core_reading_the_same_column_tile_hits_l2():
