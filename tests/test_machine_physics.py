@@ -6,7 +6,6 @@ from pipeline.emit.metrics import metrics
 from pipeline.runner import resolve_kernel
 from simcore.compiler import compile_kernel
 from simcore.machine import simulate
-from simcore.machine.costs import static_pipe_us
 from simcore.spec.hardware import load_hardware, race_variants, with_values
 from simcore.spec.kernel import Kernel
 
@@ -319,12 +318,10 @@ def test_run_setups_hide_behind_a_stream_until_they_outlast_it():
 
 
 def pipe_shares(size):
-    """Of the AICs' time (24 cores x kernel time), the share each pipe is busy, for
-    pto-isa's GEMM partition at m = k = n = size (configs/kernels/matmul_bt_blocks.yaml)."""
-    program, timeline, _ = run("matmul_bt_blocks", **{"params.M": size, "params.K": size,
-                                                        "params.N": size})
-    aic_us = HW.cores.aic * timeline.kernel_us
-    return {pipe: float(us.sum()) / aic_us for pipe, us in static_pipe_us(HW, program).items()}
+    """The busy shares metrics.json gives (msprof's PipeUtilization ratios) for pto-isa's
+    GEMM partition at m = k = n = size (configs/kernels/matmul_bt_blocks.yaml)."""
+    _, _, m = run("matmul_bt_blocks", **{"params.M": size, "params.K": size, "params.N": size})
+    return {key: m[key] for key in m if key.endswith("_ratio")}
 
 
 def test_a_tuned_gemm_keeps_its_pipes_as_busy_as_the_chip_did():
@@ -334,9 +331,21 @@ def test_a_tuned_gemm_keeps_its_pipes_as_busy_as_the_chip_did():
     3.1 %), and always less moving L1 -> L0 than multiplying.  The model runs the same
     partition; its pipes must follow the same trends and land near the chip's shares."""
     small, mid, large = (pipe_shares(n) for n in (1536, 3072, 6144))
-    assert small["cube"] < mid["cube"] < large["cube"]
-    assert small["fixp"] > mid["fixp"] > large["fixp"]
+    assert small["aic_mac_ratio"] < mid["aic_mac_ratio"] < large["aic_mac_ratio"]
+    assert small["aic_fixpipe_ratio"] > mid["aic_fixpipe_ratio"] > large["aic_fixpipe_ratio"]
     for shares in (small, mid, large):
-        assert shares["mte1"] < shares["cube"]
+        assert shares["aic_mte1_ratio"] < shares["aic_mac_ratio"]
+        # a Cube-only kernel keeps every AIV pipe idle
+        assert all(v == 0.0 for k, v in shares.items() if k.startswith("aiv_"))
     # within ten points of the measured Cube shares at the two larger sizes
-    assert abs(mid["cube"] - 0.790) < 0.10 and abs(large["cube"] - 0.867) < 0.10
+    assert abs(mid["aic_mac_ratio"] - 0.790) < 0.10 and abs(large["aic_mac_ratio"] - 0.867) < 0.10
+
+
+def test_pipe_shares_say_which_pipe_a_stream_waits_on():
+    """y = x + 1 over 64 MiB runs on the AIVs alone and waits on its loads: metrics.json's
+    busy shares (msprof's PipeUtilization ratios) leave every AIC pipe idle, put the AIV's
+    MTE2 above its Vector pipe, and stay within the cores' time."""
+    _, _, m = run(stream())
+    assert all(m[k] == 0.0 for k in m if k.startswith("aic_") and k.endswith("_ratio"))
+    assert m["aiv_mte2_ratio"] > m["aiv_vec_ratio"] > 0.0
+    assert all(0.0 <= m[k] <= 1.0 for k in m if k.endswith("_ratio"))

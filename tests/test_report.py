@@ -371,7 +371,7 @@ stages:
   - name: s1
     description: out of box
     set: {runtime_options.stitch_function_max_num: 1}
-    documented: {kernel_us: 30.0, e2e_us: 45.0, l2_hit_rate: 0.75}
+    documented: {kernel_us: 30.0, e2e_us: 45.0, l2_hit_rate: 0.75, aic_mac_ratio: 0.8}
   - name: s2
     description: stitch 2
     set: {runtime_options.stitch_function_max_num: 2}
@@ -393,7 +393,7 @@ def study(tmp_path) -> tuple[Path, Path]:
         metrics = {"kernel_us": 40.0 / k, "e2e_us": 50.0 / k,
                    "aicore_utilization": 0.5, "root_calls": 8, "dev_tasks": 8 // k,
                    "leaf_tasks": 8, "hbm_read_bytes": 1024, "hbm_write_bytes": 1024,
-                   "l2_hit_rate": 0.25}
+                   "l2_hit_rate": 0.25, "aic_mac_ratio": 0.6 / k, "aiv_vec_ratio": 0.1}
         extra = {"analyze": {"header": ["Compute Units", "Total"],
                              "rounds": [{"name": "round1", "rows": [["AICore", "9.00"]]}]},
                  "pmu": pl.DataFrame({"core_type": ["AIV"], "total_cycles": [100],
@@ -429,6 +429,11 @@ def test_render_study_sections_and_escaping(study):
     # a documented share (the L2 hit rate) beside the simulated one, apart in points
     assert "doc 75.0% (-50.0 points)" in s1
     assert "doc " not in s2
+    # the pipe busy shares of every stage, a documented one beside the model's in points
+    pipes = html.split('id="pipe-table"')[1].split("</table>")[0]
+    assert pipes.count("<tr>") == 4                        # a header and three stages
+    assert "60.0%" in pipes and "30.0%" in pipes and "15.0%" in pipes
+    assert "doc 80.0% (-20.0 points)" in pipes and pipes.count("doc ") == 1
     # the only URLs: the SVG namespace (an identifier, never fetched) and the Perfetto hint
     assert re.search(r"https?://(?!ui\.perfetto\.dev|www\.w3\.org/2000/svg)", html) is None
     assert "<script src" not in html and "<link" not in html

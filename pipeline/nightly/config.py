@@ -93,6 +93,11 @@ BUILTIN: dict[str, Threshold] = {
     # a rate near zero makes relative change meaningless, so it is absolute (2 points)
     "l2_hit_rate": _t(absolute=0.02, worse="lower"),
     "flops": _t(exact=True),
+    # a pipe's busy share (msprof's PipeUtilization ratios): a shift either way moves the
+    # balance of the pipes, so 2 points in either direction
+    **{name: _t(absolute=0.02, worse="any")
+       for name in ("aic_mac_ratio", "aic_mte1_ratio", "aic_mte2_ratio", "aic_fixpipe_ratio",
+                    "aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio", "aiv_scalar_ratio")},
     "workspace_bytes": _t(exact=True),
     "hardware": _t(exact=True),
     "kernel": _t(exact=True),
