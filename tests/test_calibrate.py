@@ -291,6 +291,21 @@ def test_calibrate_writes_the_overlay_and_a_refit_does_not_drift(tmp_path):
     assert overlay.read_text() == first
 
 
+def test_calibrate_says_when_the_values_in_place_score_better(tmp_path):
+    """A refit from the priors can stop short of what the overlay already holds (a short
+    trial here; another minimum after a fact moved, docs/sources.md §3): the command scores
+    the values in place under the same figures and says so before anything is replaced."""
+    target = documented_at(tmp_path / "t", {HEAD: 0.7})
+    configs = tiny_configs(tmp_path, target, overlay="# an earlier fit\n[core]\nhead_overhead_us = 0.7\n")
+    cal = write_cal(tmp_path / "cal.yaml")
+    short = ptolab("calibrate", cal, "--configs", configs, "--dry-run", "--max-evaluations", "1")
+    assert short.returncode == 0, short.stderr
+    assert "values in dav_2201.fit.toml score" in short.stdout
+    assert "values in place score better" in short.stderr
+    full = ptolab("calibrate", cal, "--configs", configs, "--dry-run")
+    assert full.returncode == 0 and "score better" not in full.stderr
+
+
 def test_a_fit_ending_on_a_bound_fails_and_writes_nothing(tmp_path):
     # the figures want 5x the prior's head overhead: beyond the 2x bound
     target = documented_at(tmp_path / "t", {HEAD: 2.5})

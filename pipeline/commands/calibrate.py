@@ -41,12 +41,31 @@ def run(args) -> int:
             print(f"ptolab calibrate: fit failed: {line}.", file=sys.stderr)
         print(f"Nothing written; {fit_overlay(problem.hw_path)} is unchanged.", file=sys.stderr)
         return 1
+    overlay = fit_overlay(problem.hw_path)
+    in_place = dict(dotted_values(read_mapping(overlay))) if overlay.exists() else {}
+    _compare_in_place(problem, cal, result, in_place, overlay)
     if not args.dry_run:
-        overlay = fit_overlay(problem.hw_path)
-        before = set(dict(dotted_values(read_mapping(overlay)))) if overlay.exists() else set()
+        before = set(in_place)
         write_fit(problem.hw_path, result.values, args.config.as_posix(), cal, result)
         print(f"Wrote {overlay} (merged over {problem.hw_path.name}, which is unchanged)")
         dropped = sorted(before - set(result.values))
         if dropped:
             print(f"  no longer fitted (back to their facts-file values): {', '.join(dropped)}")
     return 0
+
+
+def _compare_in_place(problem, cal, result, in_place: dict, overlay: Path) -> None:
+    """Say so when the values already in the overlay score better under the same facts and
+    figures: the search from the priors can settle in another minimum when a fact moves a
+    little (docs/sources.md §3), and the user should know before replacing them."""
+    if not in_place:
+        return
+    values = {p.path: in_place.get(p.path, p.prior) for p in cal.free}
+    score = problem.score(values)
+    print(f"  the values in {overlay.name} score {score:.5f} under these facts and figures")
+    # better by more than 1 % of the fit's score and more than a rounding of the values
+    if score < result.score - max(0.01 * result.score, 1e-4):
+        print(f"ptolab calibrate: note: the values in place score better ({score:.5f}) than "
+              f"this fit ({result.score:.5f}): the search from the priors stopped elsewhere "
+              f"(a trial with few evaluations, or another minimum). To keep them, rerun with "
+              f"--dry-run; ptolab validate compares both.", file=sys.stderr)
