@@ -1,35 +1,30 @@
 """``metrics.json``: one flat object per simulated run (its key names are a contract)."""
 from __future__ import annotations
 
+import numpy as np
+
 from simcore.compiler import Program
 from simcore.machine import Timeline
 from simcore.spec.hardware import Hardware
 
+from ..pipe_shares import PIPE_SHARES
 from .swimlane import aicore_summary
 from .tasks import TaskView
 
 
-# msprof's PipeUtilization names for a pipe's busy share, per core type, and the simulated
-# pipe each stands for (Timeline.task_pipe_cycles)
-PIPE_SHARES = {"aic": {"aic_mac_ratio": "cube", "aic_mte1_ratio": "mte1",
-                       "aic_mte2_ratio": "mte2", "aic_fixpipe_ratio": "fixp"},
-               "aiv": {"aiv_vec_ratio": "vector", "aiv_mte2_ratio": "mte2",
-                       "aiv_mte3_ratio": "mte3", "aiv_scalar_ratio": "scalar"}}
-
-
-def pipe_shares(program: Program, timeline: Timeline) -> dict:
+def pipe_shares(timeline: Timeline, aic: np.ndarray) -> dict:
     """Per core type, the share of its cores' time each pipe is busy: the pipe's cycles over
-    that type's tasks, over the type's cores times the kernel time, as msprof's
-    PipeUtilization gives a pipe's cycles over a core's (averaged over the cores)."""
-    aic = TaskView.of(program).is_aic
+    that type's tasks (``aic`` marks the AIC ones), over the type's cores times the kernel
+    time, as msprof's PipeUtilization gives a pipe's cycles over a core's (averaged over the
+    cores)."""
     cycles = timeline.kernel_us * timeline.clock_mhz
+    masks = {"aic": (aic, timeline.aic_cores), "aiv": (~aic, timeline.aiv_cores)}
     shares = {}
-    for kind, mask, cores in (("aic", aic, timeline.aic_cores),
-                              ("aiv", ~aic, timeline.aiv_cores)):
-        for name, pipe in PIPE_SHARES[kind].items():
-            busy = timeline.task_pipe_cycles.get(pipe)
-            total = float(busy[mask].sum()) if busy is not None and busy.size else 0.0
-            shares[name] = round(total / (cores * cycles), 6) if cores and cycles else 0.0
+    for name, kind, pipe, _ in PIPE_SHARES:
+        mask, cores = masks[kind]
+        busy = timeline.task_pipe_cycles.get(pipe)
+        total = float(busy[mask].sum()) if busy is not None and busy.size else 0.0
+        shares[name] = round(total / (cores * cycles), 6) if cores and cycles else 0.0
     return shares
 
 
@@ -53,5 +48,5 @@ def metrics(program: Program, timeline: Timeline, hw: Hardware) -> dict:
         "l2_hit_rate": round(l2 / (l2 + hbm), 6) if l2 + hbm else 0.0,
         "flops": int(flops),
         "workspace_bytes": int(program.workspace_bytes),
-        **pipe_shares(program, timeline),
+        **pipe_shares(timeline, aic),
     }

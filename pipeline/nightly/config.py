@@ -19,6 +19,8 @@ from simcore.spec.errors import ConfigError
 from simcore.spec.loader import load
 from simcore.spec.study import NAME
 
+from ..pipe_shares import PIPE_SHARE_NAMES
+
 DEFAULT_PATH = Path("configs") / "nightly.yaml"
 
 
@@ -95,9 +97,7 @@ BUILTIN: dict[str, Threshold] = {
     "flops": _t(exact=True),
     # a pipe's busy share (msprof's PipeUtilization ratios): a shift either way moves the
     # balance of the pipes, so 2 points in either direction
-    **{name: _t(absolute=0.02, worse="any")
-       for name in ("aic_mac_ratio", "aic_mte1_ratio", "aic_mte2_ratio", "aic_fixpipe_ratio",
-                    "aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio", "aiv_scalar_ratio")},
+    **{name: _t(absolute=0.02, worse="any") for name in PIPE_SHARE_NAMES},
     "workspace_bytes": _t(exact=True),
     "hardware": _t(exact=True),
     "kernel": _t(exact=True),

@@ -16,6 +16,7 @@ from simcore.spec.loader import read_mapping
 from simcore.spec.study import find_config, load_study, load_workflow
 
 from ..emit.atomic import write_text
+from ..pipe_shares import PIPE_SHARES
 from . import charts, fidelity, stages
 from .embed import script_json
 
@@ -192,7 +193,8 @@ def render_study(study_path: Path, stages_dir: Path, out: Path,
         study=study, rows=rows, stage_bars=bars, sweeps=sweep_charts, source=source,
         model=fidelity.for_hardware(study.hardware),
         raced=any(stages.race_range(r["metrics"], "kernel_us") for r in rows),
-        phase_columns=stages.PHASE_COLUMNS, viewer_js=viewer_js())
+        phase_columns=stages.PHASE_COLUMNS, viewer_js=viewer_js(),
+        pipe_shares=[(name, label) for name, _, _, label in PIPE_SHARES])
     write_text(Path(out), html)
 
 

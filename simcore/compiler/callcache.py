@@ -31,6 +31,7 @@ from .accesses import Accesses, GmBuffer
 from .records import replaced
 from .rows import row_ids
 from .tiling import RootCallTiler, _check_inside
+from .trace import attr_items
 from .values import MAX_RANK, GmValue, LocalValue, padded
 
 # attributes that say where an op's data sits in GM: a call may differ from another there
@@ -82,7 +83,7 @@ def call_key(call) -> tuple | None:
             computed.add(op.out)
         if drop is None and name not in _VALUE_HANDLERS and _has_handler(name):
             return None     # a handler this cache does not know how to replay
-        items = getattr(op.attrs, "items_tuple", None) or tuple(op.attrs.items())
+        items = attr_items(op.attrs)
         attrs = tuple([kv for kv in items if kv[0] not in drop]) if drop else items
         inputs, out = op.inputs, op.out
         if norm:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import ops
 from .ops import Node
+from .trace import attr_items
 
 # builders that read of an input only its shape and dtype
 _BY_SHAPE = (ops.elementwise,)
@@ -60,6 +61,6 @@ def _key(builder, op, inputs: list):
     # which inputs are the same value: the builder counts such an input's UB once
     same = (0,) if len(inputs) == 1 else \
         tuple(next(j for j, w in enumerate(inputs) if w is v or w == v) for v in inputs)
-    attrs = getattr(op.attrs, "items_tuple", None) or tuple(op.attrs.items())
+    attrs = attr_items(op.attrs)
     return (builder.__name__, op.op, op.vec_tile, op.cube_tile, attrs,
             tuple((type(v).__name__, v.shape, v.dtype) for v in inputs), same)

@@ -17,6 +17,7 @@ from ..spec.errors import ConfigError
 from ..spec.expr import ExprError, evaluate
 from ..spec.kernel import (CubeTile, CubeTileStmt, Kernel, LoopStmt, OperationOptionsStmt,
                            OpStmt, ScopeStmt, TileStmt)
+from .records import made
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,11 @@ class _OpPlan:
         # with nothing to evaluate, every op of the statement has the same attributes
         self.shared = None if self.dims or self.ints else \
             {False: SharedAttrs(fixed), True: SharedAttrs(fixed, combine_axis=True)}
+
+
+def attr_items(attrs: dict) -> tuple:
+    """An op's attributes as a tuple of items: made once for a statement's SharedAttrs."""
+    return getattr(attrs, "items_tuple", None) or tuple(attrs.items())
 
 
 class SharedAttrs(dict):
@@ -308,12 +314,10 @@ class _Tracer:
 
 
 def _traced(op, inputs, out, where, vec_tile, cube_tile, scope, attrs, label) -> TracedOp:
-    """``TracedOp(...)`` without the frozen dataclass's per-field ``object.__setattr__``
-    (TracedOp has no ``__post_init__``): the tracer makes one per op of every iteration."""
-    traced = object.__new__(TracedOp)
-    traced.__dict__.update(op=op, inputs=inputs, out=out, where=where, vec_tile=vec_tile,
-                           cube_tile=cube_tile, scope=scope, attrs=attrs, label=label)
-    return traced
+    """``TracedOp(...)`` without the frozen dataclass's per-field ``object.__setattr__``:
+    the tracer makes one per op of every iteration."""
+    return made(TracedOp, op=op, inputs=inputs, out=out, where=where, vec_tile=vec_tile,
+                cube_tile=cube_tile, scope=scope, attrs=attrs, label=label)
 
 
 def instance_name(tensor: str, iteration: int) -> str:
