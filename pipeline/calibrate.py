@@ -160,7 +160,9 @@ class Calibration(Strict):
     held_out: list[StudyRef] = Field(default_factory=list)
     parameters: list[Parameter] = Field(min_length=1)
     max_evaluations: int = Field(300, ge=1, le=100000)
-    loo_max_evaluations: int = Field(60, ge=1, le=100000)   # per leave-one-out refit
+    # per leave-one-out refit; by default the full fit's: a refit solves a problem of the
+    # same size, and one cut short predicts with the optimiser's stopping point
+    loo_max_evaluations: int | None = Field(None, ge=1, le=100000)
     roofline: Roofline | None = None
     physics: list[PhysicsCheck] = Field(default_factory=list)
 
@@ -189,6 +191,9 @@ class Fit:
     evaluations: int
     table: list[dict]
     on_bound: list[tuple[str, str, float, float]] = field(default_factory=list)
+    # False when the search stopped at its budget before its step reached STEP_FLOOR: the
+    # values are then where the search was, not a minimum
+    converged: bool = True
 
 
 def _check_free(hw: Hardware, p: Parameter) -> None:
@@ -319,6 +324,11 @@ def timed(hw: Hardware, case: Case) -> dict[str, float]:
     return {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
 
 
+# the compass search's smallest step in log space: x1.005, finer than a fitted value's four
+# significant digits move the figures
+STEP_FLOOR = 0.005
+
+
 def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_evals: int,
                    directions: np.ndarray | None = None):
     """Deterministic pattern search in log space.
@@ -330,11 +340,14 @@ def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_eva
     parameter) may add moves of several parameters at once: a race median is flat
     along each single cost and falls only when the costs that share a cause move
     together.
+
+    Returns the best point, its score, the evaluations spent and whether the search
+    converged (its step fell below STEP_FLOOR) rather than stopped at ``max_evals``.
     """
     directions = np.eye(len(x0)) if directions is None else directions
     x, best = np.clip(x0, low, high), f(np.clip(x0, low, high))
     evals, step = 1, 0.25   # x1.28: well inside the 0.5x-2x bounds, so early moves do not jump onto them
-    while evals < max_evals and step > 0.005:
+    while evals < max_evals and step > STEP_FLOOR:
         improved = False
         for d in directions:
             for sign in (1.0, -1.0):
@@ -349,7 +362,7 @@ def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_eva
                     x, best, improved = trial, score, True
         if not improved:
             step /= 2
-    return x, best, evals
+    return x, best, evals, step <= STEP_FLOOR
 
 
 def search_directions(free: list[Parameter]) -> np.ndarray:
@@ -389,13 +402,14 @@ def fit_problem(problem: Problem, exclude: frozenset[str] = frozenset(),
     high = np.log([p.bounds[1] for p in cal.free])
     start = np.log([p.prior for p in cal.free])
     objective = lambda x: problem.score(dict(zip(names, np.exp(x))), exclude)
-    best, _, evals = compass_search(objective, start, low, high,
-                                    max_evaluations or cal.max_evaluations,
-                                    search_directions(cal.free))
+    best, _, evals, converged = compass_search(objective, start, low, high,
+                                               max_evaluations or cal.max_evaluations,
+                                               search_directions(cal.free))
     values = {n: float(f"{v:.4g}") for n, v in zip(names, np.exp(best))}
     table = problem.measure(values)
     used = [r for r in table if r["case"] not in exclude]
-    return Fit(values, problem.score_rows(used), evals, table, on_bounds(cal, values))
+    return Fit(values, problem.score_rows(used), evals, table, on_bounds(cal, values),
+               converged)
 
 
 def fit(cal: Calibration, configs: Path) -> tuple[Fit, Problem]:
@@ -607,13 +621,27 @@ class Validation:
                   for c in self.physics if not c["ok"]]
         return lines
 
+    @property
+    def unconverged(self) -> list[str]:
+        """One line per fit whose search stopped at its budget: its values, and what they
+        predict, are where the search was, not what the figures ask for.  (A --quick run
+        stops every fit early on purpose and says nothing.)"""
+        if self.quick:
+            return []
+        fits = [("fresh fit", self.full)] + ([("free fit", self.free)] if self.free else [])
+        fits += [(f"leave-one-out refit without {e['case']}", e["fit"]) for e in self.loo]
+        return [f"{name} stopped at its budget ({fit.evaluations} evaluations) before "
+                f"converging: raise max_evaluations in {self.cal_path}"
+                for name, fit in fits if not fit.converged]
+
 
 def run_validation(cal: Calibration, cal_path: str, configs: Path, quick: bool = False) -> Validation:
     problem = Problem(cal, configs)
     shipped_hw = load_hardware(problem.hw_path)
     shipped = {p.path: value_at(shipped_hw, p.path) for p in cal.parameters}
     full_budget = min(cal.max_evaluations, 8) if quick else cal.max_evaluations
-    loo_budget = min(cal.loo_max_evaluations, 4) if quick else cal.loo_max_evaluations
+    loo_max = cal.loo_max_evaluations or cal.max_evaluations
+    loo_budget = min(loo_max, 4) if quick else loo_max
     overlay = fit_overlay(problem.hw_path)
     listed = {s.study for s in cal.studies + cal.held_out}
     unused = sorted(name for name in documented_studies(Path(configs)) if name not in listed)
@@ -753,10 +781,12 @@ def render_fidelity(v: Validation) -> str:
         f"Three views of the same documented figures: the model as shipped ({model}); a fresh "
         f"fit from the priors on every case, held parameters at their priors "
         f"({v.full.evaluations} of at most "
-        f"{v.budgets[0]} evaluations, score {v.full.score:.4f}); and, for each case, a refit "
+        f"{v.budgets[0]} evaluations, {'converged' if v.full.converged else 'NOT converged'}, "
+        f"score {v.full.score:.4f}); and, for each case, a refit "
         f"from the priors that never sees it (leave-one-case-out, at most {v.budgets[1]} "
-        f"evaluations each). A case is one study stage with its documented metrics. Errors "
-        f"are simulated / documented - 1.",
+        f"evaluations each). A fit has converged when its pattern search's step falls below "
+        f"x{math.exp(STEP_FLOOR):.3f} before its budget runs out. A case is one study stage "
+        f"with its documented metrics. Errors are simulated / documented - 1.",
         *_race_lines(cal, v.race),
         "",
         "## Verdict",
@@ -765,6 +795,7 @@ def render_fidelity(v: Validation) -> str:
     lines += [f"- FAIL: {f}" for f in v.failures] or ["- no parameter of the fresh fit ends "
                                                         "on a bound and every physics check "
                                                         "passes"]
+    lines += [f"- NOT CONVERGED: {line}" for line in v.unconverged]
     lines += ["", "## Documented figures", ""]
     if v.unused:
         lines += [f"Studies with documented figures this procedure does not use: "
@@ -822,15 +853,16 @@ def render_fidelity(v: Validation) -> str:
               "A left-out error much larger than the in-fit one means the fit memorises the "
               "case rather than explaining it.", "",
               "| case | in-fit rms log error | left-out rms log error | refit score | "
-              "refit on bound |",
-              "|---|---:|---:|---:|---|"]
+              "refit evaluations | refit on bound |",
+              "|---|---:|---:|---:|---:|---|"]
     for e in v.loo:
-        name = e["case"]
-        hit = ", ".join(f"{path} ({side})" for path, side, _, _ in e["fit"].on_bound) or "no"
+        name, refit = e["case"], e["fit"]
+        hit = ", ".join(f"{path} ({side})" for path, side, _, _ in refit.on_bound) or "no"
+        spent = f"{refit.evaluations}" + ("" if refit.converged else " (budget, not converged)")
         lines.append(f"| {name} | {_rms_log([full_rows[name]]):.3f} | "
-                     f"{_rms_log([e['row']]):.3f} | {e['fit'].score:.4f} | {hit} |")
+                     f"{_rms_log([e['row']]):.3f} | {refit.score:.4f} | {spent} | {hit} |")
     lines.append(f"| all cases | {_rms_log(list(full_rows.values())):.3f} | "
-                 f"{_rms_log([e['row'] for e in v.loo]):.3f} | | |")
+                 f"{_rms_log([e['row'] for e in v.loo]):.3f} | | | |")
     lines += ["", "## Physics checks", ""]
     if v.physics:
         c0 = v.physics[0]

@@ -26,12 +26,23 @@ HEAD = "core.head_overhead_us"
 def test_compass_search_finds_a_bounded_minimum():
     target = np.log([3.0, 0.2])
     f = lambda x: float(((x - target) ** 2).sum())
-    x, score, evals = compass_search(f, np.zeros(2), np.log([0.01, 0.01]), np.log([10.0, 10.0]),
-                                     500)
-    assert np.allclose(np.exp(x), [3.0, 0.2], rtol=0.02) and evals <= 500
+    x, score, evals, converged = compass_search(f, np.zeros(2), np.log([0.01, 0.01]),
+                                                np.log([10.0, 10.0]), 500)
+    assert np.allclose(np.exp(x), [3.0, 0.2], rtol=0.02) and evals < 500 and converged
     # a minimum outside the bounds stops at the bound
-    x, _, _ = compass_search(f, np.zeros(2), np.log([0.01, 0.5]), np.log([10.0, 10.0]), 500)
+    x, _, _, _ = compass_search(f, np.zeros(2), np.log([0.01, 0.5]), np.log([10.0, 10.0]), 500)
     assert np.isclose(np.exp(x[1]), 0.5)
+
+
+def test_a_search_cut_short_by_its_budget_says_it_did_not_converge():
+    """The same bowl with too few evaluations: the search stops where it is, far from the
+    minimum, and says so, so a caller never takes the point for a fitted value."""
+    target = np.log([3.0, 0.2])
+    f = lambda x: float(((x - target) ** 2).sum())
+    x, _, evals, converged = compass_search(f, np.zeros(2), np.log([0.01, 0.01]),
+                                            np.log([10.0, 10.0]), 6)
+    assert evals == 6 and not converged
+    assert not np.allclose(np.exp(x), [3.0, 0.2], rtol=0.02)
 
 
 def test_a_group_direction_finds_what_moving_one_cost_at_a_time_cannot():
@@ -39,14 +50,15 @@ def test_a_group_direction_finds_what_moving_one_cost_at_a_time_cannot():
     costs, so lowering either alone never helps, and only scaling both together does."""
     f = lambda x: float(max(x[0], x[1]))
     low, high = np.log([0.5, 0.5]), np.log([2.0, 2.0])
-    x, score, _ = compass_search(f, np.zeros(2), low, high, 200)
+    x, score, _, _ = compass_search(f, np.zeros(2), low, high, 200)
     assert score == 0.0 and np.allclose(x, 0.0)          # stuck at the start
     group = [Parameter(path=f"aicpu.c{i}", prior=1.0, source="test", group="aicpu_action")
              for i in range(2)] + [Parameter(path="core.head_overhead_us", prior=1.0,
                                              source="test")]
     directions = search_directions(group)
     assert directions.tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]]
-    x, score, _ = compass_search(f, np.zeros(2), low, high, 200, directions[:, :2][[0, 1, 3]])
+    x, score, _, _ = compass_search(f, np.zeros(2), low, high, 200,
+                                    directions[:, :2][[0, 1, 3]])
     assert np.allclose(np.exp(x), 0.5)                   # both down to their bound together
 
 
@@ -299,9 +311,15 @@ def test_calibrate_says_when_the_values_in_place_score_better(tmp_path):
     configs = tiny_configs(tmp_path, target, overlay="# an earlier fit\n[core]\nhead_overhead_us = 0.7\n")
     cal = write_cal(tmp_path / "cal.yaml")
     short = ptolab("calibrate", cal, "--configs", configs, "--dry-run", "--max-evaluations", "1")
-    assert short.returncode == 0, short.stderr
     assert "values in dav_2201.fit.toml score" in short.stdout
     assert "values in place score better" in short.stderr
+    # one evaluation is no fit: it says so and fails, whatever it found
+    assert short.returncode == 1 and "NOT converged" in short.stdout
+    assert "before converging" in short.stderr
+    before = (configs / "hardware/dav_2201.fit.toml").read_bytes()
+    written = ptolab("calibrate", cal, "--configs", configs, "--max-evaluations", "1")
+    assert written.returncode == 1 and "Nothing written" in written.stderr
+    assert (configs / "hardware/dav_2201.fit.toml").read_bytes() == before
     full = ptolab("calibrate", cal, "--configs", configs, "--dry-run")
     assert full.returncode == 0 and "score better" not in full.stderr
 

@@ -224,3 +224,27 @@ def test_a_held_parameter_gets_a_free_fit_column_beside_the_fitted_and_held_out_
     assert free < 1.0 < min(shipped, fresh)
     shipped, fresh, free = errors(held_out, "tiny_b/mid")
     assert free < 1.0 < min(shipped, fresh)
+
+
+def test_a_refit_cut_short_by_its_budget_is_named_in_the_verdict_and_its_table_row(tmp_path):
+    """Leave-one-out refits solve the same problem as the fresh fit; one given a single
+    evaluation stops where it starts, so what it 'predicts' is the priors.  The report says
+    so for each such refit, and of the fresh fit, which had enough, says it converged."""
+    configs = tiny_configs(tmp_path, documented_at(tmp_path / "t", {HEAD: 0.7}))
+    cal = write_cal(tmp_path / "cal.yaml", [_param()], studies=[{"study": "tiny_a"}],
+                    max_evaluations=40, loo_max_evaluations=1)
+    out = tmp_path / "f.md"
+    proc = ptolab("validate", cal, "--configs", configs, "--out", out)
+    text = out.read_text()
+    verdict = text.split("## Verdict")[1].split("## Documented figures")[0]
+    short = [line for line in verdict.splitlines() if line.startswith("- NOT CONVERGED:")]
+    assert len(short) == 2 and all("leave-one-out refit without tiny_a/" in s for s in short)
+    assert "evaluations, converged, score" in text            # the fresh fit
+    loo = text.split("## Leave-one-case-out")[1].split("## Physics checks")[0]
+    assert loo.count("(budget, not converged)") == 2
+    assert proc.stderr.count("not converged:") == 2
+    # by default a refit gets the fresh fit's budget, and converges like it
+    cal = write_cal(tmp_path / "cal2.yaml", [_param()], studies=[{"study": "tiny_a"}],
+                    max_evaluations=40)
+    ptolab("validate", cal, "--configs", configs, "--out", out)
+    assert "NOT CONVERGED" not in out.read_text() and "not converged" not in out.read_text()

@@ -3,7 +3,8 @@ from pathlib import Path
 
 NAME = "calibrate"
 HELP = ("fit a hardware's free parameters to every documented figure of the named studies "
-        "(writes its .fit.toml; exit 1 and nothing written when the fit ends on a bound)")
+        "(writes its .fit.toml; exit 1 and nothing written when the fit ends on a bound or "
+        "stops at its budget before converging)")
 
 
 def add_arguments(p) -> None:
@@ -25,8 +26,9 @@ def run(args) -> int:
     cal = load_calibration(args.config)
     problem = Problem(cal, args.configs)
     result = fit_problem(problem, max_evaluations=args.max_evaluations)
-    print(f"evaluations: {result.evaluations}  score (per study weight x mean squared "
-          f"log-ratio, summed): {result.score:.5f}")
+    state = "converged" if result.converged else "stopped at its budget, NOT converged"
+    print(f"evaluations: {result.evaluations} ({state})  score (per study weight x mean "
+          f"squared log-ratio, summed): {result.score:.5f}")
     for p in cal.parameters:
         low, high = p.bounds
         if p.held:
@@ -44,6 +46,12 @@ def run(args) -> int:
     overlay = fit_overlay(problem.hw_path)
     in_place = dict(dotted_values(read_mapping(overlay))) if overlay.exists() else {}
     _compare_in_place(problem, cal, result, in_place, overlay)
+    if not result.converged:
+        # where a search cut short stopped is not what the figures ask for
+        print(f"ptolab calibrate: the search stopped at its budget ({result.evaluations} "
+              f"evaluations) before converging; raise max_evaluations in {args.config} (or "
+              f"--max-evaluations). Nothing written; {overlay} is unchanged.", file=sys.stderr)
+        return 1
     if not args.dry_run:
         before = set(in_place)
         write_fit(problem.hw_path, result.values, args.config.as_posix(), cal, result)

@@ -31,4 +31,6 @@ def run(args) -> int:
     print(f"Wrote {args.out} and {summary}")
     for line in result.failures:
         print(f"ptolab validate: {line}", file=sys.stderr)
+    for line in result.unconverged:
+        print(f"ptolab validate: not converged: {line}", file=sys.stderr)
     return 1 if result.failures else 0
