@@ -29,7 +29,8 @@ HW = _BASE.model_copy(update={
     "memory": _BASE.memory.model_copy(update={"hbm_gbps": 4000.0, "l2_gbps": 8000.0}),
     "pipes": _BASE.pipes.model_copy(update={"mte2": _BASE.pipes.mte2.model_copy(update={
         "bytes_per_cycle": 1000.0, "fixed_cycles": 1000.0, "l2_hit_fixed_cycles": 500.0,
-        "burst_setup_cycles": 0.0, "aiv_hbm_gbps": 1000.0, "aic_hbm_gbps": 1000.0}),
+        "burst_setup_cycles": 0.0, "aiv_copy_cycles": 0.0, "aic_copy_cycles": 0.0,
+        "aiv_hbm_gbps": 1000.0, "aic_hbm_gbps": 1000.0}),
         # one vector byte per cycle, 1-byte repeats, no start-up, issue or waits: a task's
         # vector bytes are its cycles
         "vector": {"default": _BASE.pipes.vector["default"].model_copy(update={
@@ -351,6 +352,27 @@ def test_a_consumer_reads_what_its_producer_wrote_from_l2():
     from_hbm = m.fixed_cycles / CLOCK + region / core_rate
     assert tl.task_pipe_cycles["mte2"].tolist() == [0.0, from_l2 * CLOCK, from_hbm * CLOCK]
     assert tl.task_end[1] - tl.task_start[1] == HEAD + from_l2
+
+
+def test_a_task_of_many_small_copy_ins_waits_for_their_setups_one_after_another():
+    """Two AIV tasks read the same 64 bytes from HBM: one in a single copy-in, the other
+    in eight of 8 bytes.  Their bytes stream in far less than a setup, so the second's
+    MTE2 phase is the GM round trip plus seven copy setups (the first hides in the round
+    trip), and an AIC task's copies into L1 set up in their own, shorter time."""
+    hw = HW.model_copy(update={"pipes": HW.pipes.model_copy(update={
+        "mte2": HW.pipes.mte2.model_copy(update={"aiv_copy_cycles": 200.0,
+                                                 "aic_copy_cycles": 60.0})})})
+    m = hw.pipes.mte2
+    one = [(0, 1, 64.0, 1.0, 0, 0)]
+    eight = [(1, 2 + k, 8.0, 1.0, 0, 0) for k in range(8)]
+    tl = run(make_program([0, 0], accesses=one + eight), hw=hw)
+    mte2 = tl.task_pipe_cycles["mte2"]
+    assert m.fixed_cycles < mte2[0] < m.fixed_cycles + 10      # the bytes' few cycles
+    assert mte2[1] == pytest.approx(m.fixed_cycles + 7 * 200.0)
+    assert tl.task_end[1] - tl.task_start[1] == pytest.approx(HEAD + mte2[1] / CLOCK)
+    aic = run(make_program([0], core=[AIC], accesses=[(0, 2 + k, 8.0, 1.0, 0, 0)
+                                                      for k in range(8)]), hw=hw)
+    assert aic.task_pipe_cycles["mte2"][0] == pytest.approx(m.fixed_cycles + 7 * 60.0)
 
 
 def _snapshot(tl) -> dict:

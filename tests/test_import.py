@@ -75,21 +75,37 @@ def test_python_kernel_compiles_like_its_config(name, hw):
                                              ("gdr_inverse_block", (None,))])
 def test_python_kernel_simulates_like_its_config(name, stitches, hw, tmp_path):
     """The imported kernel is the same kernel: per stitch setting, the same dev tasks and the
-    same simulated kernel and end-to-end times as the hand-written config."""
+    same simulated kernel and end-to-end times as the hand-written config.  One difference
+    is allowed, and only where it is written down: glm_attention's config gathers a V tile's
+    four paged blocks as four copy-ins, its Python form reads them as one view of
+    consecutive blocks (tests/kernels_py/glm_attention.py); the two then agree exactly on a
+    chip without per-copy setups."""
     from pipeline.runner import resolve_kernel
     from simcore.machine import simulate
     _, text = imported(PY / f"{name}.py", args=ARGS.get(name))
     (tmp_path / "imported.yaml").write_text(text)
     paths = (REPO / "configs" / "kernels" / f"{name}.yaml", tmp_path / "imported.yaml")
+    mte2 = hw.pipes.mte2.model_copy(update={"aiv_copy_cycles": 0.0, "aic_copy_cycles": 0.0})
+    no_setups = hw.model_copy(update={"pipes": hw.pipes.model_copy(update={"mte2": mte2})})
     for stitch in stitches:
         sets = {} if stitch is None else {"runtime_options.stitch_function_max_num": stitch}
-        figures = []
+        figures, bare, loads = [], [], []
         for k in (resolve_kernel(path, sets) for path in paths):
             program = compile_kernel(k, hw)
             tl = simulate(hw, program, k.options.runtime_options)
             figures.append((program.counts()["dev_tasks"], tl.kernel_us, tl.e2e_us))
+            tl = simulate(no_setups, program, k.options.runtime_options)
+            bare.append((tl.kernel_us, tl.e2e_us))
+            loads.append(program.work.mte2_loads)
         assert figures[0][0] == figures[1][0], (stitch, figures)
-        assert figures[0][1:] == pytest.approx(figures[1][1:], rel=1e-9), (stitch, figures)
+        assert bare[0] == pytest.approx(bare[1], rel=1e-9), (stitch, bare)
+        if name == "glm_attention":
+            # which schedule thread owns which chain is a race, so the extra setups may
+            # move the kernel time either way (docs/cases.md S1); the copies are the cause
+            assert (loads[0] >= loads[1]).all() and (loads[0] > loads[1]).any()
+        else:
+            assert (loads[0] == loads[1]).all()
+            assert figures[0][1:] == pytest.approx(figures[1][1:], rel=1e-9), (stitch, figures)
 
 
 def test_glm_branches_share_names_under_exclusive_conditions():

@@ -280,9 +280,29 @@ def test_run_setups_bound_a_copy_in_from_below_and_hide_behind_long_runs():
     long_runs = m.us(loads=1, bursts=4, hbm_bytes=mib, l2_bytes=0, loaders=1)
     assert long_runs == pytest.approx(m.fixed_us + mib / cap)
     short = mib / 32
-    assert m.bursts_us(short) > mib / cap          # the setups outlast the bytes
+    assert m.setups_us(short, 1) > mib / cap          # the setups outlast the bytes
     short_runs = m.us(loads=1, bursts=short, hbm_bytes=mib, l2_bytes=0, loaders=1)
-    assert short_runs == pytest.approx(m.fixed_us + m.bursts_us(short))
+    assert short_runs == pytest.approx(m.fixed_us + m.setups_us(short, 1))
+
+
+def test_small_copy_ins_of_one_task_wait_for_each_other_and_large_ones_hide_it():
+    """A task's copy-ins run one after another on its MTE2 pipe, each paying its fixed
+    time (pto-isa's on-device fit: 115.5 ns into UB, 36 ns into L1): thirty 256-byte rows
+    take thirty setups, far more than their bytes, while the same count of 64 KiB tiles
+    takes its bandwidth time, the setups hidden behind the data.  The first copy-in's
+    setup hides in the GM round trip."""
+    from simcore.machine.costs import Mte2Model
+    m = Mte2Model(HW)
+    cap = m.caps[0]
+    assert m.setups_us(0, 1) == 0.0
+    assert m.setups_us(0, 30) == pytest.approx(29 * HW.pipes.mte2.aiv_copy_cycles
+                                               / HW.cores.clock_mhz)
+    assert m.setups_us(0, 30, aic=True) < m.setups_us(0, 30) / 3   # L1 copies set up faster
+    rows = m.us(loads=30, bursts=30, hbm_bytes=30 * 256.0, l2_bytes=0, loaders=1)
+    assert rows == pytest.approx(m.fixed_us + m.setups_us(30, 30))
+    assert rows - m.fixed_us > 10 * (30 * 256.0 / cap)
+    tiles = m.us(loads=30, bursts=30 * 64, hbm_bytes=30 * 65536.0, l2_bytes=0, loaders=1)
+    assert tiles == pytest.approx(m.fixed_us + 30 * 65536.0 / cap)
 
 
 

@@ -5,6 +5,7 @@ cimport cython
 @cython.final
 cdef class Mte2Model:
     cdef public double fixed_us, l2_fixed_us, burst_us, core_rate, hbm_rate, l2_rate
+    cdef public double aiv_copy_us, aic_copy_us
     cdef public list caps
 
     @cython.locals(cap_v=double, cap_c=double, n=long, hcap_v=double, hcap_c=double,

@@ -149,7 +149,9 @@ class Mte2Model:
     of a box costs the DMA a setup, but the engine issues the next run's descriptor while
     earlier runs stream, so the setups only bound the stream from below: they show when the
     runs are short (a short tail axis, ND rows reordered into fractals on the way to L1),
-    and hide behind the data when the runs are long.
+    and hide behind the data when the runs are long.  So does each copy-in after a task's
+    first (one DataCopy: its fixed time, pto-isa's on-device fit): a task of many small
+    copy-ins waits for them one after another however little they carry.
     The HBM bytes drain at a rate the engine re-prices whenever a loader joins or leaves
     (``rates``): the chip's HBM is water-filled over the cores loading at that moment, each
     held to its own per-core ceiling, so a lone loader runs at its cap and many share HBM.
@@ -161,6 +163,8 @@ class Mte2Model:
         self.fixed_us = m.fixed_cycles / clock
         self.l2_fixed_us = m.l2_hit_fixed_cycles / clock
         self.burst_us = m.burst_setup_cycles / clock
+        self.aiv_copy_us = m.aiv_copy_cycles / clock
+        self.aic_copy_us = m.aic_copy_cycles / clock
         self.core_rate = m.bytes_per_cycle * clock          # bytes per us, one core
         self.hbm_rate = hw.memory.hbm_gbps * 1e3            # bytes per us, whole chip
         self.l2_rate = hw.memory.l2_gbps * 1e3
@@ -176,10 +180,12 @@ class Mte2Model:
         l2 = min(self.core_rate, self.l2_rate / max(running, 1))
         return fixed + (l2_bytes / l2 if l2_bytes else 0.0)
 
-    def bursts_us(self, bursts: float) -> float:
-        """The setups of a task's contiguous runs, back to back: no copy-in of the task
-        ends sooner than this after its GM latency, whatever its bandwidth share."""
-        return bursts * self.burst_us
+    def setups_us(self, bursts: float, loads: float, aic: bool = False) -> float:
+        """The setups of a task's contiguous runs and of its copy-ins after the first,
+        back to back: its MTE2 phase ends no sooner than this after its GM latency,
+        whatever its bandwidth share."""
+        copy_us = self.aic_copy_us if aic else self.aiv_copy_us
+        return bursts * self.burst_us + max(loads - 1.0, 0.0) * copy_us
 
     def rates(self, n_aiv: int, n_aic: int, over_v: float = 1.0,
               over_c: float = 1.0) -> tuple[float, float]:
@@ -221,7 +227,7 @@ class Mte2Model:
         fixed = self.fixed_us if hbm_bytes > 0 else self.l2_fixed_us
         stream = self.latency_us(hbm_bytes, l2_bytes, loaders) - fixed + \
             (asked / rate if asked else 0.0)
-        return fixed + max(stream, self.bursts_us(bursts))
+        return fixed + max(stream, self.setups_us(bursts, loads))
 
     def write_us(self, nbytes: float, loaders: int) -> float:
         return nbytes / (self.hbm_rate / max(loaders, 1)) if nbytes else 0.0

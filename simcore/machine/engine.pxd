@@ -100,7 +100,7 @@ cdef class Run:
     cdef double dispatch_us, completion_us, resolve_edge_us, handoff_us, ready_edge_us
     cdef Mte2Model mte2
     cdef double fixed_us, l2_fixed_us, l2_rate, core_rate, hbm_total, head_us
-    cdef const double[::1] burst_us_of, loads, in_flight, static_sum, static_max
+    cdef const double[::1] setup_us_of, loads, in_flight, static_sum, static_max
     cdef const double[::1] write_bytes, write_pipe, read_bytes
 
     @cython.locals(n_threads=long, th=long, task=long, now=double, kind=long, a=long,

@@ -660,7 +660,10 @@ class Run:
         m = plan.mte2
         self.fixed_us, self.l2_fixed_us = m.fixed_us, m.l2_fixed_us
         self.l2_rate, self.core_rate = m.l2_rate, m.core_rate
-        self.burst_us_of = _column(plan.bursts * m.burst_us, np.float64)
+        # Mte2Model.setups_us per task: its runs' setups and its copy-ins' after the first
+        copy_us = np.where(plan.core_type == int(CoreType.AIC), m.aic_copy_us, m.aiv_copy_us)
+        self.setup_us_of = _column(plan.bursts * m.burst_us
+                                   + np.maximum(plan.loads - 1.0, 0.0) * copy_us, np.float64)
         # every loader at its own cap while the caps add up to no more than HBM: the
         # rates then stay the caps whoever joins or leaves (no water-filling needed)
         self.caps, self.hbm_total = _buffer(m.caps, np.float64), m.hbm_rate
@@ -993,13 +996,14 @@ class Run:
             self.finish(t, core, at, 0.0)
             return
         # Mte2Model.latency_us, inlined: the GM (or L2) round trip, then the L2 hits; the
-        # runs' setups (Mte2Model.bursts_us) bound the stream from below, they do not add
+        # setups of runs and copy-ins (Mte2Model.setups_us) bound the stream from below,
+        # they do not add
         fixed = self.fixed_us if miss > 0 else self.l2_fixed_us
         latency = fixed
         if hit:
             l2 = self.l2_rate / self.running
             latency += hit / (l2 if l2 < self.core_rate else self.core_rate)
-        floor = fixed + self.burst_us_of[t]
+        floor = fixed + self.setup_us_of[t]
         self.stream_floor[t] = at + floor
         if miss > 0:
             asked = self.read_bytes[t] - hit

@@ -73,6 +73,12 @@ class Mte2Rate(PipeRate):
     """GM -> UB/L1.  Every contiguous run (burst) costs setup cycles, so short tail
     axes and ND layouts of wide matrices load slower than the same bytes in NZ."""
     burst_setup_cycles: float = Field(ge=0)
+    # fixed cycles of one copy-in (one DataCopy) into UB on an AIV / into L1 on an AIC: a
+    # task's copy-ins after its first run one after another on its MTE2 pipe, so their
+    # setups, like the runs', bound its stream from below (the first hides in the GM round
+    # trip)
+    aiv_copy_cycles: float = Field(ge=0)
+    aic_copy_cycles: float = Field(ge=0)
     # latency of a copy-in served entirely from L2 (fixed_cycles is the HBM round trip)
     l2_hit_fixed_cycles: float = Field(ge=0)
     # GB/s one core can pull from HBM however idle the chip is (GM -> UB on an AIV, GM -> L1
