@@ -360,6 +360,10 @@ def compass_search(f, x0: np.ndarray, low: np.ndarray, high: np.ndarray, max_eva
                     if score >= best:
                         break
                     x, best, improved = trial, score, True
+        if evals >= max_evals:
+            # cut short inside a sweep: some moves at this step were never tried, so the
+            # step stays where it is and the search has not converged
+            break
         if not improved:
             step /= 2
     return x, best, evals, step <= STEP_FLOOR
@@ -625,7 +629,7 @@ class Validation:
     def unconverged(self) -> list[str]:
         """One line per fit whose search stopped at its budget: its values, and what they
         predict, are where the search was, not what the figures ask for.  (A --quick run
-        stops every fit early on purpose and says nothing.)"""
+        stops every fit early on purpose: it names none, and its tables mark none.)"""
         if self.quick:
             return []
         fits = [("fresh fit", self.full)] + ([("free fit", self.free)] if self.free else [])
@@ -766,6 +770,13 @@ def fidelity_summary(v: Validation) -> dict:
                         "leave_one_out": round(_rms_log([e["row"] for e in v.loo]), 4)}}
 
 
+def _converged(v: Validation, fit: Fit) -> str:
+    """'converged, ' or 'NOT converged, ' for the header; nothing for a --quick run."""
+    if v.quick:
+        return ""
+    return "converged, " if fit.converged else "NOT converged, "
+
+
 def render_fidelity(v: Validation) -> str:
     cal = v.cal
     quick = " --quick" if v.quick else ""
@@ -781,7 +792,7 @@ def render_fidelity(v: Validation) -> str:
         f"Three views of the same documented figures: the model as shipped ({model}); a fresh "
         f"fit from the priors on every case, held parameters at their priors "
         f"({v.full.evaluations} of at most "
-        f"{v.budgets[0]} evaluations, {'converged' if v.full.converged else 'NOT converged'}, "
+        f"{v.budgets[0]} evaluations, {_converged(v, v.full)}"
         f"score {v.full.score:.4f}); and, for each case, a refit "
         f"from the priors that never sees it (leave-one-case-out, at most {v.budgets[1]} "
         f"evaluations each). A fit has converged when its pattern search's step falls below "
@@ -858,7 +869,8 @@ def render_fidelity(v: Validation) -> str:
     for e in v.loo:
         name, refit = e["case"], e["fit"]
         hit = ", ".join(f"{path} ({side})" for path, side, _, _ in refit.on_bound) or "no"
-        spent = f"{refit.evaluations}" + ("" if refit.converged else " (budget, not converged)")
+        spent = f"{refit.evaluations}" + ("" if refit.converged or v.quick
+                                          else " (budget, not converged)")
         lines.append(f"| {name} | {_rms_log([full_rows[name]]):.3f} | "
                      f"{_rms_log([e['row']]):.3f} | {refit.score:.4f} | {spent} | {hit} |")
     lines.append(f"| all cases | {_rms_log(list(full_rows.values())):.3f} | "

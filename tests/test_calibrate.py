@@ -45,6 +45,25 @@ def test_a_search_cut_short_by_its_budget_says_it_did_not_converge():
     assert not np.allclose(np.exp(x), [3.0, 0.2], rtol=0.02)
 
 
+def test_a_search_that_says_it_converged_gives_what_any_larger_budget_gives():
+    """The search is deterministic, so one that converged within a budget must stop at the
+    same point whatever budget it had beyond that.  A budget that runs out inside a sweep
+    of the last steps, after moves that did not help, must not count as converged: some
+    moves at that step were never tried."""
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        target = rng.uniform(-1.0, 1.0, 3)
+        scale = rng.uniform(0.5, 5.0, 3)
+        f = lambda x: float((scale * (x - target) ** 2).sum())
+        low, high = np.full(3, -2.0), np.full(3, 2.0)
+        x_full, best_full, _, done = compass_search(f, np.zeros(3), low, high, 2000)
+        assert done
+        for budget in range(20, 200):
+            x, best, _, converged = compass_search(f, np.zeros(3), low, high, budget)
+            if converged:
+                assert best == best_full and np.array_equal(x, x_full), budget
+
+
 def test_a_group_direction_finds_what_moving_one_cost_at_a_time_cannot():
     """A race median is flat along each single cost: here the score is the larger of two
     costs, so lowering either alone never helps, and only scaling both together does."""
@@ -392,14 +411,13 @@ def test_a_racing_case_is_scored_by_the_median_run_and_reports_the_race_range(tm
 
 
 def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
-    """At the shipped model, a percent on one AICPU cost (dispatch, a fraction of a schedule
-    thread's work) moves glm_attention's stitch-512 stage (eight softmax chains in one dev
-    task on three schedule AICPUs: which AICPU owns which chain changes) by percents, and
-    its stitch-1 stage (one root call per dev task) by under 1 %: the reason the
-    calibration scores glm by the median over race variants instead of a single run.
+    """At the shipped model, a few percent on one AICPU cost (dispatch, a fraction of a
+    schedule thread's work) move glm_attention's stitch-512 stage (eight softmax chains in
+    one dev task on three schedule AICPUs: which AICPU owns which chain changes) by several
+    percent, and its stitch-1 stage (one root call per dev task) by under 1 %: the reason
+    the calibration scores glm by the median over race variants instead of a single run.
     Stitch 128 (four chains a dev task) moves more than stitch 1; how much depends on
-    where the fit puts it (at the fit of 2026-12-04 its chains keep their AICPUs within
-    +-1 %, and its race range over 0.97-1.03 is 190-192 us, docs/fidelity.md)."""
+    where the fit puts it (docs/fidelity.md gives each stage's race range)."""
     cal = load_calibration(REPO / "configs/calibration/dav_2201.yaml")
     assert next(s for s in cal.studies if s.study == "glm_attention_stitch").race
     glm_only = [s.model_copy(update={"race": False}) for s in cal.studies
@@ -411,9 +429,9 @@ def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
     for case in problem.cases:
         times = [problem.measure({"aicpu.dispatch_us": shipped.aicpu.dispatch_us * f},
                                  [case], base=shipped)[0]["kernel_us"]
-                 for f in (0.99, 0.995, 1.0, 1.005, 1.01)]
+                 for f in (0.97, 0.98, 0.99, 1.0, 1.01, 1.02, 1.03)]
         spread[case.stage] = max(times) / min(times) - 1
-    assert spread["stitch_512"] > 0.015, spread
+    assert spread["stitch_512"] > 0.03, spread
     assert spread["stitch_1"] < 0.01, spread
     assert spread["stitch_512"] > 20 * spread["stitch_1"], spread
     assert spread["stitch_128"] > spread["stitch_1"], spread

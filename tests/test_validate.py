@@ -243,6 +243,8 @@ def test_a_refit_cut_short_by_its_budget_is_named_in_the_verdict_and_its_table_r
     loo = text.split("## Leave-one-case-out")[1].split("## Physics checks")[0]
     assert loo.count("(budget, not converged)") == 2
     assert proc.stderr.count("not converged:") == 2
+    # a fit cut short is named, not failed: the exit code is the FAIL lines' alone
+    assert proc.returncode == (1 if "- FAIL:" in verdict else 0), proc.stderr
     # by default a refit gets the fresh fit's budget, and converges like it
     cal = write_cal(tmp_path / "cal2.yaml", [_param()], studies=[{"study": "tiny_a"}],
                     max_evaluations=40)

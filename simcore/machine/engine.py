@@ -644,7 +644,8 @@ class Run:
         # pipes) and the writes' part (leaving through FIXP/MTE3, alongside the pipes)
         self.task_joined = np.zeros(n)
         self.joined_of = memoryview(self.task_joined)
-        # the earliest a loader's copy-in can end: its latency plus its runs' setups
+        # the earliest a loader's copy-in can end: its latency plus its runs' setups and
+        # its copy-ins' after the first
         self.task_stream_floor = np.zeros(n)
         self.stream_floor = memoryview(self.task_stream_floor)
         # the hot handlers read these on every event: the Plan's columns and the
