@@ -180,12 +180,13 @@ class Mte2Model:
         l2 = min(self.core_rate, self.l2_rate / max(running, 1))
         return fixed + (l2_bytes / l2 if l2_bytes else 0.0)
 
-    def setups_us(self, bursts: float, loads: float, aic: bool = False) -> float:
+    def setups_us(self, bursts, loads, aic=False):
         """The setups of a task's contiguous runs and of its copy-ins after the first,
         back to back: its MTE2 phase ends no sooner than this after its GM latency,
-        whatever its bandwidth share."""
-        copy_us = self.aic_copy_us if aic else self.aiv_copy_us
-        return bursts * self.burst_us + max(loads - 1.0, 0.0) * copy_us
+        whatever its bandwidth share.  Scalars for one task, or per-task arrays (the
+        engine's column)."""
+        copy_us = np.where(aic, self.aic_copy_us, self.aiv_copy_us)
+        return bursts * self.burst_us + np.maximum(np.subtract(loads, 1.0), 0.0) * copy_us
 
     def rates(self, n_aiv: int, n_aic: int, over_v: float = 1.0,
               over_c: float = 1.0) -> tuple[float, float]:

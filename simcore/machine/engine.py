@@ -661,10 +661,9 @@ class Run:
         m = plan.mte2
         self.fixed_us, self.l2_fixed_us = m.fixed_us, m.l2_fixed_us
         self.l2_rate, self.core_rate = m.l2_rate, m.core_rate
-        # Mte2Model.setups_us per task: its runs' setups and its copy-ins' after the first
-        copy_us = np.where(plan.core_type == int(CoreType.AIC), m.aic_copy_us, m.aiv_copy_us)
-        self.setup_us_of = _column(plan.bursts * m.burst_us
-                                   + np.maximum(plan.loads - 1.0, 0.0) * copy_us, np.float64)
+        # per task, its runs' setups and its copy-ins' after the first
+        self.setup_us_of = _column(m.setups_us(plan.bursts, plan.loads,
+                                               plan.core_type == int(CoreType.AIC)), np.float64)
         # every loader at its own cap while the caps add up to no more than HBM: the
         # rates then stay the caps whoever joins or leaves (no water-filling needed)
         self.caps, self.hbm_total = _buffer(m.caps, np.float64), m.hbm_rate
