@@ -466,6 +466,8 @@ def render_fit(facts_path: Path, values: dict[str, float], cal_path: str, cal: C
         f"priors, sources and bounds in that file)",
         f"# command: ptolab calibrate {cal_path}",
         f"# date: {date}",
+        f"# search: converged after {fit.evaluations} evaluations (its step below "
+        f"x{math.exp(STEP_FLOOR):.3f})",
         f"# data: studies {studies}: {figures} documented figures of {len(fit.table)} stages",
         f"# score: {fit.score:.4f} (per study, weight x mean squared log-ratio, simulated vs "
         f"documented; summed over studies)",
@@ -494,6 +496,10 @@ def write_fit(facts_path: Path, values: dict[str, float], cal_path: str, cal: Ca
     if fit.on_bound:
         raise ConfigError("refusing to write a fit that ends on a bound: "
                           + "; ".join(bound_failures(fit)) + ".", source=cal_path)
+    if not fit.converged:
+        raise ConfigError(f"refusing to write a fit whose search stopped at its budget "
+                          f"({fit.evaluations} evaluations) before converging; raise "
+                          f"max_evaluations.", source=cal_path)
     overlay = fit_overlay(facts_path)
     write_text(overlay, render_fit(facts_path, values, cal_path, cal, fit, date or fit_date()))
     return overlay

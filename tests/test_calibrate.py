@@ -288,7 +288,8 @@ def test_write_fit_writes_only_the_overlay_deterministically(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dav_2201.fit.toml", "dav_2201.toml"]
     text = first.decode()
     header = [line for line in text.splitlines() if line.startswith("#")]
-    for fact in ("cal.yaml", "2026-01-02", "0.0123", "studies s", "documented 100"):
+    for fact in ("cal.yaml", "2026-01-02", "0.0123", "studies s", "documented 100",
+                 "converged after 7 evaluations"):
         assert any(fact in line for line in header), fact
     # values follow the facts file's order of tables ([pipes.mte2] before [aicpu])
     assert text.index("[pipes.mte2]") < text.index("[aicpu]")
@@ -300,6 +301,11 @@ def test_write_fit_writes_only_the_overlay_deterministically(tmp_path):
     on_bound = Fit(fit.values, 0.0123, 7, table, [("aicpu.dispatch_us", "low", 0.0555, 0.0555)])
     with pytest.raises(ConfigError, match="aicpu.dispatch_us ended on its low bound"):
         write_fit(hw, fit.values, "cal.yaml", cal, on_bound, date="2026-01-02")
+    assert overlay.read_bytes() == first
+    # nor one whose search stopped at its budget
+    cut_short = Fit(fit.values, 0.0123, 7, table, converged=False)
+    with pytest.raises(ConfigError, match="stopped at its budget"):
+        write_fit(hw, fit.values, "cal.yaml", cal, cut_short, date="2026-01-02")
     assert overlay.read_bytes() == first
 
 
