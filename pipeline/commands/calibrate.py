@@ -40,12 +40,12 @@ def run(args) -> int:
               f"bounds {low:g}..{high:g})")
     for line in stage_lines(result.table):
         print(f"  {line}")
+    overlay = fit_overlay(problem.hw_path)
     if result.on_bound:
         for line in bound_failures(result):
             print(f"ptolab calibrate: fit failed: {line}.", file=sys.stderr)
-        print(f"Nothing written; {fit_overlay(problem.hw_path)} is unchanged.", file=sys.stderr)
+        print(f"Nothing written; {overlay} is unchanged.", file=sys.stderr)
         return 1
-    overlay = fit_overlay(problem.hw_path)
     in_place = dict(dotted_values(read_mapping(overlay))) if overlay.exists() else {}
     _compare_in_place(problem, cal, result, in_place, overlay)
     if not result.converged:

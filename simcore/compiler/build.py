@@ -609,6 +609,27 @@ def _mode_per_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.
     return mode
 
 
+def _buffer_layout(buffers, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per buffer, its shape padded to ``rank`` dims (unused trailing dims of size 1) and
+    the bytes of one step of each dim, row-major."""
+    shape_of = np.ones((len(buffers), rank), np.int64)
+    for i, whole in enumerate(buffers):
+        shape_of[i, :len(whole.shape)] = whole.shape
+    step_of = np.ones_like(shape_of)
+    for d in range(rank - 2, -1, -1):
+        step_of[:, d] = step_of[:, d + 1] * shape_of[:, d + 1]
+    step_of *= np.asarray([b.elem for b in buffers], np.int64)[:, None]
+    return shape_of, step_of
+
+
+def _run_dim(lo: np.ndarray, hi: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """Per box, the dim its contiguous runs lie along: the last one it does not cover whole
+    (0 if it covers all); the dims after it are whole, one run per step of those before."""
+    partial = (lo != 0) | (hi != shape)
+    return np.where(partial.any(axis=1), shape.shape[1] - 1 - np.argmax(partial[:, ::-1], axis=1),
+                    0)
+
+
 def _box_rectangles(buffers, boxes: np.ndarray):
     """Per box (buffer, lo, hi): (bytes of the row it is a rectangle in, lines it spans in
     such a row, rows).  A box is runs of its last partly covered dim (the dims after it
@@ -616,26 +637,20 @@ def _box_rectangles(buffers, boxes: np.ndarray):
     whole view rows is a rectangle of the view's rows.  A vector has no rows (all zero):
     its regions stay consecutive lines."""
     rank = (boxes.shape[1] - 1) // 2
-    buffer = boxes[:, 0]
+    buffer, lo, hi = boxes[:, 0], boxes[:, 1:1 + rank], boxes[:, 1 + rank:]
     dims = np.asarray([len(b.shape) for b in buffers], np.int64)[buffer]
-    shape_of = np.ones((len(buffers), rank), np.int64)     # unused trailing dims: size 1
-    for i, b in enumerate(buffers):
-        shape_of[i, :len(b.shape)] = b.shape
+    shape_of, step_of = _buffer_layout(buffers, rank)
     elem = np.asarray([b.elem for b in buffers], np.int64)[buffer]
-    shape = shape_of[buffer]
-    inside = np.arange(rank) < dims[:, None]
-    ext = np.where(inside, boxes[:, 1 + rank:] - boxes[:, 1:1 + rank], 1)
-    partial = ext != shape
-    run_dim = np.where(partial.any(axis=1), rank - 1 - np.argmax(partial[:, ::-1], axis=1), 0)
-    # stride[:, d]: bytes of the dims from d on, one step of dim d - 1
-    stride = np.concatenate([np.cumprod(shape[:, ::-1], axis=1)[:, ::-1],
-                             np.ones((len(boxes), 1), np.int64)], axis=1) * elem[:, None]
+    shape, step = shape_of[buffer], step_of[buffer]
+    ext = hi - lo
+    run_dim = _run_dim(lo, hi, shape)
     k = np.arange(len(boxes))
     view_row = shape[k, np.maximum(dims - 1, 0)] * elem
     rows_before = np.cumprod(ext, axis=1)[k, np.maximum(run_dim - 1, 0)]
     inner = run_dim > 0
-    row = np.where(inner, stride[k, run_dim], view_row)
-    width = np.where(inner, ext[k, run_dim] * stride[k, run_dim + 1], view_row) // L2_LINE_BYTES
+    # an inner run's row: one step of the dim before it
+    row = np.where(inner, step[k, np.maximum(run_dim - 1, 0)], view_row)
+    width = np.where(inner, ext[k, run_dim] * step[k, run_dim], view_row) // L2_LINE_BYTES
     height = np.where(inner, rows_before,
                       ext.prod(axis=1) * elem // np.maximum(view_row, 1))
     vector = dims < 2
@@ -667,20 +682,10 @@ def _box_lines_slice(buffers, boxes: np.ndarray, shapes: np.ndarray):
     buffer, lo, hi = boxes[:, 0], boxes[:, 1:1 + rank], boxes[:, 1 + rank:]
     n = len(boxes)
     # per buffer, then per box by lookup (a mask per buffer would cost boxes x buffers)
-    shape_of = np.ones((len(buffers), rank), np.int64)   # unused trailing dims: size 1
-    for i, whole in enumerate(buffers):
-        shape_of[i, :len(whole.shape)] = whole.shape
-    step_of = np.ones_like(shape_of)                     # bytes per step of a dim, row-major
-    for d in range(rank - 2, -1, -1):
-        step_of[:, d] = step_of[:, d + 1] * shape_of[:, d + 1]
-    step_of *= np.asarray([b.elem for b in buffers], np.int64)[:, None]
+    shape_of, step_of = _buffer_layout(buffers, rank)
     step = step_of[buffer]
     ext = hi - lo
-    # the run's dimension: the last one the box does not cover whole (0 if it covers all)
-    partial = (lo != 0) | (hi != shape_of[buffer])
-    run_dim = np.where(partial.any(axis=1), rank - 1 - np.argmax(partial[:, ::-1], axis=1), 0)
-    del partial
-    run_dim = run_dim[:, None]
+    run_dim = _run_dim(lo, hi, shape_of[buffer])[:, None]
     run_len = (np.take_along_axis(ext, run_dim, 1) * np.take_along_axis(step, run_dim, 1))[:, 0]
     base = (lo * step).sum(axis=1)
     outer = np.where(np.arange(rank) < run_dim, ext, 1)  # rows of runs per outer dim
