@@ -42,9 +42,15 @@ from simcore.spec.loader import read_mapping, validate
 from simcore.spec.study import find_config, load_study
 
 from .emit.atomic import write_text
+from .emit.metrics import mechanism_figures
+from .pipe_shares import PIPE_SHARES, PIPE_SHARE_NAMES
 from .runner import resolve_kernel
 
 METRICS = ("kernel_us", "e2e_us")
+# Documented figures of what the chip did rather than how long it took (a profile's pipe busy
+# shares, its L2 hit rate): never fitted, compared on the held-out cases to say which of the
+# model's mechanisms a prediction's error comes from.
+MECHANISMS = PIPE_SHARE_NAMES + ("l2_hit_rate",)
 # A fitted value this close to a bound (relative) counts as sitting on it.
 TARGET = 0.10      # the error the model aims to stay within on a documented figure
 ON_BOUND = 0.01
@@ -222,6 +228,7 @@ class Case:
     kernel: object
     program: object
     race: bool = False      # measured as the median over the hardware's race variants
+    checks: dict[str, float] = field(default_factory=dict)   # documented MECHANISMS figures
 
     @property
     def name(self) -> str:
@@ -276,9 +283,10 @@ class Problem:
         cases = []
         for stage, metrics in found:
             kernel = resolve_kernel(kernel_path, stage.set)
+            checks = {m: float(v) for m, v in stage.documented.items() if m in MECHANISMS}
             cases.append(Case(ref.study, stage.name, metrics,
                               {m: float(stage.documented[m]) for m in metrics},
-                              kernel, compile_kernel(kernel, self.hw), ref.race))
+                              kernel, compile_kernel(kernel, self.hw), ref.race, checks))
         return cases
 
     @property
@@ -303,6 +311,9 @@ class Problem:
                 if case.race:
                     row[f"spread_{m}"] = (lo, hi)
                 row[f"documented_{m}"] = case.documented[m]
+            if case.checks:
+                row["checks"] = {m: (race_median(r[m] for r in runs)[0], doc)
+                                 for m, doc in case.checks.items()}
             rows.append(row)
         return rows
 
@@ -321,7 +332,8 @@ class Problem:
 
 def timed(hw: Hardware, case: Case) -> dict[str, float]:
     tl = simulate(hw, case.program, case.kernel.options.runtime_options)
-    return {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
+    times = {"kernel_us": tl.kernel_us, "e2e_us": tl.e2e_us}
+    return {**times, **mechanism_figures(case.program, tl)} if case.checks else times
 
 
 # the compass search's smallest step in log space: x1.005, finer than a fitted value's four
@@ -759,6 +771,53 @@ def _held_out_section(v: Validation) -> list[str]:
             verdict = "holds" if _same_order(rows, m) else "DIFFERS"
             lines.append(f"- {study} {m}, stages from slowest: documented {documented}; "
                          f"predicted {predicted} ({verdict})")
+    return lines + _mechanism_section(v.held_shipped)
+
+
+PIPE_LABELS = {name: label for name, _, _, label in PIPE_SHARES}
+
+
+def mechanism_checks(rows: list[dict]) -> list[dict]:
+    """Each documented MECHANISMS figure of ``rows`` beside the model's.  A pipe's share is
+    compared as its busy time on a core (share x kernel time, when the kernel time is
+    documented too), so the error of the kernel time is not counted in it a second time."""
+    out = []
+    for row in rows:
+        for m, (got, doc) in row.get("checks", {}).items():
+            check = {"case": row["case"], "figure": m, "documented": doc,
+                     "predicted": round(float(got), 6)}
+            if m in PIPE_LABELS and "documented_kernel_us" in row:
+                check["documented_busy_us"] = round(doc * row["documented_kernel_us"], 4)
+                check["predicted_busy_us"] = round(got * row["kernel_us"], 4)
+            out.append(check)
+    return out
+
+
+def _mechanism_section(rows: list[dict]) -> list[str]:
+    checks = mechanism_checks(rows)
+    if not checks:
+        return []
+    lines = ["", "### What the held-out cases show of the mechanisms", "",
+             "Documented figures of what the chip did, not how long it took, on the shipped "
+             "model and never fitted: a pipe's busy time on a core (its busy share x the "
+             "kernel time, so the kernel time's own error does not count twice) and the "
+             "share of the reads that hit L2.  Where a held-out time is off, these say which "
+             "part of the model it comes from.", "",
+             "| case | figure | documented | predicted | predicted / documented |",
+             "|---|---|---:|---:|---:|"]
+    for c in checks:
+        if "documented_busy_us" in c:
+            doc, got = c["documented_busy_us"], c["predicted_busy_us"]
+            name = f"{PIPE_LABELS[c['figure']]} busy, us a core (share)"
+            ratio = f"{got / doc:.2f}" if doc else "-"
+            lines.append(f"| {c['case']} | {name} | {doc:.1f} ({100 * c['documented']:.1f} %) "
+                         f"| {got:.1f} ({100 * c['predicted']:.1f} %) | {ratio} |")
+        else:
+            doc, got = c["documented"], c["predicted"]
+            name = PIPE_LABELS.get(c["figure"], "L2 hit rate")
+            name += " share" if c["figure"] in PIPE_LABELS else ""
+            lines.append(f"| {c['case']} | {name} | {100 * doc:.3g} % | {100 * got:.3g} % | "
+                         f"{100 * (got - doc):+.3g} points |")
     return lines
 
 
@@ -771,6 +830,7 @@ def fidelity_summary(v: Validation) -> dict:
                  "predicted": round(float(r[m]), 4)} for r in rows for m in r["metrics"]]
     return {"hardware": v.cal.hardware, "procedure": v.cal_path, "quick": v.quick,
             "in_fit": figures(v.shipped_rows), "held_out": figures(v.held_shipped),
+            "held_out_mechanisms": mechanism_checks(v.held_shipped),
             "rms_log": {"in_fit": round(_rms_log(v.shipped_rows), 4),
                         "held_out": round(_rms_log(v.held_shipped), 4),
                         "leave_one_out": round(_rms_log([e["row"] for e in v.loo]), 4)}}

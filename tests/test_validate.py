@@ -1,13 +1,16 @@
 """ptolab validate: documented vs simulated, leave-one-case-out, physics checks."""
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
-from test_calibrate import HEAD, _param, documented_at, ptolab, tiny_configs, write_cal
+from test_calibrate import (HEAD, _cal, _param, documented_at, ptolab, tiny_configs,
+                            write_cal)
 from simcore.spec.errors import ConfigError
-from pipeline.calibrate import (Problem, fit_problem, leave_one_out, load_calibration,
-                                physics_checks, with_values)
+from pipeline.calibrate import (Problem, _mechanism_section, fit_problem, leave_one_out,
+                                load_calibration, mechanism_checks, physics_checks, timed,
+                                with_values)
 
 ROOFLINE = {"hbm_gbps": 1600.0, "hbm_source": "published 910B HBM2e",
             "cube_flops_per_cycle": 8192.0, "cube_source": "one fp16 fractal per cycle"}
@@ -150,6 +153,36 @@ def test_validate_reports_held_out_predictions_and_their_order(tmp_path):
     assert all(f["predicted"] > 0 and f["documented"] > 0
                for f in summary["held_out"] + summary["in_fit"])
     assert summary["quick"] and summary["rms_log"]["held_out"] >= 0
+
+
+def test_held_out_pipe_shares_and_l2_hits_are_compared_beside_the_times(tmp_path):
+    """A held-out stage that documents what the chip's profile showed (pipe busy shares,
+    the L2 hit rate) gets those figures beside the model's, a pipe as its busy time on a
+    core, so a time that is off can be traced to the pipe it comes from.  The fit never
+    measures them."""
+    figures = documented_at(tmp_path / "t", {HEAD: 0.7})
+    first = Problem(_cal(studies=[{"study": "tiny_a"}]), tiny_configs(tmp_path / "m", figures))
+    case = next(c for c in first.cases if c.stage == "small")
+    own = timed(with_values(first.hw, {HEAD: 0.7}), replace(case, checks={"l2_hit_rate": 0}))
+    # the chip documented with its vector pipe busy twice the model's time
+    figures["tiny_a/small"] |= {"aiv_vec_ratio": 2 * own["aiv_vec_ratio"], "l2_hit_rate": 0.5}
+    problem = Problem(_cal(held_out=[{"study": "tiny_a"}], studies=[{"study": "tiny_b"}]),
+                      tiny_configs(tmp_path, figures))
+    assert all(not c.checks for c in problem.cases)        # fitted stages measure times only
+    small, big = problem.measure({HEAD: 0.7}, problem.held)
+    assert "checks" not in big                               # it documents none
+    checks = {c["figure"]: c for c in mechanism_checks([small, big])}
+    assert set(checks) == {"aiv_vec_ratio", "l2_hit_rate"}
+    vec = checks["aiv_vec_ratio"]
+    assert vec["predicted"] == pytest.approx(own["aiv_vec_ratio"], rel=1e-6)
+    assert vec["predicted_busy_us"] == pytest.approx(vec["predicted"] * small["kernel_us"],
+                                                     rel=1e-3)
+    assert vec["documented_busy_us"] == pytest.approx(
+        2 * own["aiv_vec_ratio"] * small["documented_kernel_us"], rel=1e-3)
+    assert checks["l2_hit_rate"] == {"case": "tiny_a/small", "figure": "l2_hit_rate",
+                                     "documented": 0.5, "predicted": own["l2_hit_rate"]}
+    (vec_line,) = [line for line in _mechanism_section([small]) if "AIV Vector busy" in line]
+    assert vec_line.rstrip(" |").endswith("0.50")          # the model's half of the chip's
 
 
 def test_a_study_both_fitted_and_held_out_is_refused(tmp_path):

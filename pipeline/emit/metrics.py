@@ -28,12 +28,24 @@ def pipe_shares(timeline: Timeline, aic: np.ndarray) -> dict:
     return shares
 
 
+def l2_hit_rate(timeline: Timeline) -> float:
+    """The share of the bytes the tasks read that came from L2 rather than HBM."""
+    l2, hbm = float(timeline.task_l2_bytes.sum()), float(timeline.task_hbm_bytes.sum())
+    return round(l2 / (l2 + hbm), 6) if l2 + hbm else 0.0
+
+
+def mechanism_figures(program: Program, timeline: Timeline) -> dict:
+    """The figures of metrics.json a chip's profile also gives besides times: the pipe busy
+    shares and the L2 hit rate (what ``ptolab validate`` compares with documented ones)."""
+    return {**pipe_shares(timeline, TaskView.of(program).is_aic),
+            "l2_hit_rate": l2_hit_rate(timeline)}
+
+
 def metrics(program: Program, timeline: Timeline, hw: Hardware) -> dict:
     _, utilization, _ = aicore_summary(timeline)
     flops = float(program.work.flops.sum())
     hbm = float(timeline.task_hbm_bytes.sum())
     aic = TaskView.of(program).is_aic
-    l2 = float(timeline.task_l2_bytes.sum())
     return {
         "kernel": program.kernel,
         "hardware": hw.name,
@@ -45,7 +57,7 @@ def metrics(program: Program, timeline: Timeline, hw: Hardware) -> dict:
         "aiv_tasks": int((~aic).sum()),
         "hbm_read_bytes": int(hbm),                      # L2 misses
         "hbm_write_bytes": int(program.task_write_bytes.sum()),   # written back eventually
-        "l2_hit_rate": round(l2 / (l2 + hbm), 6) if l2 + hbm else 0.0,
+        "l2_hit_rate": l2_hit_rate(timeline),
         "flops": int(flops),
         "workspace_bytes": int(program.workspace_bytes),
         **pipe_shares(timeline, aic),
