@@ -153,6 +153,14 @@ def test_validate_reports_held_out_predictions_and_their_order(tmp_path):
     assert all(f["predicted"] > 0 and f["documented"] > 0
                for f in summary["held_out"] + summary["in_fit"])
     assert summary["quick"] and summary["rms_log"]["held_out"] >= 0
+    # each held-out figure's predictions over every fit made: shipped, fresh, and the one
+    # leave-one-out refit (tiny_b/mid is the only fitted case; nothing held, so no free fit)
+    spread = {(c["case"], c["metric"]): c for c in summary["held_out_refit_spread"]}
+    assert set(spread) == {(f["case"], f["metric"]) for f in summary["held_out"]}
+    for f in summary["held_out"]:
+        c = spread[f["case"], f["metric"]]
+        assert c["fits"] == 3 and c["low"] <= f["predicted"] <= c["high"]
+    assert "predictions span" in section
 
 
 def test_held_out_pipe_shares_and_l2_hits_are_compared_beside_the_times(tmp_path):
