@@ -572,6 +572,11 @@ def test_the_report_says_how_far_the_models_times_go(study, tmp_path, monkeypatc
     assert "2 fitted figures within -10.0 % at worst" in text      # a/y, the larger error
     assert "1 figure it never saw at 0.25–0.25× the chip's" in text
     assert "b/z" in text and "0.25×" in text and "no (held out)" in text
+    assert "over every fit" not in text          # a file from before the spans says nothing
+    spans = [{"case": "b/z", "metric": "kernel_us", "documented": 40.0, "low": 9.6,
+              "high": 10.4, "fits": 9}]
+    text = section({**figures, "held_out_refit_spread": spans})
+    assert "over every fit" in text and "0.24–0.26× (9 fits)" in text
     assert section({**figures, "quick": True}) == ""
     assert section({**figures, "hardware": "dav_3510"}) == ""
 

@@ -24,6 +24,14 @@ def for_hardware(name: str, path: Path | None = None) -> dict | None:
     if not isinstance(data, dict) or data.get("hardware") != name or data.get("quick"):
         return None
     fitted, held = _rows(data.get("in_fit", [])), _rows(data.get("held_out", []))
+    # each held-out figure's predictions over every fit validate made: a ratio far from 1
+    # with a narrow span is a mechanism the model lacks, not a value the fit got wrong
+    spans = {(c["case"], c["metric"]): c for c in data.get("held_out_refit_spread", [])
+             if c.get("documented") and c.get("low") and c.get("high")}
+    for r in held:
+        c = spans.get((r["case"], r["metric"]))
+        r["span"] = (c["low"] / c["documented"], c["high"] / c["documented"], c["fits"]) \
+            if c else None
     if not fitted:
         return None
     worst = max(fitted, key=lambda r: abs(r["ratio"] - 1))
