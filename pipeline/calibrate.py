@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
+import multiprocessing
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -158,6 +159,29 @@ def _overlapping(refs: list[StudyRef]) -> list[str]:
     return names
 
 
+class Starts(Strict):
+    """Where the search starts.  The score of a discrete-event simulation has separate
+    basins (a sub-percent change of a cost can hand a chain of tasks to another schedule
+    thread), so one local search from the priors finds the basin nearest them, not the
+    best.  The first start is the priors; each other one multiplies every prior by a
+    factor drawn uniformly in log space from ``spread`` (clipped to the bounds) by a
+    generator seeded with ``seed``, so the starts, and the fit, are the same every run."""
+    count: int = Field(1, ge=1, le=64)
+    spread: list[float] = Field(default_factory=lambda: [0.7, 1.4], min_length=2, max_length=2)
+    seed: int = 20261204
+    # an on-bound minimum that scores this much (relative) below the best one inside every
+    # bound is what the figures ask for: the fit ends there, and fails naming the bound;
+    # a smaller difference is within what a race draw moves the score
+    bound_tolerance: float = Field(0.05, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not 0 < self.spread[0] <= 1 <= self.spread[1]:
+            raise ValueError(f"spread {list(self.spread)}: expected [low, high] with "
+                             f"0 < low <= 1 <= high (factors on the priors)")
+        return self
+
+
 class Calibration(Strict):
     hardware: str
     studies: list[StudyRef] = Field(min_length=1)
@@ -171,6 +195,7 @@ class Calibration(Strict):
     loo_max_evaluations: int | None = Field(None, ge=1, le=100000)
     roofline: Roofline | None = None
     physics: list[PhysicsCheck] = Field(default_factory=list)
+    starts: Starts = Field(default_factory=Starts)
 
     @property
     def free(self) -> list[Parameter]:
@@ -200,6 +225,10 @@ class Fit:
     # False when the search stopped at its budget before its step reached STEP_FLOOR: the
     # values are then where the search was, not a minimum
     converged: bool = True
+    # every start's search: its score, evaluations, whether it converged and the parameters
+    # it left on a bound; ``start`` is the one the fit took
+    starts: list[dict] = field(default_factory=list)
+    start: int = 0
 
 
 def _check_free(hw: Hardware, p: Parameter) -> None:
@@ -410,22 +439,92 @@ def on_bounds(cal: Calibration, values: dict[str, float]) -> list[tuple[str, str
     return hits
 
 
-def fit_problem(problem: Problem, exclude: frozenset[str] = frozenset(),
-                max_evaluations: int | None = None) -> Fit:
-    """Fit from the priors (never from the last fit), leaving out the ``exclude`` cases."""
+def start_points(cal: Calibration) -> list[np.ndarray]:
+    """The searches' starting points in log space: the priors, then ``starts.count - 1``
+    deterministic draws around them (``Starts``)."""
+    low = np.log([p.bounds[0] for p in cal.free])
+    high = np.log([p.bounds[1] for p in cal.free])
+    prior = np.log([p.prior for p in cal.free])
+    rng = np.random.default_rng(cal.starts.seed)
+    lo, hi = np.log(cal.starts.spread[0]), np.log(cal.starts.spread[1])
+    return [prior] + [np.clip(prior + rng.uniform(lo, hi, prior.size), low, high)
+                      for _ in range(cal.starts.count - 1)]
+
+
+# the problem the forked workers of ``_searches`` search (set before they fork)
+_SEARCH: tuple | None = None
+
+
+def _search(x0: np.ndarray):
+    problem, exclude, budget = _SEARCH
     cal, names = problem.cal, problem.names
     low = np.log([p.bounds[0] for p in cal.free])
     high = np.log([p.bounds[1] for p in cal.free])
-    start = np.log([p.prior for p in cal.free])
     objective = lambda x: problem.score(dict(zip(names, np.exp(x))), exclude)
-    best, _, evals, converged = compass_search(objective, start, low, high,
-                                               max_evaluations or cal.max_evaluations,
-                                               search_directions(cal.free))
+    return compass_search(objective, x0, low, high, budget, search_directions(cal.free))
+
+
+def _searches(problem: Problem, exclude: frozenset[str], budget: int) -> list[tuple]:
+    """One compass search per start point, side by side on the machine's cores (forked
+    workers: each search is deterministic, so where it runs does not change its result)."""
+    global _SEARCH
+    points = start_points(problem.cal)
+    _SEARCH = (problem, exclude, budget)
+    try:
+        workers = min(len(points), os.cpu_count() or 1)
+        if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            return [_search(x0) for x0 in points]
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return pool.map(_search, points, chunksize=1)
+    finally:
+        _SEARCH = None
+
+
+def _choose(cal: Calibration, found: list[tuple]) -> int:
+    """The start whose minimum the fit takes: the lowest score inside every bound among
+    the searches that converged, unless one on a bound scores lower by more than
+    ``starts.bound_tolerance`` (the figures ask for it: the fit then fails on that bound).
+    Without a converged search, the lowest score of all (the fit then reports it)."""
+    names = [p.path for p in cal.free]
+    done = [i for i, r in enumerate(found) if r[3]] or list(range(len(found)))
+    inside = [i for i in done
+              if not on_bounds(cal, dict(zip(names, np.exp(found[i][0]))))]
+    best = min(done, key=lambda i: (found[i][1], i))
+    if not inside:
+        return best
+    best_inside = min(inside, key=lambda i: (found[i][1], i))
+    if found[best][1] < found[best_inside][1] * (1 - cal.starts.bound_tolerance):
+        return best
+    return best_inside
+
+
+def fit_problem(problem: Problem, exclude: frozenset[str] = frozenset(),
+                max_evaluations: int | None = None) -> Fit:
+    """Fit from the priors (never from the last fit) and from the procedure's other
+    deterministic starts, leaving out the ``exclude`` cases."""
+    cal, names = problem.cal, problem.names
+    found = _searches(problem, exclude, max_evaluations or cal.max_evaluations)
+    pick = _choose(cal, found)
+    best, _, evals, converged = found[pick]
     values = {n: float(f"{v:.4g}") for n, v in zip(names, np.exp(best))}
     table = problem.measure(values)
     used = [r for r in table if r["case"] not in exclude]
+    starts = [{"score": float(r[1]), "evaluations": int(r[2]), "converged": bool(r[3]),
+               "on_bound": [h[0] for h in on_bounds(cal, dict(zip(names, np.exp(r[0]))))]}
+              for r in found]
     return Fit(values, problem.score_rows(used), evals, table, on_bounds(cal, values),
-               converged)
+               converged, starts, pick)
+
+
+def start_summary(fit: Fit) -> str:
+    """Which start the fit took, and what the others found (one line)."""
+    if len(fit.starts) < 2:
+        return "one start, the priors"
+    others = ", ".join(f"{r['score']:.4f}" + (" on a bound" if r["on_bound"] else "")
+                       + ("" if r["converged"] else " unconverged")
+                       for i, r in enumerate(fit.starts) if i != fit.start)
+    which = "the priors" if fit.start == 0 else f"start {fit.start}"
+    return f"best of {len(fit.starts)} starts, from {which} (the others: {others})"
 
 
 def fit(cal: Calibration, configs: Path) -> tuple[Fit, Problem]:
@@ -474,12 +573,12 @@ def render_fit(facts_path: Path, values: dict[str, float], cal_path: str, cal: C
     header = [
         f"# Fitted values for {facts_path.name}, generated by ptolab calibrate: do not edit.",
         "# The loader merges them over the facts file, each replacing the value of its key.",
-        f"# procedure: {cal_path} (bounded pattern search in log space from the priors, "
-        f"priors, sources and bounds in that file)",
+        f"# procedure: {cal_path} (bounded pattern search in log space from the priors "
+        f"and the file's other starts; priors, sources and bounds in that file)",
         f"# command: ptolab calibrate {cal_path}",
         f"# date: {date}",
-        f"# search: converged after {fit.evaluations} evaluations (its step below "
-        f"x{math.exp(STEP_FLOOR):.3f})",
+        f"# search: {start_summary(fit)}; converged after {fit.evaluations} evaluations "
+        f"(its step below x{math.exp(STEP_FLOOR):.3f})",
         f"# data: studies {studies}: {figures} documented figures of {len(fit.table)} stages",
         f"# score: {fit.score:.4f} (per study, weight x mean squared log-ratio, simulated vs "
         f"documented; summed over studies)",
@@ -883,6 +982,17 @@ def _converged(v: Validation, fit: Fit) -> str:
     return "converged, " if fit.converged else "NOT converged, "
 
 
+def _starts_text(cal: Calibration) -> str:
+    st = cal.starts
+    if st.count < 2:
+        return "Every fit searches from the priors. "
+    return (f"Every fit searches from the priors and from the procedure's other "
+            f"{st.count - 1} deterministic starts (each prior times a factor drawn in "
+            f"{st.spread[0]:g}-{st.spread[1]:g}x, seed {st.seed}) and takes the lowest "
+            f"converged minimum inside every bound, unless one on a bound scores more than "
+            f"{100 * st.bound_tolerance:g} % lower. ")
+
+
 def render_fidelity(v: Validation) -> str:
     cal = v.cal
     quick = " --quick" if v.quick else ""
@@ -896,12 +1006,13 @@ def render_fidelity(v: Validation) -> str:
         f"`{v.cal_path}`: do not edit.",
         "",
         f"Three views of the same documented figures: the model as shipped ({model}); a fresh "
-        f"fit from the priors on every case, held parameters at their priors "
+        f"fit on every case, held parameters at their priors "
         f"({v.full.evaluations} of at most "
         f"{v.budgets[0]} evaluations, {_converged(v, v.full)}"
-        f"score {v.full.score:.4f}); and, for each case, a refit "
-        f"from the priors that never sees it (leave-one-case-out, at most {v.budgets[1]} "
-        f"evaluations each). A fit has converged when its pattern search's step falls below "
+        f"score {v.full.score:.4f}; {start_summary(v.full)}); and, for each case, a refit "
+        f"that never sees it (leave-one-case-out, at most {v.budgets[1]} "
+        f"evaluations a start). " + _starts_text(cal) + "A fit has converged when its "
+        f"pattern search's step falls below "
         f"x{math.exp(STEP_FLOOR):.3f} before its budget runs out. A case is one study stage "
         f"with its documented metrics. Errors are simulated / documented - 1.",
         *_race_lines(cal, v.race),

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from conftest import REPO
-from pipeline.calibrate import (Calibration, Fit, Parameter, Problem, compass_search,
-                                fit_problem, load_calibration, search_directions, with_values,
-                                write_fit)
+from pipeline.calibrate import (Calibration, Fit, Parameter, Problem, _choose, compass_search,
+                                fit_problem, load_calibration, search_directions, start_points,
+                                with_values, write_fit)
 from simcore.machine import simulate
 from simcore.spec.errors import ConfigError
 from simcore.spec.hardware import Hardware, Race, dotted_values, load_hardware, value_at
@@ -241,6 +241,49 @@ def test_the_fit_starts_at_the_prior_not_the_last_fit(tmp_path):
     problem = Problem(_cal(studies=[{"study": "tiny_a"}], max_evaluations=10), configs)
     assert value_at(problem.hw, HEAD) == 0.5   # facts file
     assert fit_problem(problem).values[HEAD] == 0.5
+
+
+def test_the_starts_are_the_priors_then_the_same_draws_every_run():
+    cal = _cal(starts={"count": 4, "spread": [0.7, 1.4]},
+               parameters=[_param(), _param(path="pipes.mte2.fixed_cycles", prior=1405.0)])
+    points = start_points(cal)
+    assert len(points) == 4
+    assert np.allclose(np.exp(points[0]), [0.5, 1405.0])              # the priors first
+    factors = np.exp(np.array(points[1:])) / [0.5, 1405.0]
+    assert ((factors >= 0.7 - 1e-9) & (factors <= 1.4 + 1e-9)).all()
+    assert len({tuple(np.round(f, 6)) for f in factors}) == 3          # three distinct draws
+    assert all(np.array_equal(a, b) for a, b in zip(points, start_points(cal)))
+    with pytest.raises(ValueError, match="spread"):
+        _cal(starts={"count": 2, "spread": [1.2, 1.4]})
+
+
+def test_the_fit_takes_the_best_minimum_inside_the_bounds_unless_a_bound_asks_clearly():
+    """Among the searches that converged: the lowest score inside every bound; a minimum on
+    a bound wins only when it scores lower by more than the tolerance (then the fit fails
+    on it, as a missing mechanism); a search cut short by its budget is not a minimum."""
+    cal = _cal(starts={"count": 4, "bound_tolerance": 0.05})      # head overhead, 0.1 .. 2
+    inside, on_low = np.log([0.4]), np.log([0.1])
+    found = [(inside, 0.0100, 50, True), (on_low, 0.0098, 50, True),
+             (inside, 0.0090, 50, True), (inside, 0.0010, 50, False)]
+    assert _choose(cal, found) == 2                     # 0.0098 on a bound: within 5 %
+    found[1] = (on_low, 0.0080, 50, True)
+    assert _choose(cal, found) == 1                     # 11 % below: the figures want it
+    assert _choose(cal, [(on_low, 0.01, 9, False), (inside, 0.02, 9, False)]) == 0
+
+
+def test_searches_from_several_starts_give_the_same_fit_in_parallel_or_not(tmp_path,
+                                                                           monkeypatch):
+    target = documented_at(tmp_path / "t", {HEAD: 0.7})
+    configs = tiny_configs(tmp_path, target)
+    cal = _cal(studies=[{"study": "tiny_a"}], max_evaluations=30, starts={"count": 3})
+    problem = Problem(cal, configs)
+    parallel = fit_problem(problem)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    serial = fit_problem(problem)
+    assert len(parallel.starts) == 3 and parallel.starts == serial.starts
+    assert parallel.values == serial.values and parallel.start == serial.start
+    assert parallel.values[HEAD] == pytest.approx(0.7, rel=0.03)
+    assert parallel.starts[parallel.start]["score"] == min(r["score"] for r in parallel.starts)
 
 
 # --- write-back ----------------------------------------------------------------------------

@@ -24,13 +24,14 @@ def run(args) -> int:
     from simcore.spec.loader import read_mapping
 
     from ..calibrate import Problem, bound_failures, fit_problem, load_calibration, \
-        stage_lines, write_fit
+        stage_lines, start_summary, write_fit
     cal = load_calibration(args.config)
     problem = Problem(cal, args.configs)
     result = fit_problem(problem, max_evaluations=args.max_evaluations)
     state = "converged" if result.converged else "stopped at its budget, NOT converged"
     print(f"evaluations: {result.evaluations} ({state})  score (per study weight x mean "
           f"squared log-ratio, summed): {result.score:.5f}")
+    print(f"  search: {start_summary(result)}")
     for p in cal.parameters:
         low, high = p.bounds
         if p.held:
@@ -66,8 +67,8 @@ def run(args) -> int:
 
 def _compare_in_place(problem, cal, result, in_place: dict, overlay: Path) -> None:
     """Say so when the values already in the overlay score better under the same facts and
-    figures: the search from the priors can settle in another minimum when a fact moves a
-    little (docs/sources.md §3), and the user should know before replacing them."""
+    figures: the searches from the procedure's starts can settle in another minimum when a
+    fact moves a little (docs/sources.md §3), and the user should know before replacing them."""
     if not in_place:
         return
     values = {p.path: in_place.get(p.path, p.prior) for p in cal.free}
@@ -76,6 +77,6 @@ def _compare_in_place(problem, cal, result, in_place: dict, overlay: Path) -> No
     # better by more than 1 % of the fit's score and more than a rounding of the values
     if score < result.score - max(0.01 * result.score, 1e-4):
         print(f"ptolab calibrate: note: the values in place score better ({score:.5f}) than "
-              f"this fit ({result.score:.5f}): the search from the priors stopped elsewhere "
+              f"this fit ({result.score:.5f}): the searches from its starts stopped elsewhere "
               f"(a trial with few evaluations, or another minimum). To keep them, rerun with "
               f"--dry-run; ptolab validate compares both.", file=sys.stderr)
