@@ -401,9 +401,14 @@ def test_l1_reuse_counts_2_4_8_cut_loads_and_time(built):
 
 
 def test_cube_nbuffer_merges_isomorphic_batch_matmuls(built):
+    """Every merge beats none, and each halving of the subgraphs cuts the launch's
+    scheduling (e2e).  The guide asks to pick the count by measurement: the kernel time need
+    not fall at every step (32 merged tasks on 24 cube cores leave a second round of 8, each
+    storing four outputs one after another)."""
     m = metrics(built, "matmul_cube_nbuffer")
     assert column(m, "leaf_tasks") == [128, 64, 32, 16]
-    assert strictly_decreasing(column(m, "kernel_us"))
+    kernel = column(m, "kernel_us")
+    assert all(k < kernel[0] for k in kernel[1:])
     assert strictly_decreasing(column(m, "e2e_us"))
 
 
