@@ -15,8 +15,9 @@ machine prices, so an evaluation only re-simulates the stages with trial
 parameters.  The score weights studies, not figures: each study contributes its
 weight times the mean squared log-ratio (simulated vs documented) over its
 figures, so a study with many figures does not drown one with few.  A bounded,
-deterministic pattern search in log space minimises the score; the fitted
-values go to the hardware's generated overlay (``<name>.fit.toml``, one
+deterministic pattern search in log space minimises the score, from the priors and
+from the file's other deterministic starts (``Starts``: the score has separate
+basins); the fitted values go to the hardware's generated overlay (``<name>.fit.toml``, one
 provenance header), never into the facts file people write.
 """
 from __future__ import annotations

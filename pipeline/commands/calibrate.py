@@ -14,7 +14,8 @@ def add_arguments(p) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="fit and print, but do not write the fit overlay")
     p.add_argument("--max-evaluations", type=int, default=None,
-                   help="override the file's max_evaluations (a short trial fit: one that "
+                   help="override the file's max_evaluations, the budget of each start's "
+                        "search (a short trial fit: one that "
                         "stops before converging prints its values but writes nothing and "
                         "exits 1)")
 
