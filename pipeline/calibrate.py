@@ -26,6 +26,8 @@ import copy
 import math
 import multiprocessing
 import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -289,10 +291,10 @@ class Problem:
         """The held-out cases: never part of a fit or a score, only measured to predict
         them; compiled when first asked for, so a fit does not wait for them."""
         if self._held is None:
-            self._held = [c for ref in self.cal.held_out for c in self._cases(ref)]
+            self._held = [c for ref in self.cal.held_out for c in self._cases(ref, True)]
         return self._held
 
-    def _cases(self, ref: StudyRef) -> list[Case]:
+    def _cases(self, ref: StudyRef, held: bool = False) -> list[Case]:
         study_path = find_config(self.configs / "studies", ref.study, "study")
         study = load_study(study_path)
         kernel_path = find_config(self.configs / "kernels", study.kernel, "kernel")
@@ -313,7 +315,9 @@ class Problem:
         cases = []
         for stage, metrics in found:
             kernel = resolve_kernel(kernel_path, stage.set)
-            checks = {m: float(v) for m, v in stage.documented.items() if m in MECHANISMS}
+            # profile figures are only compared on held-out stages: a fit never measures them
+            checks = {m: float(v) for m, v in stage.documented.items()
+                      if held and m in MECHANISMS}
             cases.append(Case(ref.study, stage.name, metrics,
                               {m: float(stage.documented[m]) for m in metrics},
                               kernel, compile_kernel(kernel, self.hw), ref.race, checks))
@@ -465,18 +469,28 @@ def _search(x0: np.ndarray):
     return compass_search(objective, x0, low, high, budget, search_directions(cal.free))
 
 
+def _cores() -> int:
+    """The cores this process may run on (its affinity mask, where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def _searches(problem: Problem, exclude: frozenset[str], budget: int) -> list[tuple]:
     """One compass search per start point, side by side on the machine's cores (forked
-    workers: each search is deterministic, so where it runs does not change its result)."""
+    workers on Linux: each search is deterministic, so where it runs does not change its
+    result; a worker that dies raises BrokenProcessPool instead of hanging the fit)."""
     global _SEARCH
     points = start_points(problem.cal)
     _SEARCH = (problem, exclude, budget)
     try:
-        workers = min(len(points), os.cpu_count() or 1)
-        if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        workers = min(len(points), _cores())
+        if workers < 2 or not sys.platform.startswith("linux"):
             return [_search(x0) for x0 in points]
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            return pool.map(_search, points, chunksize=1)
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) \
+                as pool:
+            return list(pool.map(_search, points))
     finally:
         _SEARCH = None
 
@@ -485,15 +499,19 @@ def _choose(cal: Calibration, found: list[tuple]) -> int:
     """The start whose minimum the fit takes: the lowest score inside every bound among
     the searches that converged, unless one on a bound scores lower by more than
     ``starts.bound_tolerance`` (the figures ask for it: the fit then fails on that bound).
-    Without a converged search, the lowest score of all (the fit then reports it)."""
+    A search cut short by its budget is not a minimum and is not compared; without a
+    converged search, the lowest score of all (the fit then reports it unconverged)."""
     names = [p.path for p in cal.free]
-    done = [i for i, r in enumerate(found) if r[3]] or list(range(len(found)))
+    key = lambda i: (found[i][1], i)
+    done = [i for i, r in enumerate(found) if r[3]]
+    if not done:
+        return min(range(len(found)), key=key)
     inside = [i for i in done
               if not on_bounds(cal, dict(zip(names, np.exp(found[i][0]))))]
-    best = min(done, key=lambda i: (found[i][1], i))
+    best = min(done, key=key)
     if not inside:
         return best
-    best_inside = min(inside, key=lambda i: (found[i][1], i))
+    best_inside = min(inside, key=key)
     if found[best][1] < found[best_inside][1] * (1 - cal.starts.bound_tolerance):
         return best
     return best_inside
@@ -521,7 +539,8 @@ def start_summary(fit: Fit) -> str:
     """Which start the fit took, and what the others found (one line)."""
     if len(fit.starts) < 2:
         return "one start, the priors"
-    others = ", ".join(f"{r['score']:.4f}" + (" on a bound" if r["on_bound"] else "")
+    others = ", ".join(("priors" if i == 0 else f"start {i}") + f" {r['score']:.4f}"
+                       + (" on a bound" if r["on_bound"] else "")
                        + ("" if r["converged"] else " unconverged")
                        for i, r in enumerate(fit.starts) if i != fit.start)
     which = "the priors" if fit.start == 0 else f"start {fit.start}"
@@ -655,7 +674,7 @@ def _rms_log(rows: list[dict]) -> float:
 
 
 def leave_one_out(problem: Problem, max_evaluations: int) -> list[dict]:
-    """Refit from the priors without each case in turn and predict it.
+    """Refit (from the procedure's starts) without each case in turn and predict it.
 
     A case is one documented figure group: a study stage with its documented
     metrics.  The refit never simulates the case it predicts.
@@ -708,7 +727,7 @@ class Validation:
     quick: bool
     shipped: dict[str, float]       # parameter values of facts + overlay
     shipped_rows: list[dict]
-    full: Fit                       # a fresh fit from the priors on every case
+    full: Fit                       # a fresh fit from the procedure's starts on every case
     free: Fit | None                # the same with no parameter held (None: none is held)
     loo: list[dict]
     physics: list[dict]
@@ -896,8 +915,11 @@ def _refit_spread(v: Validation) -> list[str]:
     spread = refit_spread(v)
     if not v.held_loo or not spread:
         return []
-    lines = ["", f"Across all {spread[0]['fits']} fits above (shipped, fresh, free and each "
-             f"leave-one-case-out refit), each held-out figure's predictions span:", "",
+    which = "the shipped values, the fresh fit" + (", the free fit" if v.held_free else "") \
+        + " and each leave-one-case-out refit"
+    lines = ["", f"Over {spread[0]['fits']} sets of fitted values ({which}; the first two "
+             f"coincide when the shipped overlay is the fresh fit), each held-out figure's "
+             f"predictions span:", "",
              "| case | metric | documented | lowest | highest | spread | error of the "
              "closest |", "|---|---|---:|---:|---:|---:|---:|"]
     for c in spread:
@@ -942,7 +964,8 @@ def _mechanism_section(rows: list[dict]) -> list[str]:
              "kernel time, so the kernel time's own error does not count twice) and the "
              "share of the reads that hit L2.  Where a held-out time is off, these say which "
              "part of the model it comes from.", "",
-             "| case | figure | documented | predicted | predicted / documented |",
+             "| case | figure | documented | predicted | predicted / documented (a rate: "
+             "the difference) |",
              "|---|---|---:|---:|---:|"]
     for c in checks:
         if "documented_busy_us" in c:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from pipeline import calibrate
 from pipeline.calibrate import (Calibration, Fit, Parameter, Problem, _choose, compass_search,
                                 fit_problem, load_calibration, search_directions, start_points,
                                 with_values, write_fit)
@@ -268,7 +269,10 @@ def test_the_fit_takes_the_best_minimum_inside_the_bounds_unless_a_bound_asks_cl
     assert _choose(cal, found) == 2                     # 0.0098 on a bound: within 5 %
     found[1] = (on_low, 0.0080, 50, True)
     assert _choose(cal, found) == 1                     # 11 % below: the figures want it
-    assert _choose(cal, [(on_low, 0.01, 9, False), (inside, 0.02, 9, False)]) == 0
+    # none converged: the lowest of all, even on a bound and within the tolerance
+    assert _choose(cal, [(inside, 0.0200, 9, False), (on_low, 0.0199, 9, False)]) == 1
+    # a converged minimum is never passed over for a lower search cut short by its budget
+    assert _choose(cal, [(on_low, 0.03, 50, True), (inside, 0.001, 9, False)]) == 0
 
 
 def test_searches_from_several_starts_give_the_same_fit_in_parallel_or_not(tmp_path,
@@ -277,9 +281,16 @@ def test_searches_from_several_starts_give_the_same_fit_in_parallel_or_not(tmp_p
     configs = tiny_configs(tmp_path, target)
     cal = _cal(studies=[{"study": "tiny_a"}], max_evaluations=30, starts={"count": 3})
     problem = Problem(cal, configs)
+    pools = []
+    real_pool = calibrate.ProcessPoolExecutor
+    monkeypatch.setattr(calibrate, "ProcessPoolExecutor",
+                        lambda *a, **kw: pools.append(a) or real_pool(*a, **kw))
+    monkeypatch.setattr(calibrate, "_cores", lambda: 4)
     parallel = fit_problem(problem)
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert pools == [(3,)]                  # three starts, three forked workers
+    monkeypatch.setattr(calibrate, "_cores", lambda: 1)
     serial = fit_problem(problem)
+    assert len(pools) == 1                  # one core: no pool
     assert len(parallel.starts) == 3 and parallel.starts == serial.starts
     assert parallel.values == serial.values and parallel.start == serial.start
     assert parallel.values[HEAD] == pytest.approx(0.7, rel=0.03)

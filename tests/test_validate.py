@@ -177,6 +177,11 @@ def test_held_out_pipe_shares_and_l2_hits_are_compared_beside_the_times(tmp_path
     problem = Problem(_cal(held_out=[{"study": "tiny_a"}], studies=[{"study": "tiny_b"}]),
                       tiny_configs(tmp_path, figures))
     assert all(not c.checks for c in problem.cases)        # fitted stages measure times only
+    # even one that documents a profile figure: only held-out stages are compared on them
+    figures["tiny_b/mid"] = {**figures["tiny_b/mid"], "aiv_vec_ratio": 0.5}
+    fitted = Problem(_cal(held_out=[{"study": "tiny_a"}], studies=[{"study": "tiny_b"}]),
+                     tiny_configs(tmp_path / "f", figures))
+    assert fitted.cases[0].name == "tiny_b/mid" and not fitted.cases[0].checks
     small, big = problem.measure({HEAD: 0.7}, problem.held)
     assert "checks" not in big                               # it documents none
     checks = {c["figure"]: c for c in mechanism_checks([small, big])}

@@ -30,8 +30,8 @@ def for_hardware(name: str, path: Path | None = None) -> dict | None:
              if c.get("documented") and c.get("low") and c.get("high")}
     for r in held:
         c = spans.get((r["case"], r["metric"]))
-        r["span"] = (c["low"] / c["documented"], c["high"] / c["documented"], c["fits"]) \
-            if c else None
+        r["span"] = (c["low"] / c["documented"], c["high"] / c["documented"],
+                     c.get("fits", 0)) if c else None
     if not fitted:
         return None
     worst = max(fitted, key=lambda r: abs(r["ratio"] - 1))
