@@ -444,11 +444,15 @@ def on_bounds(cal: Calibration, values: dict[str, float]) -> list[tuple[str, str
     return hits
 
 
+def _log_bounds(cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
+    """The free parameters' bounds in the search's log space."""
+    return np.log([p.bounds[0] for p in cal.free]), np.log([p.bounds[1] for p in cal.free])
+
+
 def start_points(cal: Calibration) -> list[np.ndarray]:
     """The searches' starting points in log space: the priors, then ``starts.count - 1``
     deterministic draws around them (``Starts``)."""
-    low = np.log([p.bounds[0] for p in cal.free])
-    high = np.log([p.bounds[1] for p in cal.free])
+    low, high = _log_bounds(cal)
     prior = np.log([p.prior for p in cal.free])
     rng = np.random.default_rng(cal.starts.seed)
     lo, hi = np.log(cal.starts.spread[0]), np.log(cal.starts.spread[1])
@@ -463,8 +467,7 @@ _SEARCH: tuple | None = None
 def _search(x0: np.ndarray):
     problem, exclude, budget = _SEARCH
     cal, names = problem.cal, problem.names
-    low = np.log([p.bounds[0] for p in cal.free])
-    high = np.log([p.bounds[1] for p in cal.free])
+    low, high = _log_bounds(cal)
     objective = lambda x: problem.score(dict(zip(names, np.exp(x))), exclude)
     return compass_search(objective, x0, low, high, budget, search_directions(cal.free))
 
