@@ -369,3 +369,25 @@ def test_pipe_shares_say_which_pipe_a_stream_waits_on():
     assert all(m[k] == 0.0 for k in m if k.startswith("aic_") and k.endswith("_ratio"))
     assert m["aiv_mte2_ratio"] > m["aiv_vec_ratio"] > 0.0
     assert all(0.0 <= m[k] <= 1.0 for k in m if k.endswith("_ratio"))
+
+
+def test_an_aic_streams_its_l2_hits_at_its_own_rate_and_an_aiv_at_its_own():
+    """An AIC's copy-ins go GM -> L1 through the ND -> NZ reorder, an AIV's GM -> UB; the
+    hardware file gives the AIC's L2 hits their own rate (pto-isa's measured GEMM loads).
+    Slowing it slows a GEMM whose B columns every row of tiles rereads from L2, and leaves a
+    vector kernel that rereads its partial sums from L2 exactly as it was."""
+    hw = with_values(HW, {"pipes.mte2.aic_l2_bytes_per_cycle": HW.pipes.mte2.bytes_per_cycle})
+    slow = with_values(hw, {"pipes.mte2.aic_l2_bytes_per_cycle": HW.pipes.mte2.bytes_per_cycle / 4})
+    g = gemm(1024, 1024, 1024, "fp16")
+    fast_g, slow_g = run(g, hw)[1], run(g, slow)[1]
+    hits = fast_g.task_l2_bytes.sum()
+    assert hits > 0 and np.array_equal(slow_g.task_l2_bytes, fast_g.task_l2_bytes)
+    assert slow_g.kernel_us > fast_g.kernel_us
+    # the AIC's MTE2 phases grow by about the extra time its hits take at a quarter rate
+    clock = HW.cores.clock_mhz
+    extra = hits * 3 / (HW.pipes.mte2.bytes_per_cycle * clock)
+    grown = slow_g.task_pipe_cycles["mte2"].sum() - fast_g.task_pipe_cycles["mte2"].sum()
+    assert grown / clock == pytest.approx(extra, rel=0.05)
+    vec_fast, vec_slow = run("rmsnorm", hw)[1], run("rmsnorm", slow)[1]
+    assert vec_fast.task_l2_bytes.sum() > 0
+    assert np.array_equal(vec_fast.task_end, vec_slow.task_end)

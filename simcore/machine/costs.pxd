@@ -4,7 +4,8 @@ cimport cython
 
 @cython.final
 cdef class Mte2Model:
-    cdef public double fixed_us, l2_fixed_us, burst_us, core_rate, hbm_rate, l2_rate
+    cdef public double fixed_us, l2_fixed_us, burst_us, core_rate, aic_core_rate
+    cdef public double hbm_rate, l2_rate
     cdef public double aiv_copy_us, aic_copy_us
     cdef public list caps
 

@@ -144,7 +144,8 @@ def busiest_pipe_us(pipes: dict[str, np.ndarray], work: Work) -> np.ndarray:
 class Mte2Model:
     """MTE2 time of a task: a latency, then its HBM bytes at the bandwidth share of the moment.
 
-    A copy-in pays the GM round trip, then streams; L2 hits stream at the core's copy rate
+    A copy-in pays the GM round trip, then streams; L2 hits stream at the core type's copy
+    rate (an AIC's into L1 its own, measured on a GEMM) or the L2's share if that is lower
     (L2 is several times HBM, so its share is taken at the start).  Every contiguous run
     of a box costs the DMA a setup, but the engine issues the next run's descriptor while
     earlier runs stream, so the setups only bound the stream from below: they show when the
@@ -166,18 +167,22 @@ class Mte2Model:
         self.aiv_copy_us = m.aiv_copy_cycles / clock
         self.aic_copy_us = m.aic_copy_cycles / clock
         self.core_rate = m.bytes_per_cycle * clock          # bytes per us, one core
+        # an AIC streams its L2 hits into L1 at its own rate (unset: the AIV's)
+        self.aic_core_rate = (m.aic_l2_bytes_per_cycle or m.bytes_per_cycle) * clock
         self.hbm_rate = hw.memory.hbm_gbps * 1e3            # bytes per us, whole chip
         self.l2_rate = hw.memory.l2_gbps * 1e3
         # per core type (CoreType: AIV 0, AIC 1), bytes per us one core pulls from HBM
         self.caps = [(g * 1e3 if g else self.core_rate)
                      for g in (m.aiv_hbm_gbps, m.aic_hbm_gbps)]
 
-    def latency_us(self, hbm_bytes: float, l2_bytes: float, running: int) -> float:
+    def latency_us(self, hbm_bytes: float, l2_bytes: float, running: int,
+                   aic: bool = False) -> float:
         """Everything of the MTE2 phase before the HBM bytes: the GM latency, paid once per
         task (its copy-ins queue back to back and pipelined tiles hide each other's
         latency), and the L2 hits.  All-L2 tasks wait only the L2 round trip."""
         fixed = self.fixed_us if hbm_bytes > 0 else self.l2_fixed_us
-        l2 = min(self.core_rate, self.l2_rate / max(running, 1))
+        l2 = min(self.aic_core_rate if aic else self.core_rate,
+                 self.l2_rate / max(running, 1))
         return fixed + (l2_bytes / l2 if l2_bytes else 0.0)
 
     def setups_us(self, bursts, loads, aic=False):

@@ -99,7 +99,8 @@ cdef class Run:
     cdef const long[::1] core_type, succ_ptr, succ
     cdef double dispatch_us, completion_us, resolve_edge_us, handoff_us, ready_edge_us
     cdef Mte2Model mte2
-    cdef double fixed_us, l2_fixed_us, l2_rate, core_rate, hbm_total, head_us
+    cdef double fixed_us, l2_fixed_us, l2_rate, core_rate, aic_core_rate, hbm_total
+    cdef double head_us
     cdef const double[::1] setup_us_of, loads, in_flight, static_sum, static_max
     cdef const double[::1] write_bytes, write_pipe, read_bytes
 
@@ -126,7 +127,7 @@ cdef class Run:
     cdef void start_task(self, long task, long core, double now) except *
     cdef void pend_task(self, long task, long core, double now) except *
     @cython.locals(hit=double, miss=double, latency=double, l2=double, asked=double,
-                   fixed=double, floor=double)
+                   fixed=double, floor=double, cap=double)
     cdef void begin(self, long t, long core, double at) except *
     @cython.locals(dt=double)
     cdef void _advance(self, double now) except *

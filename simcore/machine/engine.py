@@ -661,6 +661,7 @@ class Run:
         m = plan.mte2
         self.fixed_us, self.l2_fixed_us = m.fixed_us, m.l2_fixed_us
         self.l2_rate, self.core_rate = m.l2_rate, m.core_rate
+        self.aic_core_rate = m.aic_core_rate
         # per task, its runs' setups and its copy-ins' after the first
         self.setup_us_of = _column(m.setups_us(plan.bursts, plan.loads,
                                                plan.core_type == int(CoreType.AIC)), np.float64)
@@ -1002,7 +1003,8 @@ class Run:
         latency = fixed
         if hit:
             l2 = self.l2_rate / self.running
-            latency += hit / (l2 if l2 < self.core_rate else self.core_rate)
+            cap = self.aic_core_rate if self.core_type[t] == AIC else self.core_rate
+            latency += hit / (l2 if l2 < cap else cap)
         floor = fixed + self.setup_us_of[t]
         self.stream_floor[t] = at + floor
         if miss > 0:

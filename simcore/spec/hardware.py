@@ -86,6 +86,9 @@ class Mte2Rate(PipeRate):
     # to its cap.  Unset: the copy rate bytes_per_cycle at the core clock.
     aiv_hbm_gbps: PositiveFloat | None = None
     aic_hbm_gbps: PositiveFloat | None = None
+    # bytes per cycle an AIC's copy-ins stream at from L2 (GM -> L1, with its ND -> NZ
+    # reorder); unset: bytes_per_cycle, the GM -> UB copy rate an AIV's copy-ins stream at
+    aic_l2_bytes_per_cycle: PositiveFloat | None = None
 
 
 class CubeRate(Strict):
