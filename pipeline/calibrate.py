@@ -676,6 +676,17 @@ def _rms_log(rows: list[dict]) -> float:
     return math.sqrt(sum(v * v for v in logs) / len(logs)) if logs else 0.0
 
 
+def largest_moves(before: dict[str, float], after: dict[str, float], count: int = 2,
+                  floor: float = 1.1) -> list[tuple[str, float, float]]:
+    """The ``count`` parameters whose value moved furthest by ratio from ``before`` to
+    ``after`` (``(path, before, after)``, furthest first), those that moved by at least
+    ``floor``x either way; ties go to the path's name, so the order is deterministic."""
+    ratios = {path: abs(math.log(after[path] / before[path])) for path in before
+              if path in after and before[path] > 0 and after[path] > 0}
+    ranked = sorted((-r, path) for path, r in ratios.items() if r >= math.log(floor))
+    return [(path, before[path], after[path]) for _, path in ranked[:count]]
+
+
 def leave_one_out(problem: Problem, max_evaluations: int) -> list[dict]:
     """Refit (from the procedure's starts) without each case in turn and predict it.
 
@@ -1107,18 +1118,23 @@ def render_fidelity(v: Validation) -> str:
               "In-fit: the fresh fit on every case; left out: the refit without that case. "
               "A left-out error much larger than the in-fit one means the fit memorises the "
               "case rather than explaining it.", "",
+              "'Moves most': the refit's values furthest from the fresh fit's (by ratio), "
+              "the parameters the left-out case pins.", "",
               "| case | in-fit rms log error | left-out rms log error | refit score | "
-              "refit evaluations | refit on bound |",
-              "|---|---:|---:|---:|---:|---|"]
+              "refit evaluations | refit on bound | moves most |",
+              "|---|---:|---:|---:|---:|---|---|"]
     for e in v.loo:
         name, refit = e["case"], e["fit"]
         hit = ", ".join(f"{path} ({side})" for path, side, _, _ in refit.on_bound) or "no"
         spent = f"{refit.evaluations}" + ("" if refit.converged or v.quick
                                           else " (budget, not converged)")
+        moved = ", ".join(f"`{path}` {before:.4g} -> {after:.4g} ({after / before:.2f}x)"
+                          for path, before, after in largest_moves(v.full.values, refit.values))
         lines.append(f"| {name} | {_rms_log([full_rows[name]]):.3f} | "
-                     f"{_rms_log([e['row']]):.3f} | {refit.score:.4f} | {spent} | {hit} |")
+                     f"{_rms_log([e['row']]):.3f} | {refit.score:.4f} | {spent} | {hit} | "
+                     f"{moved or 'none'} |")
     lines.append(f"| all cases | {_rms_log(list(full_rows.values())):.3f} | "
-                 f"{_rms_log([e['row'] for e in v.loo]):.3f} | | | |")
+                 f"{_rms_log([e['row'] for e in v.loo]):.3f} | | | | |")
     lines += ["", "## Physics checks", ""]
     if v.physics:
         c0 = v.physics[0]

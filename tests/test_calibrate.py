@@ -14,8 +14,8 @@ import yaml
 from conftest import REPO
 from pipeline import calibrate
 from pipeline.calibrate import (Calibration, Fit, Parameter, Problem, _choose, compass_search,
-                                fit_problem, load_calibration, search_directions, start_points,
-                                with_values, write_fit)
+                                fit_problem, largest_moves, load_calibration, search_directions,
+                                start_points, with_values, write_fit)
 from simcore.machine import simulate
 from simcore.spec.errors import ConfigError
 from simcore.spec.hardware import Hardware, Race, dotted_values, load_hardware, value_at
@@ -495,3 +495,16 @@ def test_glm_stitched_dev_tasks_race_where_one_call_per_dev_task_does_not():
     assert spread["stitch_1"] < 0.01, spread
     assert spread["stitch_512"] > 20 * spread["stitch_1"], spread
     assert spread["stitch_128"] > spread["stitch_1"], spread
+
+
+def test_a_refit_names_the_parameters_it_moved_furthest_either_way():
+    """What a left-out case pins shows in how far its refit moves each parameter: a halving
+    counts as much as a doubling, moves under the floor are no moves, and ties are broken
+    by name so the report is the same every run."""
+    before = {"a": 1.0, "b": 2.0, "c": 4.0, "d": 8.0}
+    after = {"a": 2.0, "b": 1.0, "c": 4.2, "d": 2.0}
+    assert largest_moves(before, after) == [("d", 8.0, 2.0), ("a", 1.0, 2.0)]
+    assert largest_moves(before, after, count=3) == [("d", 8.0, 2.0), ("a", 1.0, 2.0),
+                                                     ("b", 2.0, 1.0)]
+    assert largest_moves(before, before) == []
+    assert largest_moves({"c": 4.0}, {"c": 4.2}) == []          # 1.05x: under the floor

@@ -88,6 +88,13 @@ def test_validate_writes_fidelity_md_with_every_section(tmp_path):
                  "does not use: tiny_c."):
         assert fact in text, fact
     assert "--quick" in text
+    # every leave-one-out row names what its refit moved (here one parameter, or nothing)
+    loo = text.split("## Leave-one-case-out")[1].split("## Physics checks")[0]
+    rows = [line for line in loo.splitlines() if line.startswith("| tiny_")]
+    assert len(rows) == 3                         # tiny_a's two stages and tiny_b's one
+    for row in rows:
+        moved = row.rstrip(" |").rsplit("|", 1)[1].strip()
+        assert moved == "none" or moved.startswith(f"`{HEAD}`"), row
     # deterministic: a second run writes the same bytes
     first = out.read_bytes()
     assert ptolab("validate", cal, "--configs", configs, "--out", out, "--quick").returncode == 0
