@@ -30,7 +30,7 @@ HW = _BASE.model_copy(update={
     "pipes": _BASE.pipes.model_copy(update={"mte2": _BASE.pipes.mte2.model_copy(update={
         "bytes_per_cycle": 1000.0, "fixed_cycles": 1000.0, "l2_hit_fixed_cycles": 500.0,
         "burst_setup_cycles": 0.0, "aiv_copy_cycles": 0.0, "aic_copy_cycles": 0.0,
-        "aiv_hbm_gbps": 1000.0, "aic_hbm_gbps": 1000.0}),
+        "aiv_hbm_gbps": 1000.0, "aic_hbm_gbps": 1000.0, "aic_l2_bytes_per_cycle": None}),
         # one vector byte per cycle, 1-byte repeats, no start-up, issue or waits: a task's
         # vector bytes are its cycles
         "vector": {"default": _BASE.pipes.vector["default"].model_copy(update={

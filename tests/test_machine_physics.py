@@ -371,11 +371,21 @@ def test_pipe_shares_say_which_pipe_a_stream_waits_on():
     assert all(0.0 <= m[k] <= 1.0 for k in m if k.endswith("_ratio"))
 
 
-def test_an_aic_streams_its_l2_hits_at_its_own_rate_and_an_aiv_at_its_own():
+def test_an_aic_streams_its_l2_hits_at_its_own_rate_and_leaves_the_aivs_alone():
     """An AIC's copy-ins go GM -> L1 through the ND -> NZ reorder, an AIV's GM -> UB; the
     hardware file gives the AIC's L2 hits their own rate (pto-isa's measured GEMM loads).
     Slowing it slows a GEMM whose B columns every row of tiles rereads from L2, and leaves a
-    vector kernel that rereads its partial sums from L2 exactly as it was."""
+    vector kernel that rereads its partial sums from L2 exactly as it was.  Unset, an AIC
+    streams at the AIV's rate, as a chip file without a measurement of its own says."""
+    from simcore.machine.costs import Mte2Model
+    unset = Mte2Model(with_values(HW, {"pipes.mte2.aic_l2_bytes_per_cycle": None}))
+    assert unset.aic_core_rate == unset.core_rate and unset.caps[1] == HW.pipes.mte2.aic_hbm_gbps * 1e3
+    m = Mte2Model(HW)
+    # the reference the engine inlines: an all-L2 AIC copy-in waits the L2 round trip, then
+    # streams at the AIC's rate (the L2's share is far above it for one reader)
+    assert m.aic_core_rate < m.core_rate
+    assert m.latency_us(0.0, 1e6, 1, aic=True) == pytest.approx(m.l2_fixed_us + 1e6 / m.aic_core_rate)
+    assert m.latency_us(0.0, 1e6, 1) == pytest.approx(m.l2_fixed_us + 1e6 / m.core_rate)
     hw = with_values(HW, {"pipes.mte2.aic_l2_bytes_per_cycle": HW.pipes.mte2.bytes_per_cycle})
     slow = with_values(hw, {"pipes.mte2.aic_l2_bytes_per_cycle": HW.pipes.mte2.bytes_per_cycle / 4})
     g = gemm(1024, 1024, 1024, "fp16")

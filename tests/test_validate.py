@@ -88,7 +88,8 @@ def test_validate_writes_fidelity_md_with_every_section(tmp_path):
                  "does not use: tiny_c."):
         assert fact in text, fact
     assert "--quick" in text
-    # every leave-one-out row names what its refit moved (here one parameter, or nothing)
+    # every leave-one-out row has a 'moves most' cell: the one parameter, or nothing (what
+    # it says is tested on an outlier below; --quick refits stop where their budget ends)
     loo = text.split("## Leave-one-case-out")[1].split("## Physics checks")[0]
     rows = [line for line in loo.splitlines() if line.startswith("| tiny_")]
     assert len(rows) == 3                         # tiny_a's two stages and tiny_b's one
@@ -303,3 +304,21 @@ def test_a_refit_cut_short_by_its_budget_is_named_in_the_verdict_and_its_table_r
                     max_evaluations=40)
     ptolab("validate", cal, "--configs", configs, "--out", out)
     assert "NOT CONVERGED" not in out.read_text() and "not converged" not in out.read_text()
+
+
+def test_the_leave_one_out_table_names_what_an_outlier_pins(tmp_path):
+    """tiny_b/mid documents what a head overhead of 0.35 gives, the others 0.7: the fit on
+    every case sits between, the refit without the outlier moves to 0.7, and the table's
+    'moves most' names the head overhead with a ratio above 1 for that row alone."""
+    figures = documented_at(tmp_path / "t", {HEAD: 0.7})
+    figures["tiny_b/mid"] = documented_at(tmp_path / "u", {HEAD: 0.35})["tiny_b/mid"]
+    configs = tiny_configs(tmp_path, figures)
+    cal = write_cal(tmp_path / "cal.yaml", [_param()], max_evaluations=40)
+    out = tmp_path / "f.md"
+    ptolab("validate", cal, "--configs", configs, "--out", out)
+    loo = out.read_text().split("## Leave-one-case-out")[1].split("## Physics checks")[0]
+    moved = {line.split("|")[1].strip(): line.rstrip(" |").rsplit("|", 1)[1].strip()
+             for line in loo.splitlines() if line.startswith("| tiny_")}
+    assert moved["tiny_b/mid"].startswith(f"`{HEAD}`"), moved
+    ratio = float(moved["tiny_b/mid"].rsplit("(", 1)[1].rstrip("x)"))
+    assert ratio > 1.1, moved

@@ -171,9 +171,10 @@ class Mte2Model:
         self.aic_core_rate = (m.aic_l2_bytes_per_cycle or m.bytes_per_cycle) * clock
         self.hbm_rate = hw.memory.hbm_gbps * 1e3            # bytes per us, whole chip
         self.l2_rate = hw.memory.l2_gbps * 1e3
-        # per core type (CoreType: AIV 0, AIC 1), bytes per us one core pulls from HBM
-        self.caps = [(g * 1e3 if g else self.core_rate)
-                     for g in (m.aiv_hbm_gbps, m.aic_hbm_gbps)]
+        # per core type (CoreType: AIV 0, AIC 1), bytes per us one core pulls from HBM;
+        # unset, the type's own copy rate
+        self.caps = [(g * 1e3 if g else rate) for g, rate in
+                     ((m.aiv_hbm_gbps, self.core_rate), (m.aic_hbm_gbps, self.aic_core_rate))]
 
     def latency_us(self, hbm_bytes: float, l2_bytes: float, running: int,
                    aic: bool = False) -> float:

@@ -83,7 +83,8 @@ class Mte2Rate(PipeRate):
     l2_hit_fixed_cycles: float = Field(ge=0)
     # GB/s one core can pull from HBM however idle the chip is (GM -> UB on an AIV, GM -> L1
     # on an AIC); the chip's HBM is shared among the cores loading at the moment, each held
-    # to its cap.  Unset: the copy rate bytes_per_cycle at the core clock.
+    # to its cap.  Unset: the core type's copy rate at the core clock (bytes_per_cycle,
+    # or aic_l2_bytes_per_cycle for an AIC when set).
     aiv_hbm_gbps: PositiveFloat | None = None
     aic_hbm_gbps: PositiveFloat | None = None
     # bytes per cycle an AIC's copy-ins stream at from L2 (GM -> L1, with its ND -> NZ
