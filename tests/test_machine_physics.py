@@ -379,12 +379,14 @@ def test_an_aic_streams_its_l2_hits_at_its_own_rate_and_leaves_the_aivs_alone():
     streams at the AIV's rate, as a chip file without a measurement of its own says."""
     from simcore.machine.costs import Mte2Model
     unset = Mte2Model(with_values(HW, {"pipes.mte2.aic_l2_bytes_per_cycle": None}))
-    assert unset.aic_core_rate == unset.core_rate and unset.caps[1] == HW.pipes.mte2.aic_hbm_gbps * 1e3
+    assert unset.aic_core_rate == unset.core_rate
+    assert unset.caps[1] == HW.pipes.mte2.aic_hbm_gbps * 1e3        # its own HBM cap stays
     m = Mte2Model(HW)
     # the reference the engine inlines: an all-L2 AIC copy-in waits the L2 round trip, then
     # streams at the AIC's rate (the L2's share is far above it for one reader)
     assert m.aic_core_rate < m.core_rate
-    assert m.latency_us(0.0, 1e6, 1, aic=True) == pytest.approx(m.l2_fixed_us + 1e6 / m.aic_core_rate)
+    assert m.latency_us(0.0, 1e6, 1, aic=True) == pytest.approx(m.l2_fixed_us
+                                                               + 1e6 / m.aic_core_rate)
     assert m.latency_us(0.0, 1e6, 1) == pytest.approx(m.l2_fixed_us + 1e6 / m.core_rate)
     hw = with_values(HW, {"pipes.mte2.aic_l2_bytes_per_cycle": HW.pipes.mte2.bytes_per_cycle})
     slow = with_values(hw, {"pipes.mte2.aic_l2_bytes_per_cycle": HW.pipes.mte2.bytes_per_cycle / 4})

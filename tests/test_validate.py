@@ -309,7 +309,7 @@ def test_a_refit_cut_short_by_its_budget_is_named_in_the_verdict_and_its_table_r
 def test_the_leave_one_out_table_names_what_an_outlier_pins(tmp_path):
     """tiny_b/mid documents what a head overhead of 0.35 gives, the others 0.7: the fit on
     every case sits between, the refit without the outlier moves to 0.7, and the table's
-    'moves most' names the head overhead with a ratio above 1 for that row alone."""
+    'moves most' names the head overhead, risen by more than 1.1x, in that row."""
     figures = documented_at(tmp_path / "t", {HEAD: 0.7})
     figures["tiny_b/mid"] = documented_at(tmp_path / "u", {HEAD: 0.35})["tiny_b/mid"]
     configs = tiny_configs(tmp_path, figures)
