@@ -97,6 +97,21 @@ class Parameter(Strict):
                 self.high if self.high is not None else 2.0 * self.prior)
 
 
+class SourcedFigure(Strict):
+    """A documented profile figure of a held-out study that a hardware file takes a value
+    from: validate still sets it beside the model's, marked, since it is no prediction."""
+    figure: str
+    stages: list[str] | None = None     # default: every stage of the study
+    source: str = Field(min_length=3)   # which value of the hardware file, in words
+
+    @model_validator(mode="after")
+    def _known(self):
+        if self.figure not in MECHANISMS:
+            raise ValueError(f"sourced figure '{self.figure}' is not a profile figure "
+                             f"validate compares (known: {', '.join(MECHANISMS)})")
+        return self
+
+
 class StudyRef(Strict):
     study: str
     metrics: list[str] | None = None   # default: every documented metric of its stages
@@ -106,6 +121,8 @@ class StudyRef(Strict):
     weight: float = Field(1.0, gt=0)
     # measured as the median over the hardware's race variants (its [race] table)
     race: bool = False
+    # held-out profile figures a hardware value was taken from (validate marks them)
+    sourced: list[SourcedFigure] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _known(self):
@@ -261,6 +278,7 @@ class Case:
     program: object
     race: bool = False      # measured as the median over the hardware's race variants
     checks: dict[str, float] = field(default_factory=dict)   # documented MECHANISMS figures
+    sourced: dict[str, str] = field(default_factory=dict)    # of them, those a value is from
 
     @property
     def name(self) -> str:
@@ -312,15 +330,24 @@ class Problem:
                               f"{', '.join(wanted)}; add 'documented' figures to its "
                               f"stages or drop the study from the calibration file.",
                               source=str(study_path))
+        unknown = sorted({st for f in ref.sourced for st in f.stages or ()}
+                         - {s.name for s in study.stages})
+        if unknown:
+            raise ConfigError(f"study '{ref.study}' has no stage {', '.join(unknown)} "
+                              f"(its stages: {', '.join(s.name for s in study.stages)}); fix "
+                              f"'sourced' in the calibration file.", source=str(study_path))
         cases = []
         for stage, metrics in found:
             kernel = resolve_kernel(kernel_path, stage.set)
             # profile figures are only compared on held-out stages: a fit never measures them
             checks = {m: float(v) for m, v in stage.documented.items()
                       if held and m in MECHANISMS}
+            sourced = {f.figure: f.source for f in ref.sourced
+                       if f.figure in checks and (f.stages is None or stage.name in f.stages)}
             cases.append(Case(ref.study, stage.name, metrics,
                               {m: float(stage.documented[m]) for m in metrics},
-                              kernel, compile_kernel(kernel, self.hw), ref.race, checks))
+                              kernel, compile_kernel(kernel, self.hw), ref.race, checks,
+                              sourced))
         return cases
 
     @property
@@ -348,6 +375,8 @@ class Problem:
             if case.checks:
                 row["checks"] = {m: (race_median(r[m] for r in runs)[0], doc)
                                  for m, doc in case.checks.items()}
+            if case.sourced:
+                row["sourced"] = dict(case.sourced)
             rows.append(row)
         return rows
 
@@ -961,11 +990,17 @@ def mechanism_checks(rows: list[dict]) -> list[dict]:
         for m, (got, doc) in row.get("checks", {}).items():
             check = {"case": row["case"], "figure": m, "documented": doc,
                      "predicted": round(float(got), 6)}
+            if m in row.get("sourced", {}):
+                check["sourced"] = row["sourced"][m]
             if m in PIPE_LABELS and "documented_kernel_us" in row:
                 check["documented_busy_us"] = round(doc * row["documented_kernel_us"], 4)
                 check["predicted_busy_us"] = round(got * row["kernel_us"], 4)
             out.append(check)
     return out
+
+
+def _source_cell(check: dict) -> str:
+    return f"source: {check['sourced']}" if "sourced" in check else ""
 
 
 def _mechanism_section(rows: list[dict]) -> list[str]:
@@ -977,23 +1012,25 @@ def _mechanism_section(rows: list[dict]) -> list[str]:
              "model and never fitted: a pipe's busy time on a core (its busy share x the "
              "kernel time, so the kernel time's own error does not count twice) and the "
              "share of the reads that hit L2.  Where a held-out time is off, these say which "
-             "part of the model it comes from.", "",
+             "part of the model it comes from.  A figure the hardware file takes a value "
+             "from is marked 'source': it is no prediction.", "",
              "| case | figure | documented | predicted | predicted / documented (a rate: "
-             "the difference) |",
-             "|---|---|---:|---:|---:|"]
+             "the difference) | source |",
+             "|---|---|---:|---:|---:|---|"]
     for c in checks:
         if "documented_busy_us" in c:
             doc, got = c["documented_busy_us"], c["predicted_busy_us"]
             name = f"{PIPE_LABELS[c['figure']]} busy, us a core (share)"
             ratio = f"{got / doc:.2f}" if doc else "-"
             lines.append(f"| {c['case']} | {name} | {doc:.1f} ({100 * c['documented']:.1f} %) "
-                         f"| {got:.1f} ({100 * c['predicted']:.1f} %) | {ratio} |")
+                         f"| {got:.1f} ({100 * c['predicted']:.1f} %) | {ratio} | "
+                         f"{_source_cell(c)} |")
         else:
             doc, got = c["documented"], c["predicted"]
             name = PIPE_LABELS.get(c["figure"], "L2 hit rate")
             name += " share" if c["figure"] in PIPE_LABELS else ""
             lines.append(f"| {c['case']} | {name} | {100 * doc:.3g} % | {100 * got:.3g} % | "
-                         f"{100 * (got - doc):+.3g} points |")
+                         f"{100 * (got - doc):+.3g} points | {_source_cell(c)} |")
     return lines
 
 

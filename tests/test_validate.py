@@ -4,6 +4,7 @@ import re
 from dataclasses import replace
 
 import pytest
+from pydantic import ValidationError
 
 from test_calibrate import (HEAD, _cal, _param, documented_at, ptolab, tiny_configs,
                             write_cal)
@@ -322,3 +323,30 @@ def test_the_leave_one_out_table_names_what_an_outlier_pins(tmp_path):
     assert moved["tiny_b/mid"].startswith(f"`{HEAD}`"), moved
     ratio = float(moved["tiny_b/mid"].rsplit("(", 1)[1].rstrip("x)"))
     assert ratio > 1.1, moved
+
+
+def test_a_profile_figure_a_hardware_value_comes_from_is_marked_not_predicted(tmp_path):
+    """When a hardware value was taken from a held-out case's profile figure (a pipe rate
+    from its busy share), that figure still sits beside the model's, marked as the value's
+    source for the stages named, so nobody reads the agreement as a prediction.  A figure
+    validate does not compare, or a stage the study lacks, is refused up front."""
+    figures = documented_at(tmp_path / "t", {HEAD: 0.7})
+    figures["tiny_a/small"] |= {"aiv_vec_ratio": 0.3, "l2_hit_rate": 0.5}
+    figures["tiny_a/big"] = {**figures["tiny_a/big"], "aiv_vec_ratio": 0.4}
+    sourced = [{"figure": "aiv_vec_ratio", "stages": ["small"], "source": "a vector rate"}]
+    problem = Problem(_cal(held_out=[{"study": "tiny_a", "sourced": sourced}],
+                           studies=[{"study": "tiny_b"}]), tiny_configs(tmp_path, figures))
+    small, big = problem.measure({HEAD: 0.7}, problem.held)
+    checks = {(c["case"], c["figure"]): c for c in mechanism_checks([small, big])}
+    assert checks["tiny_a/small", "aiv_vec_ratio"]["sourced"] == "a vector rate"
+    assert "sourced" not in checks["tiny_a/small", "l2_hit_rate"]
+    assert "sourced" not in checks["tiny_a/big", "aiv_vec_ratio"]     # another stage
+    lines = _mechanism_section([small, big])
+    marked = [line for line in lines if "source: a vector rate" in line]
+    assert len(marked) == 1 and "tiny_a/small" in marked[0] and "AIV Vector busy" in marked[0]
+    with pytest.raises(ValidationError, match="not a profile figure"):
+        _cal(held_out=[{"study": "tiny_a", "sourced": [{"figure": "kernel_us", "source": "x y"}]}])
+    bad = [{"figure": "aiv_vec_ratio", "stages": ["huge"], "source": "a vector rate"}]
+    with pytest.raises(ConfigError, match="no stage huge.*'sourced'"):
+        Problem(_cal(held_out=[{"study": "tiny_a", "sourced": bad}],
+                     studies=[{"study": "tiny_b"}]), tiny_configs(tmp_path / "b", figures)).held
