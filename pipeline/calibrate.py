@@ -232,6 +232,11 @@ class Calibration(Strict):
                 raise ValueError(f"{what} {', '.join(dup)} is listed twice")
         if self.physics and self.roofline is None:
             raise ValueError("physics checks need a 'roofline' (HBM bandwidth and cube rate)")
+        fitted = sorted(r.study for r in self.studies if r.sourced)
+        if fitted:
+            raise ValueError(f"study {', '.join(fitted)} lists 'sourced' figures but is fitted: "
+                             f"profile figures are compared on held_out studies only, so "
+                             f"move 'sourced' to its held_out entry")
         return self
 
 

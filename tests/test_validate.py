@@ -346,6 +346,8 @@ def test_a_profile_figure_a_hardware_value_comes_from_is_marked_not_predicted(tm
     assert len(marked) == 1 and "tiny_a/small" in marked[0] and "AIV Vector busy" in marked[0]
     with pytest.raises(ValidationError, match="not a profile figure"):
         _cal(held_out=[{"study": "tiny_a", "sourced": [{"figure": "kernel_us", "source": "x y"}]}])
+    with pytest.raises(ValidationError, match="held_out studies only"):
+        _cal(studies=[{"study": "tiny_a", "sourced": sourced}])
     bad = [{"figure": "aiv_vec_ratio", "stages": ["huge"], "source": "a vector rate"}]
     with pytest.raises(ConfigError, match="no stage huge.*'sourced'"):
         Problem(_cal(held_out=[{"study": "tiny_a", "sourced": bad}],
