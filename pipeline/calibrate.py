@@ -290,6 +290,15 @@ class Case:
         return f"{self.study}/{self.stage}"
 
 
+def _known_stages(name: str, study, path: Path, field: str, stages) -> None:
+    """Refuse stage names the study lacks, naming the calibration file's ``field``."""
+    unknown = sorted(set(stages) - {s.name for s in study.stages})
+    if unknown:
+        raise ConfigError(f"study '{name}' has no stage {', '.join(unknown)} "
+                          f"(its stages: {', '.join(s.name for s in study.stages)}); fix "
+                          f"'{field}' in the calibration file.", source=str(path))
+
+
 class Problem:
     def __init__(self, cal: Calibration, configs: Path):
         self.cal, self.configs = cal, Path(configs)
@@ -322,11 +331,7 @@ class Problem:
         study = load_study(study_path)
         kernel_path = find_config(self.configs / "kernels", study.kernel, "kernel")
         wanted = ref.metrics or list(METRICS)
-        unknown = sorted(set(ref.stages or ()) - {s.name for s in study.stages})
-        if unknown:
-            raise ConfigError(f"study '{ref.study}' has no stage {', '.join(unknown)} "
-                              f"(its stages: {', '.join(s.name for s in study.stages)}); fix "
-                              f"'stages' in the calibration file.", source=str(study_path))
+        _known_stages(ref.study, study, study_path, "stages", ref.stages or ())
         found = [(s, [m for m in wanted if m in s.documented]) for s in study.stages
                  if ref.stages is None or s.name in ref.stages]
         found = [(s, ms) for s, ms in found if ms]
@@ -335,12 +340,8 @@ class Problem:
                               f"{', '.join(wanted)}; add 'documented' figures to its "
                               f"stages or drop the study from the calibration file.",
                               source=str(study_path))
-        unknown = sorted({st for f in ref.sourced for st in f.stages or ()}
-                         - {s.name for s in study.stages})
-        if unknown:
-            raise ConfigError(f"study '{ref.study}' has no stage {', '.join(unknown)} "
-                              f"(its stages: {', '.join(s.name for s in study.stages)}); fix "
-                              f"'sourced' in the calibration file.", source=str(study_path))
+        _known_stages(ref.study, study, study_path, "sourced",
+                      [st for f in ref.sourced for st in f.stages or ()])
         cases = []
         for stage, metrics in found:
             kernel = resolve_kernel(kernel_path, stage.set)
@@ -947,7 +948,10 @@ def _held_out_section(v: Validation) -> list[str]:
 def refit_spread(v: Validation) -> list[dict]:
     """Per held-out figure, the smallest and largest prediction over every fit validate
     made (shipped, fresh, free and each leave-one-out refit): how far the figures' own
-    uncertainty about the parameters moves the prediction, beside how far it is off."""
+    uncertainty about the parameters moves the prediction, beside how far it is off.
+    Nothing without leave-one-out refits: the span would then be two fits'."""
+    if not v.held_loo:
+        return []
     views = [v.held_shipped, v.held_fit, v.held_free, *v.held_loo]
     out = []
     for k, row in enumerate(v.held_shipped):
@@ -961,7 +965,7 @@ def refit_spread(v: Validation) -> list[dict]:
 
 def _refit_spread(v: Validation) -> list[str]:
     spread = refit_spread(v)
-    if not v.held_loo or not spread:
+    if not spread:
         return []
     which = "the shipped values, the fresh fit" + (", the free fit" if v.held_free else "") \
         + " and each leave-one-case-out refit"
@@ -1049,7 +1053,7 @@ def fidelity_summary(v: Validation) -> dict:
     return {"hardware": v.cal.hardware, "procedure": v.cal_path, "quick": v.quick,
             "in_fit": figures(v.shipped_rows), "held_out": figures(v.held_shipped),
             "held_out_mechanisms": mechanism_checks(v.held_shipped),
-            "held_out_refit_spread": refit_spread(v) if v.held_loo else [],
+            "held_out_refit_spread": refit_spread(v),
             "rms_log": {"in_fit": round(_rms_log(v.shipped_rows), 4),
                         "held_out": round(_rms_log(v.held_shipped), 4),
                         "leave_one_out": round(_rms_log([e["row"] for e in v.loo]), 4)}}
