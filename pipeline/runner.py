@@ -127,9 +127,21 @@ def compile_for(kernel: Kernel, hw: Hardware, kernel_path: Path,
     except ConfigError as exc:
         raise exc.located(str(kernel_path)) from None
     progress.say(f"compiled: {program.leaf_tasks:,} leaf tasks")
-    for note in unmatched_merge_keys(kernel, program) + merges_held_apart(program):
+    for note in (dead_ops_dropped(program) + unmatched_merge_keys(kernel, program)
+                 + merges_held_apart(program)):
         print(f"ptolab: note: {note}", file=sys.stderr)
     return program
+
+
+def dead_ops_dropped(program: Program) -> list[str]:
+    """One sentence naming the op statements the compiler dropped as dead, if any."""
+    dropped = program.info.get("dead_ops", ())
+    if not dropped:
+        return []
+    shown = "; ".join(dropped[:5]) + (f"; and {len(dropped) - 5} more" if len(dropped) > 5 else "")
+    return [f"{len(dropped)} op(s) dropped because their results reach no kernel output "
+            f"(upstream's dead-operation sweep does the same): {shown}. Nothing to do unless "
+            f"you meant to use them."]
 
 
 def run_compile(kernel_path: Path, overrides: Mapping[str, Any], hardware: str | Path,

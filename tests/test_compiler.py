@@ -82,7 +82,8 @@ def test_aligned_chain_merges_and_misaligned_tiles_link_many_to_many():
 def test_tile_beyond_ub_fails_like_pypto():
     """x + y on [64, 512] fp32 tiles: the sum may take x's buffer (upstream's src/dst
     buffer merge), and x's and y's tiles still need 256 KiB of the 192."""
-    k = _kernel([{"set_vec_tile_shapes": "a"}, {"op": "add", "inputs": ["x", "y"], "out": "s"}],
+    k = _kernel([{"set_vec_tile_shapes": "a"}, {"op": "add", "inputs": ["x", "y"], "out": "s"},
+                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0, 0]}],
                 tiles={"a": [64, 512]}, shape=(64, 512))
     with pytest.raises(OoOError) as err:
         compile_kernel(k, HW)

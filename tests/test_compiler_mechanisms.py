@@ -27,6 +27,11 @@ def kernel(body, tensors, tiles=None, params=None, options=None):
                                   "options": options or {}})
 
 
+def STORE(name, out="y"):
+    """The op that keeps ``name`` alive: its assemble into the kernel's output."""
+    return {"op": "assemble", "inputs": [name], "out": out, "offsets": [0, 0]}
+
+
 def leaf_ops(program):
     return [program.leaf_functions[i].ops for i in program.task_leaf]
 
@@ -66,8 +71,10 @@ def test_unroll_list_decomposes_greedily():
     ({"m": [128, 512], "k": [128, 512], "n": [128, 128]}, "L1"),
 ])
 def test_cube_tiles_over_a_buffer_fail_with_ooo(tile, buffer):
-    t = {"a": {"shape": [1024, 1024], "dtype": "fp16"}, "b": {"shape": [1024, 1024], "dtype": "fp16"}}
-    body = [{"set_cube_tile_shapes": tile}, {"op": "matmul", "inputs": ["a", "b"], "out": "c"}]
+    t = {"a": {"shape": [1024, 1024], "dtype": "fp16"}, "b": {"shape": [1024, 1024], "dtype": "fp16"},
+         "y": {"shape": [1024, 1024], "role": "output"}}
+    body = [{"set_cube_tile_shapes": tile}, {"op": "matmul", "inputs": ["a", "b"], "out": "c"},
+            STORE("c")]
     with pytest.raises(OoOError) as err:
         compile_kernel(kernel(body, t), HW)
     assert err.value.buffer == buffer and err.value.need > err.value.capacity
@@ -75,8 +82,9 @@ def test_cube_tiles_over_a_buffer_fail_with_ooo(tile, buffer):
 
 
 def test_tail_axis_must_be_32_byte_aligned():
-    t = {"x": {"shape": [64, 256]}}
-    body = [{"set_vec_tile_shapes": [64, 12]}, {"op": "exp", "inputs": ["x"], "out": "e"}]
+    t = {"x": {"shape": [64, 256]}, "y": {"shape": [64, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [64, 12]}, {"op": "exp", "inputs": ["x"], "out": "e"},
+            STORE("e")]
     with pytest.raises(ConfigError, match="32 bytes"):
         compile_kernel(kernel(body, t), HW)
 
@@ -86,21 +94,25 @@ def test_ub_checks_count_rows_padded_to_32_bytes():
     times its data, so a column tile that fits by its bytes (16384 x 4 x 2 = 128 KiB) is
     OoO padded (16384 x 32 = 512 KiB even with the result in x's buffer), while the same
     elements as rows of 64 fit."""
-    column = {"x": {"shape": [16384, 1]}}
-    body = [{"set_vec_tile_shapes": [16384, 1]}, {"op": "exp", "inputs": ["x"], "out": "e"}]
+    column = {"x": {"shape": [16384, 1]}, "y": {"shape": [16384, 1], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [16384, 1]}, {"op": "exp", "inputs": ["x"], "out": "e"},
+            STORE("e")]
     with pytest.raises(OoOError) as err:
         compile_kernel(kernel(body, column), HW)
     assert err.value.buffer == "UB" and err.value.need == 16384 * 32
-    rows = {"x": {"shape": [256, 64]}}
-    body = [{"set_vec_tile_shapes": [256, 64]}, {"op": "exp", "inputs": ["x"], "out": "e"}]
+    rows = {"x": {"shape": [256, 64]}, "y": {"shape": [256, 64], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [256, 64]}, {"op": "exp", "inputs": ["x"], "out": "e"},
+            STORE("e")]
     assert compile_kernel(kernel(body, rows), HW).leaf_tasks == 1
 
 
 def test_unknown_op_and_shape_mismatch_are_clear(tmp_path):
-    t = {"x": {"shape": [64, 64]}, "z": {"shape": [32, 64]}}
+    t = {"x": {"shape": [64, 64]}, "z": {"shape": [32, 64]},
+         "y": {"shape": [64, 64], "role": "output"}}
     with pytest.raises(ConfigError, match="must match or broadcast"):
         compile_kernel(kernel([{"set_vec_tile_shapes": [32, 64]},
-                               {"op": "add", "inputs": ["x", "z"], "out": "s"}], t), HW)
+                               {"op": "add", "inputs": ["x", "z"], "out": "s"}, STORE("s")],
+                              t), HW)
     bad = tmp_path / "k.yaml"
     bad.write_text("name: k\ntensors: {x: {shape: [4]}}\nbody: [{op: softplus, inputs: [x], out: y}]\n")
     from simcore.spec.kernel import load_kernel
@@ -192,6 +204,29 @@ def test_sg_set_scope_forces_and_limits_merging():
     # scope -1 is no scope: the automatic merge fuses the aligned tiles
     auto = build_body([-1, False, False], [-1, False, False], [32, 256])
     assert auto.leaf_tasks == 3 and auto.workspace_bytes == 0
+
+
+def test_sg_set_scope_as_a_kernel_pass_option_scopes_every_op():
+    """set_pass_options(sg_set_scope=...) given to the whole kernel (its pass_options)
+    scopes the ops as the same statement at the head of its body does: the guide's
+    misaligned Sqrt -> Cast forced into one leaf task, where unscoped it takes five."""
+    t = {"x": {"shape": [96, 256], "role": "input"},
+         "y": {"shape": [96, 256], "dtype": "fp16", "role": "output"}}
+    ops_ = [{"set_vec_tile_shapes": [32, 256]}, {"op": "sqrt", "inputs": ["x"], "out": "s"},
+            {"set_vec_tile_shapes": [48, 256]},
+            {"op": "cast", "inputs": ["s"], "dtype": "fp16", "out": "c"},
+            {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0]}]
+    unscoped = compile_kernel(kernel(ops_, t), HW)
+    option = compile_kernel(kernel(ops_, t, options={
+        "pass_options": {"sg_set_scope": [1, True, False]}}), HW)
+    statement = compile_kernel(kernel([{"sg_set_scope": [1, True, False]}, *ops_], t), HW)
+    assert unscoped.leaf_tasks == 5
+    assert option.leaf_tasks == statement.leaf_tasks == 1
+    assert leaf_ops(option) == leaf_ops(statement)
+    # a body statement still overrides the option from where it stands
+    reset = compile_kernel(kernel([{"sg_set_scope": -1}, *ops_], t, options={
+        "pass_options": {"sg_set_scope": [1, True, False]}}), HW)
+    assert reset.leaf_tasks == 5
 
 
 def test_allow_cross_scope_merge_lets_a_scope_merge_with_other_nodes():
@@ -770,9 +805,11 @@ def test_stitch_counts_loop_bodies_and_caps():
 def _load(fmt="ND", b_trans=False, bypass=False):
     t = {"a": {"shape": [1024, 1024], "dtype": "fp16", "format": fmt,
                "cache_policy": "bypass" if bypass else "default"},
-         "b": {"shape": [1024, 1024], "dtype": "fp16"}}
+         "b": {"shape": [1024, 1024], "dtype": "fp16"},
+         "y": {"shape": [1024, 1024], "role": "output"}}
     body = [{"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [128, 128]}},
-            {"op": "matmul", "inputs": ["a", "b"], "b_trans": b_trans, "out": "c"}]
+            {"op": "matmul", "inputs": ["a", "b"], "b_trans": b_trans, "out": "c"},
+            STORE("c")]
     opts = {"pass_options": {"cube_l1_reuse_setting": {"DEFAULT": 1}}}
     return compile_kernel(kernel(body, t, options=opts), HW)
 

@@ -21,6 +21,11 @@ def t(shape, dtype="fp32", role="input"):
     return {"shape": shape, "dtype": dtype, "role": role}
 
 
+def store(name, offsets=(0, 0), out="y"):
+    """The op that keeps ``name`` alive: its assemble into the kernel's output."""
+    return {"op": "assemble", "inputs": [name], "out": out, "offsets": list(offsets)}
+
+
 def leaf_ops(program):
     return [program.leaf_functions[i].ops for i in program.task_leaf]
 
@@ -94,8 +99,10 @@ def test_rank_broadcast_reads_the_broadcast_operand_per_tile(shape, per_task):
 def test_shapes_that_do_not_broadcast_are_refused():
     with pytest.raises(ConfigError, match="broadcast"):
         compile_kernel(kernel([{"set_vec_tile_shapes": [16, 128]},
-                               {"op": "add", "inputs": ["x", "b"], "out": "p"}],
-                              {"x": t([64, 128]), "b": t([64])}), HW)
+                               {"op": "add", "inputs": ["x", "b"], "out": "p"},
+                               store("p")],
+                              {"x": t([64, 128]), "b": t([64]),
+                               "y": t([64, 128], role="output")}), HW)
 
 
 # 3. batched and broadcast matmul --------------------------------------------------------
@@ -182,8 +189,9 @@ def test_int64_moves_eight_bytes_an_element():
 
 def test_the_cube_refuses_int64():
     k = kernel([{"set_cube_tile_shapes": CUBE},
-                {"op": "matmul", "inputs": ["a", "b"], "out": "c"}],
-               {"a": t([64, 32], "int64"), "b": t([32, 128], "int64")})
+                {"op": "matmul", "inputs": ["a", "b"], "out": "c"}, store("c")],
+               {"a": t([64, 32], "int64"), "b": t([32, 128], "int64"),
+                "y": t([64, 128], role="output")})
     with pytest.raises(ConfigError, match="Cube multiplies"):
         compile_kernel(k, HW)
 
@@ -256,8 +264,8 @@ def test_unary_ops_are_priced_by_their_instruction(op):
 def test_log_costs_more_than_relu_per_repeat():
     def cycles(op):
         p = compile_kernel(kernel([{"set_vec_tile_shapes": [64, 64]},
-                                   {"op": op, "inputs": ["x"], "out": "z"}],
-                                  {"x": t([64, 64])}), HW)
+                                   {"op": op, "inputs": ["x"], "out": "z"}, store("z")],
+                                  {"x": t([64, 64]), "y": t([64, 64], role="output")}), HW)
         return static_pipe_us(HW, p)["vector"].sum()
     assert cycles("relu") < cycles("rsqrt") < cycles("log")
 
@@ -415,8 +423,8 @@ def test_a_view_of_a_result_with_a_valid_shape_works_on_its_valid_rows():
             [{"set_vec_tile_shapes": [16, 128]},
              {"op": "exp", "inputs": ["x"], "out": "e"},
              {"op": "view", "inputs": ["e"], "out": "s", **view},
-             {"op": "mul", "inputs": ["s"], "scalar": 2.0, "out": "m"}],
-            {"x": t([16, 128])}), HW)
+             {"op": "mul", "inputs": ["s"], "scalar": 2.0, "out": "m"}, store("m")],
+            {"x": t([16, 128]), "y": t([16, 64], role="output")}), HW)
     full, part = program(False), program(True)
     def mul_bytes(p):
         k = p.work.vector.kinds.index("muls")
@@ -431,14 +439,16 @@ def _reshaped(tile_p, shape, tile_c, scopes=(None, None), back=True):
     sp, sc = ([{"sg_set_scope": s}] if s is not None else [] for s in scopes)
     tail = [{"set_vec_tile_shapes": tile_p},
             {"op": "reshape", "inputs": ["m"], "out": "back", "shape": [64, 128]},
-            {"op": "add", "inputs": ["back", "x"], "out": "z"}] if back else []
+            {"op": "add", "inputs": ["back", "x"], "out": "z"},
+            store("z")] if back else [store("m", [0] * len(shape))]
     return kernel(sp + [{"set_vec_tile_shapes": tile_p},
                         {"op": "exp", "inputs": ["x"], "out": "e"}] + sc +
                   [{"set_vec_tile_shapes": tile_c},
                    {"op": "reshape", "inputs": ["e"], "out": "r", "shape": shape,
                     "inplace": False},
                    {"op": "mul", "inputs": ["r"], "scalar": 2.0, "out": "m"}] + tail,
-                  {"x": t([64, 128])})
+                  {"x": t([64, 128]),
+                   "y": t([64, 128] if back else list(shape), role="output")})
 
 
 def test_an_on_chip_reshape_whose_tiles_are_whole_rows_stays_on_chip():
@@ -540,18 +550,20 @@ def test_erfc_is_priced_as_the_instructions_of_its_tile_body():
 def test_erfc_needs_fp32_and_its_scratch_in_ub():
     with pytest.raises(ConfigError, match="erfc' works on fp32"):
         compile_kernel(kernel([{"set_vec_tile_shapes": [8, 64]},
-                               {"op": "erfc", "inputs": ["x"], "out": "z"}],
-                              {"x": t([8, 64], "fp16")}), HW)
+                               {"op": "erfc", "inputs": ["x"], "out": "z"}, store("z")],
+                              {"x": t([8, 64], "fp16"), "y": t([8, 64], "fp16", "output")}),
+                       HW)
     # a tile whose in + out fits UB but not with erfc's four fp32 scratch tiles
     rows = HW.buffers.ub // (2 * 64 * 4) // 8 * 8
+    io = {"x": t([rows, 64]), "y": t([rows, 64], role="output")}
     ok = kernel([{"set_vec_tile_shapes": [rows, 64]},
-                 {"op": "exp", "inputs": ["x"], "out": "z"}], {"x": t([rows, 64])})
+                 {"op": "exp", "inputs": ["x"], "out": "z"}, store("z")], io)
     compile_kernel(ok, HW)
     from simcore.spec.errors import OoOError
     with pytest.raises(OoOError):
         compile_kernel(kernel([{"set_vec_tile_shapes": [rows, 64]},
-                               {"op": "erfc", "inputs": ["x"], "out": "z"}],
-                              {"x": t([rows, 64])}), HW)
+                               {"op": "erfc", "inputs": ["x"], "out": "z"}, store("z")],
+                              io), HW)
 
 
 # expand (pypto.expand_clone) -------------------------------------------------------------

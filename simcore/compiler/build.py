@@ -11,6 +11,7 @@ from ..spec.hardware import Hardware
 from ..spec.kernel import Kernel
 from .accesses import Accesses, GmBuffer, used_rank
 from .callcache import CallCache, call_key
+from .deadops import drop_dead_ops
 from .deps import region_edges
 from .encode import encode_call_edges, end_hubs
 from .gcpace import slower_young_collections
@@ -378,7 +379,7 @@ def compile_kernel(kernel: Kernel, hw: Hardware) -> Program:
 
 def _compile(kernel: Kernel, hw: Hardware) -> Program:
     limits = Limits.of(hw)
-    traced = trace(kernel)
+    traced, dead = drop_dead_ops(trace(kernel), kernel)
     roots: dict[str, RootFunction] = {}
     leaves = _Leaves(kernel.name)
     calls, call_root, call_bodies, workspace = [], [], [], []
@@ -409,6 +410,8 @@ def _compile(kernel: Kernel, hw: Hardware) -> Program:
         for function, core, extra, automatic in tasks.held_apart:
             held_apart[(function, core, automatic)] += extra
     program = _assemble(kernel, traced, calls, call_root, call_bodies, workspace, roots, leaves)
+    if dead:
+        program.info["dead_ops"] = dead      # pipeline.runner notes them
     if held_apart:
         # pipeline.merge_keys notes them: merges upstream would refuse, asked for by a
         # setting or by the automatic count (the last field)

@@ -1,0 +1,136 @@
+"""Drop the ops whose results reach nothing that outlives their root function.
+
+Upstream's tile-graph passes end with a dead-operation sweep (``DeadOperationEliminator``
+in ``framework/src/passes/pass_utils/dead_operation_eliminate.cpp``, run by
+RemoveRedundantOp, which the default pass strategy includes, at 08cec41e4 and 883e7dfb):
+within one root function, an op survives only if it produces a tensor the function
+hands out (an outcast) or feeds, through any chain of ops, one that does.  A leftover
+``unused = pypto.exp(x)`` therefore costs nothing on the chip, and must cost nothing here.
+
+What a root function hands out, in terms of a traced kernel:
+
+- every tensor the kernel file declares in ``tensors`` (an argument, or a ``pypto.tensor``
+  made outside any loop): writes to declared memory stay.  Upstream would also drop the
+  writes of top-level code into a ``pypto.tensor`` nothing reads; here a declared tensor
+  is kept, since a hand-written kernel file often leaves its result's role at the default
+  (temporary);
+- a ``fresh_per`` tensor (one made inside a loop body) that another call reads: what an
+  iteration leaves for the code after the loop.
+
+An op's result that is no declared tensor never leaves its call (the kernel language has
+values cross root calls only through tensors), so it lives only if something live reads it.
+
+The decision is per root function, as upstream compiles each function once: an op
+statement is kept in every call of its function when it is live in any of them.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..spec.errors import ConfigError
+from ..spec.kernel import Kernel
+from .trace import RootCall, Trace, tensor_of
+
+# ops whose result is another name for (part of) their input's bytes: a write through the
+# result is a write of the input (an assemble into an inplace reshape of an output)
+_ALIASING = ("reshape", "view")
+
+
+def drop_dead_ops(traced: Trace, kernel: Kernel) -> tuple[Trace, list[str]]:
+    """The trace without its dead ops, and the field path of each statement dropped
+    (in first-traced order)."""
+    read_in = defaultdict(set)            # buffer -> calls that read it
+    for c, call in enumerate(traced.calls):
+        for op in call.ops:
+            for name in op.inputs:
+                read_in[name].add(c)
+    live_where: dict[str, set[str]] = defaultdict(set)   # root function -> live statements
+    for c, call in enumerate(traced.calls):
+        live_where[call.root_key] |= _live_statements(call, c, kernel, read_in)
+    dropped: dict[str, None] = {}
+    calls = []
+    for call in traced.calls:
+        live = live_where[call.root_key]
+        ops = [op for op in call.ops if op.where in live]
+        if len(ops) == len(call.ops):
+            calls.append(call)
+            continue
+        for op in call.ops:
+            if op.where not in live:
+                dropped.setdefault(op.where)
+        if ops:
+            calls.append(_with_ops(call, ops))
+    if not dropped:
+        return traced, []
+    if not calls:
+        raise ConfigError(
+            f"no op of kernel '{kernel.name}' writes a tensor declared in 'tensors', so "
+            f"nothing would run (upstream's dead-operation sweep removes every op whose "
+            f"result reaches no output): assemble the result into a tensor of 'tensors' "
+            f"with role: output.")
+    return Trace(calls=calls), list(dropped)
+
+
+def _live_statements(call: RootCall, c: int, kernel: Kernel, read_in) -> set[str]:
+    """The field paths of ``call``'s ops that reach something the call hands out."""
+    alias = _Aliases()
+    for op in call.ops:
+        if op.op in _ALIASING and op.inputs and (op.op == "view" or op.get("inplace")):
+            alias.join(op.out, op.inputs[0])
+    writers = defaultdict(list)           # alias class -> its writers
+    for i, op in enumerate(call.ops):
+        writers[alias.find(op.out)].append(i)
+    # a handed-out name may be written only through an alias (an assemble into an inplace
+    # reshape of an output), so every name the call mentions is asked, inputs too
+    names = {name for op in call.ops for name in (*op.inputs, op.out)}
+    needed = {alias.find(name) for name in names
+              if _handed_out(name, c, kernel, read_in)}
+    work = list(needed)
+    live = [False] * len(call.ops)
+    while work:
+        for i in writers.get(work.pop(), ()):
+            if live[i]:
+                continue
+            live[i] = True
+            for name in call.ops[i].inputs:
+                cls = alias.find(name)
+                if cls not in needed:
+                    needed.add(cls)
+                    work.append(cls)
+    return {op.where for op, keep in zip(call.ops, live) if keep}
+
+
+def _handed_out(buffer: str, c: int, kernel: Kernel, read_in) -> bool:
+    spec = kernel.tensors.get(tensor_of(buffer))
+    if spec is None:
+        return False          # an op's result: the kernel language keeps it inside its call
+    if spec.fresh_per is None:
+        return True
+    return bool(read_in.get(buffer, set()) - {c})
+
+
+class _Aliases:
+    """Union-find over buffer names."""
+
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+
+    def find(self, name: str) -> str:
+        root = name
+        while self.parent.get(root, root) != root:
+            root = self.parent[root]
+        while name != root:
+            self.parent[name], name = root, self.parent.get(name, root)
+        return root
+
+    def join(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+
+
+def _with_ops(call: RootCall, ops) -> RootCall:
+    kept = {name for op in ops for name in (*op.inputs, op.out)}
+    return RootCall(root_key=call.root_key, ops=ops, bodies=call.bodies,
+                    parallel=call.parallel,
+                    instances={k: v for k, v in call.instances.items() if k in kept})
