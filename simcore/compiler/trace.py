@@ -170,7 +170,10 @@ class _Tracer:
         self.current = RootCall(root_key=f"{kernel.name}_main")
         self.vec_tile: tuple[int, ...] | None = None
         self.cube_tile: CubeTiles | None = None
-        self.scope = NO_SCOPE
+        # set_pass_options(sg_set_scope=...) at the kernel's level (its jit options) puts
+        # every op in that scope until a body statement sets another
+        scope_id, parallel, cross = kernel.options.pass_options.sg_set_scope
+        self.scope = NO_SCOPE if scope_id == -1 else Scope(scope_id, parallel, cross, ())
         self.combine_axis = False       # upstream's operation_options default
         self.loop_env: dict[str, int] = {}
         self.segment = 0
