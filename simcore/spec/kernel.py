@@ -114,7 +114,7 @@ class OpStmt(Strict):
     a_trans: bool = False
     b_trans: bool = False
     perm: list[int] | None = None        # transpose
-    inplace: bool = True                 # reshape
+    inplace: bool = False                # reshape: share the input's bytes (PyPTO's default: copy)
     # full; infinities are values a mask fills with (pypto.where(mask, x, -inf))
     value: float = Field(default=0.0, allow_inf_nan=True)
     start: float = 0.0                   # arange: the first value
