@@ -28,7 +28,8 @@ def gemm(m, k, n, dtype="fp32"):
         "tensors": {"a": {"shape": [m, k], "dtype": dtype, "role": "input"},
                     "b": {"shape": [k, n], "dtype": dtype, "role": "input"},
                     "c": {"shape": [m, n], "dtype": "fp32", "role": "output"}},
-        "body": [{"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [256, 256]}},
+        "body": [{"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [256, 256],
+                                           "enable_multi_data_load": True}},
                  {"op": "matmul", "inputs": ["a", "b"], "out": "o"},
                  {"op": "assemble", "inputs": ["o"], "out": "c", "offsets": [0, 0]}]})
 

@@ -42,12 +42,13 @@ class Accesses:
     burst: np.ndarray           # bytes of one contiguous run of the box
     bypass: np.ndarray          # set_cache_policy bypass
     operand: np.ndarray         # reads: the op input it feeds; writes: -1
+    pieces: np.ndarray          # copies the box is read in (a cube operand's L1 blocks), >= 1
 
     @classmethod
     def empty(cls) -> "Accesses":
         z = np.zeros(0, np.int64)
         box = np.zeros((0, MAX_RANK), np.int64)
-        return cls((), z, z, box, box, z.astype(bool), z, z, z, z.astype(bool), z)
+        return cls((), z, z, box, box, z.astype(bool), z, z, z, z.astype(bool), z, z)
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:

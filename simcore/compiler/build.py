@@ -356,7 +356,7 @@ def _with_loads(work: Work, acc: Accesses) -> Work:
     nbytes = acc.bytes[reads]
     mte2_bytes, mte2_bursts, mte2_loads = np.zeros(n), np.zeros(n), np.zeros(n)
     np.add.at(mte2_bytes, task, nbytes)
-    np.add.at(mte2_loads, task, 1.0)
+    np.add.at(mte2_loads, task, acc.pieces[reads])
     np.add.at(mte2_bursts, task, np.ceil(nbytes / acc.burst[reads]))
     return replace(work, mte2_bytes=mte2_bytes, mte2_bursts=mte2_bursts, mte2_loads=mte2_loads)
 

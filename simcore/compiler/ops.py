@@ -474,6 +474,9 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
                 l0_single=single)
     if nb:
         node.extra["k_lo"] = lo3[:, nb + 2]   # split-K writers, by K chunk
+    # K elements per GM -> L1 copy of A and B: a kAL1 / kBL1 block with
+    # enable_multi_data_load, else one piece per kL0 step (tiling._k_block)
+    node.extra["l1_blocks"] = (t.k[1], t.k[2]) if t.multi_data_load else (t.k[0], t.k[0])
     return node
 
 

@@ -88,7 +88,11 @@ class _AccessRows:
         self.sources: list[np.ndarray] = []
 
     def add(self, tasks, names, index, lo, hi, write, tag, elem, value: GmValue | None,
-            operand, to_l1: bool = False, shape: tuple[int, ...] = (), source: int = -1):
+            operand, to_l1: bool = False, shape: tuple[int, ...] = (), source: int = -1,
+            k_block: tuple[int, int] | None = None):
+        """``k_block``: (axis, elements) of a cube operand's K axis and the K extent one
+        GM -> L1 copy takes: each box is read in that many pieces (their runs cut at the
+        block's edge when K is the contiguous axis)."""
         if len(tasks) == 0:
             return
         self.sources.append(np.asarray(index, np.int64) + source if source >= 0
@@ -109,13 +113,22 @@ class _AccessRows:
             burst = contiguous_bytes(lo, hi, value.buffer_shape, elem, value.format, to_l1)
         else:
             burst = np.maximum(n, 1)
+        pieces = np.ones(len(tasks), np.int64)
+        if k_block is not None:
+            axis, block = k_block
+            pieces = np.maximum(-(-(hi[:, axis] - lo[:, axis]) // block), 1)
+            fmt = value.format if value is not None else "ND"
+            if fmt == "NZ":
+                burst = np.minimum(burst, np.maximum(-(-n // pieces), 1))
+            elif axis == -1:
+                burst = np.minimum(burst, block * elem)
         bypass = bool(value.bypass) if value is not None else False
         count = len(tasks)
         # the columns of Accesses, in Accesses.columns() order
         self.parts.append((
             np.asarray(tasks), bufs, pad(lo, 0), pad(hi, 1), np.full(count, write),
             np.full(count, tag) if np.ndim(tag) == 0 else np.broadcast_to(tag, count).copy(),
-            n, burst, np.full(count, bypass), np.full(count, operand)))
+            n, burst, np.full(count, bypass), np.full(count, operand), pieces))
 
     def row_sources(self) -> np.ndarray:
         return np.concatenate(self.sources) if self.sources else np.zeros(0, np.int64)
@@ -1013,7 +1026,8 @@ class RootCallTiler:
                 first = len(gm_offsets)
                 gm_offsets.extend(padded(p.offsets) for p in value.pieces)
                 acc.add(tasks[t], names, index, blo, bhi, False, 0, elem, value, i,
-                        to_l1=node.kind == "cube", source=first)
+                        to_l1=node.kind == "cube", source=first,
+                        k_block=_k_block(node, i))
             elif i in node.extra.get("via_workspace", {}):
                 # the producer's workspace in the reshaped geometry, read back even by a
                 # tile of the producer's own leaf task
@@ -1201,6 +1215,17 @@ def _op_details(nodes: list[Node], task: int) -> tuple:
         tile = tuple(int(v) for v in n.in_hi[0][row] - n.in_lo[0][row])
         details.append((axis, tile, tuple(int(v) for v in n.inputs[0].shape)))
     return tuple(details)
+
+
+def _k_block(node: Node, i: int) -> tuple[int, int] | None:
+    """A matmul operand's K axis (from the end) and the K extent each of its GM -> L1
+    copies takes (ops.matmul ``l1_blocks``); None for anything else."""
+    blocks = node.extra.get("l1_blocks") if node.kind == "cube" else None
+    if blocks is None or i > 1:
+        return None
+    trans = bool(node.op.get("a_trans" if i == 0 else "b_trans"))
+    k_last = (i == 0) != trans                  # A's K is its last axis, B's its second last
+    return (-1 if k_last else -2), blocks[i]
 
 
 # the largest share of UB an assembled (concatenated) tensor may take and stay in UB

@@ -26,6 +26,7 @@ class CubeTiles:
     k: tuple[int, int, int]        # L0, kAL1, kBL1
     n: tuple[int, int]
     split_k: bool
+    multi_data_load: bool = False
 
 
 class Scope(NamedTuple):
@@ -241,7 +242,7 @@ class _Tracer:
                 if l0 <= 0 or l0 > l1 or l1 % l0:
                     raise ConfigError(f"field '{where}.{axis}': need 0 < L0 <= L1 and L1 % L0 "
                                       f"== 0, got L0={l0}, L1={l1}.")
-        self.cube_tile = CubeTiles(m, k, n, tile.enable_split_k)
+        self.cube_tile = CubeTiles(m, k, n, tile.enable_split_k, tile.enable_multi_data_load)
 
     def _op(self, stmt: OpStmt, env, where: str) -> TracedOp:
         plan = self._plans.get(id(stmt))

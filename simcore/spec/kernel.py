@@ -203,10 +203,14 @@ class TileStmt(Strict):
 
 
 class CubeTile(Strict):
-    """``pypto.set_cube_tile_shapes(m, k, n, enable_split_k)``: [L0, L1] per axis."""
+    """``pypto.set_cube_tile_shapes(m, k, n, enable_multi_data_load, enable_split_k)``:
+    [L0, L1] per axis."""
     m: list[Dim] = Field(min_length=2, max_length=2)
     k: list[Dim] = Field(min_length=2, max_length=3)   # [L0, L1] or [L0, kAL1, kBL1]
     n: list[Dim] = Field(min_length=2, max_length=2)
+    # "large-packet" loads: A and B come into L1 a kAL1 / kBL1 block per copy; without it
+    # every kL0 step copies its own piece (upstream cube_operation_impl.cpp at 08cec41e4)
+    enable_multi_data_load: bool = False
     enable_split_k: bool = False
 
     _dims = _dims_validator("m", "k", "n")
