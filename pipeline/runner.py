@@ -37,6 +37,16 @@ from .merge_keys import merges_held_apart, unmatched_merge_keys
 
 # Above this many tile operations a build takes seconds: say what is happening on stderr.
 PROGRESS_TILE_OPS = 200_000
+# upstream's runtime debug modes beyond the swimlane (docs/zh/api/config/
+# pypto-set_debug_options.md at 883e7dfb) check or dump what a run computes, not its timing
+DEBUG_MODES_WITHOUT_FILES = {
+    2: "(upstream: run on the AICORE_MODEL simulator instead of the chip) changes nothing "
+       "here: ptolab's run is a model already; 1 gives the swimlane.",
+    3: "(upstream: dump data for checking the runtime's dependencies) writes nothing here: "
+       "ptolab computes no tensor values; dyn_topo.txt (mode 1) lists the dependencies.",
+    4: "(upstream: check GM accesses for out-of-bounds) checks nothing here: ptolab refuses "
+       "a box that leaves its tensor when it compiles.",
+}
 COMPILE_FILES = ("program.json", "dyn_topo.txt", "compile.json")   # a runtime_debug_mode=1 run carries them
 
 
@@ -193,6 +203,10 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
     freq = hw.aicpu.profile_freq_mhz
     summary_us, _, summary = aicore_summary(timeline, freq)
     debug = kernel.options.debug_options.runtime_debug_mode == 1
+    note = DEBUG_MODES_WITHOUT_FILES.get(kernel.options.debug_options.runtime_debug_mode)
+    if note:
+        print(f"ptolab: note: runtime_debug_mode={kernel.options.debug_options.runtime_debug_mode}"
+              f" {note}", file=sys.stderr)
     # the per-task files hold the last launch (swimlane.launch_shift)
     shift = launch_shift(rounds, round_ticks(timeline, freq, hw.aicpu.launch_gap_us))
     views: list[str] = []   # the AICPU View of each perf file, for the merged swimlane

@@ -241,6 +241,18 @@ def test_bad_arguments(cli, tmp_path, argv, words):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("mode", [2, 3, 4])
+def test_debug_modes_without_files_say_so(cli, tmp_path, mode):
+    """Upstream's functional debug modes check or dump values; the run still happens and
+    one note says what the mode does upstream and why it writes nothing here."""
+    rc, _, err = cli("simulate", MSA, "--set", f"debug_options.runtime_debug_mode={mode}",
+                     "--out", tmp_path / "o")
+    assert rc == 0 and (tmp_path / "o" / "metrics.json").exists()
+    notes = [line for line in err.splitlines() if line.startswith("ptolab: note:")]
+    assert len(notes) == 1 and f"runtime_debug_mode={mode}" in notes[0]
+    assert not (tmp_path / "o" / "merged_swimlane.json").exists()
+
+
 def test_tile_too_large_is_an_ooo_error(cli, tmp_path):
     refused(cli("simulate", MSA, "--set", "params.W=1048576", "--set", "tiles.vec=[1048576]",
                 "--out", tmp_path / "o"), "OoO", "UB")
