@@ -114,3 +114,15 @@ def test_a_kernel_that_writes_no_declared_tensor_is_refused_with_what_to_do(tmp_
     err = capsys.readouterr().err
     assert str(path) in err and "role: output" in err
     assert not (tmp_path / "c").exists()
+
+
+def test_a_running_value_nothing_stores_is_dead_though_each_step_reads_the_last():
+    """A Python for that updates a value every step and never stores it: every step but
+    the first reads the step before, yet nothing reaches an output."""
+    body = [TILE, {"op": "exp", "inputs": ["x"], "out": "run"},
+            {"loop": {"name": "steps", "idx": "i", "trip": 3, "style": "for"},
+             "body": [{"op": "add", "inputs": ["run", "x"], "out": "run"}]},
+            *ADD_TO_Y]
+    p = program(body)
+    assert p.info["dead_ops"] == ["body[1]", "body[2].body[0]"]
+    assert p.leaf_tasks == 4

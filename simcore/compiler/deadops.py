@@ -34,6 +34,8 @@ from .trace import RootCall, Trace, tensor_of
 # ops whose result is another name for (part of) their input's bytes: a write through the
 # result is a write of the input (an assemble into an inplace reshape of an output)
 _ALIASING = ("reshape", "view")
+# ops that write part of a named tensor: what it held before is still there after
+_PARTIAL_WRITES = ("assemble", "scatter_update")
 
 
 def drop_dead_ops(traced: Trace, kernel: Kernel) -> tuple[Trace, list[str]]:
@@ -73,6 +75,9 @@ def drop_dead_ops(traced: Trace, kernel: Kernel) -> tuple[Trace, list[str]]:
 
 def _live_statements(call: RootCall, c: int, kernel: Kernel, read_in) -> set[str]:
     """The field paths of ``call``'s ops that reach something the call hands out."""
+    if not _has_unread_result(call, c, kernel, read_in):
+        # the usual case: a dead chain ends in a result nothing after it reads
+        return {op.where for op in call.ops}
     alias = _Aliases()
     for op in call.ops:
         if op.op in _ALIASING and op.inputs and (op.op == "view" or op.get("inplace")):
@@ -98,6 +103,19 @@ def _live_statements(call: RootCall, c: int, kernel: Kernel, read_in) -> set[str
                     needed.add(cls)
                     work.append(cls)
     return {op.where for op, keep in zip(call.ops, live) if keep}
+
+
+def _has_unread_result(call: RootCall, c: int, kernel: Kernel, read_in) -> bool:
+    """Whether some op's result is neither read by a later op (before the name is bound
+    again) nor handed out."""
+    later: set[str] = set()                 # names read after the op being looked at
+    for op in reversed(call.ops):
+        if op.out not in later and not _handed_out(op.out, c, kernel, read_in):
+            return True
+        if op.op not in _PARTIAL_WRITES:
+            later.discard(op.out)
+        later.update(op.inputs)
+    return False
 
 
 def _handed_out(buffer: str, c: int, kernel: Kernel, read_in) -> bool:
