@@ -1099,3 +1099,67 @@ def test_a_marker_annotation_bounds_the_rank_from_below_as_upstream_checks_it(tm
         """)
     with pytest.raises(ConfigError, match=r"--arg g=\[8, 512\]: dim 0 is 8.*fixes it at 4"):
         trace_file(fixed, args={"g": [8, 512], "out": [4, 512]})
+
+
+CARRY = """\
+import pypto
+
+
+@pypto.frontend.jit
+def k(x: pypto.Tensor([4, 16, 64], pypto.DT_FP32), y: pypto.Tensor([16, 64], pypto.DT_FP32)):
+    pypto.set_vec_tile_shapes(16, 64)
+    acc = pypto.tensor([16, 64], pypto.DT_FP32, "acc")
+    for i in pypto.loop(4, name="L", idx_name="i"):
+        v = pypto.reshape(x[i:i + 1, :, :], [16, 64]) * 2.0
+        if pypto.is_loop_begin(i):
+            acc[:] = pypto.tensor([16, 64], pypto.DT_FP32, "acc_init")
+            acc[:] = v
+        else:
+            t = acc + v
+            if pypto.is_loop_end(i):
+                y[:] = t
+            else:
+                acc[:] = t
+"""
+
+
+def test_a_carry_reset_with_a_fresh_tensor_on_the_first_step_still_carries(tmp_path):
+    """Upstream's glm_attention resets its running output on the first step with
+    ``acc[:] = pypto.tensor(...)`` and later steps read ``acc``: the first step's write must
+    reach the second step, so it goes to ``acc`` itself, and nothing is dead."""
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.spec.kernel import Kernel
+    path = tmp_path / "carry.py"
+    path.write_text(CARRY)
+    data = config(path)
+    ops = [s for s in data["body"][1]["body"] if "op" in s]
+    first = [o for o in ops if o.get("cond") == "i == 0"]
+    assert len(first) == 1 and first[0]["op"] == "assemble" and first[0]["out"] == "acc"
+    assert any(o["op"] == "add" and "acc" in o["inputs"] for o in ops)
+    program = compile_kernel(Kernel.model_validate(data), load_hardware("dav_2201"))
+    assert "dead_ops" not in program.info
+
+
+def test_as_variable_is_accepted_and_changes_nothing(tmp_path):
+    """SymbolicScalar.as_variable marks a scalar as a run-time variable upstream; the trace
+    keeps such a value symbolic anyway."""
+    body = """\
+import pypto
+
+
+@pypto.frontend.jit
+def k(seq: pypto.Tensor([2], pypto.DT_INT32), y: pypto.Tensor([2, 64], pypto.DT_FP32)):
+    pypto.set_vec_tile_shapes(1, 64)
+    for b in pypto.loop(2, name="L", idx_name="b"):
+        n = (seq[b] - 1).max(0).min(64)
+        %s
+        y[b:b + 1, :] = pypto.full([1, 64], 1.0, pypto.DT_FP32, valid_shape=[1, n])
+"""
+    with_call, without = tmp_path / "a.py", tmp_path / "b.py"
+    with_call.write_text(body % "n.as_variable()")
+    without.write_text(body % "pass")
+    args = {"seq.values": [3, 70]}
+    strip = lambda d: {k: v for k, v in d.items() if k != "body"} | {
+        "ops": [{k: v for k, v in s.items() if k != "src"} for s in d["body"][1]["body"]]}
+    assert strip(config(with_call, args=args)) == strip(config(without, args=args))

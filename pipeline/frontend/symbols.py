@@ -62,6 +62,12 @@ class SymInt:
     def __mod__(self, o): return self._bin(o, " % ", lambda a, b: a % b)
     def __rmod__(self, o): return self._bin(o, " % ", lambda a, b: a % b, True)
 
+    def as_variable(self) -> None:
+        """Upstream's SymbolicScalar.as_variable (pypto_impl/__init__.pyi at 883e7dfb) marks
+        the scalar as a run-time variable in place; the trace keeps a value read from a
+        tensor symbolic anyway, so there is nothing to mark."""
+        return None
+
     def __neg__(self):
         return SymInt(f"-{_atom(self)}", None if self.value is None else -self.value)
 
