@@ -280,11 +280,16 @@ def _imported(study: Study, source: Path) -> dict:
     import yaml
 
     from .frontend import kernel_text, parse_values, trace_file
+    from .frontend.standin import ARCHES
     _, function = study.python_kernel
+    # a kernel branching on pypto.platform.npuarch keeps the branch of the study's chip
+    arch = Path(study.hardware).stem.upper()
     dims = parse_values([f"{k}={v}" for k, v in study.dims.items()], "dims")
     args = parse_values([f"{k}={_arg_text(v)}" for k, v in study.args.items()], "args")
     try:
-        return yaml.safe_load(kernel_text(trace_file(source, function, dims, args), "plan"))
+        return yaml.safe_load(kernel_text(trace_file(source, function, dims, args,
+                                                     arch=arch if arch in ARCHES else None),
+                                          "plan"))
     except ConfigError as exc:
         raise exc.located(str(source)) from None
 

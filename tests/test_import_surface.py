@@ -1163,3 +1163,38 @@ def k(seq: pypto.Tensor([2], pypto.DT_INT32), y: pypto.Tensor([2, 64], pypto.DT_
     strip = lambda d: {k: v for k, v in d.items() if k != "body"} | {
         "ops": [{k: v for k, v in s.items() if k != "src"} for s in d["body"][1]["body"]]}
     assert strip(config(with_call, args=args)) == strip(config(without, args=args))
+
+
+ARCH_BRANCH = """\
+import pypto
+
+
+@pypto.jit
+def k(x: pypto.Tensor((64, 64)), y: pypto.Tensor((64, 64))):
+    if pypto.platform.npuarch == 'DAV_3510':
+        pypto.set_vec_tile_shapes(64, 64)
+    else:
+        pypto.set_vec_tile_shapes(32, 64)
+    y[:] = x + x
+"""
+
+
+def test_a_kernel_branching_on_the_chip_keeps_the_named_chips_branch(tmp_path, capsys):
+    """pypto.platform.npuarch answers --arch; without it the import stops and says so."""
+    path = tmp_path / "arch.py"
+    path.write_text(ARCH_BRANCH)
+    tiles = {}
+    for arch in ("DAV_2201", "DAV_3510"):
+        out = tmp_path / f"{arch}.yaml"
+        assert main(["import", f"{path}:k", "--arch", arch.lower(), "--out", str(out)]) == 0
+        text = out.read_text()
+        assert f"--arch {arch}" in text.splitlines()[1]          # the re-import command
+        tiles[arch] = yaml.safe_load(text)["tiles"]
+    assert tiles["DAV_2201"] != tiles["DAV_3510"]
+    assert [64, 64] in tiles["DAV_3510"].values() and [32, 64] in tiles["DAV_2201"].values()
+    capsys.readouterr()
+    assert main(["import", f"{path}:k", "--out", str(tmp_path / "none.yaml")]) == 2
+    assert "--arch" in capsys.readouterr().err
+    assert main(["import", f"{path}:k", "--arch", "dav_9999",
+                 "--out", str(tmp_path / "bad.yaml")]) == 2
+    assert "DAV_2201" in capsys.readouterr().err

@@ -16,6 +16,10 @@ def add_arguments(p) -> None:
     p.add_argument("--arg", dest="args", action="append", default=[], metavar="NAME=VALUE",
                    help="a kernel argument: a tensor's shape ([64, 64] or fp16[64, 64]) or a "
                         "plain value (JSON)")
+    p.add_argument("--arch", default=None, type=str.upper,
+                   help="what pypto.platform.npuarch answers, for a kernel that branches on "
+                        "the chip: DAV_2201 (Atlas A2/A3) or DAV_3510; the config keeps that "
+                        "chip's branch (default: such a branch stops the import)")
     p.add_argument("--out", type=Path, default=None,
                    help="kernel config to write (default: FUNCTION.yaml in the current folder)")
 
@@ -30,10 +34,16 @@ def _split(source: str) -> tuple[Path, str | None]:
 def run(args) -> int:
     from ..emit.atomic import write_text
     from ..frontend import kernel_text, parse_values, trace_file
+    from ..frontend.standin import ARCHES
+    from simcore.spec.errors import ConfigError
+    if args.arch is not None and args.arch not in ARCHES:
+        raise ConfigError(f"--arch {args.arch}: expected one of {', '.join(ARCHES)}, the chips "
+                          f"of configs/hardware/.")
     path, function = _split(args.source)
     traced = trace_file(path, function, parse_values(args.dims, "--dim"),
-                        parse_values(args.args, "--arg"))
+                        parse_values(args.args, "--arg"), arch=args.arch)
     command = " ".join(["ptolab import", shlex.quote(args.source)]
+                       + ([f"--arch {args.arch}"] if args.arch else [])
                        + [f"--dim {shlex.quote(d)}" for d in args.dims]
                        + [f"--arg {shlex.quote(a)}" for a in args.args])
     text = kernel_text(traced, command)

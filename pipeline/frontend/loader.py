@@ -71,13 +71,13 @@ _SUBMODULES = _SubmoduleFinder()
 
 
 @contextmanager
-def standins(folder: Path):
+def standins(folder: Path, arch: str | None = None):
     real = _real_pypto()
     if real is not None:
         raise ConfigError(f"a real PyPTO is importable here ({real}); `ptolab import` traces "
                           f"with its own stand-in pypto and will not shadow a real "
                           f"installation. Run it in an environment without PyPTO.")
-    modules = standin.build()
+    modules = standin.build(arch)
     modules["pypto"]._ptolab_standin = True
     need_torch = "torch" not in sys.modules and importlib.util.find_spec("torch") is None
     saved = {k: sys.modules.get(k) for k in modules}
@@ -507,14 +507,18 @@ def _options(kernel: JitKernel, R: Recorder) -> dict:
 
 
 def trace_file(path: Path, function: str | None = None, dims: dict | None = None,
-               args: dict | None = None, shown: str | None = None) -> Traced:
+               args: dict | None = None, shown: str | None = None,
+               arch: str | None = None) -> Traced:
+    """Trace ``function`` of the kernel file at ``path``.  ``arch``: what
+    ``pypto.platform.npuarch`` answers (a chip name such as "DAV_2201"); None refuses the
+    query, since a traced config keeps one chip's branch."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such kernel file.")
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     resolved = path.resolve()
-    with standins(resolved.parent):
+    with standins(resolved.parent, arch):
         module = _load_module(resolved, digest)
         args = dict(args or {})
         kernel, found = _find(module, path, function, args)

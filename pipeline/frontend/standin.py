@@ -67,8 +67,8 @@ class _Missing:
     def _compared(self, use: str):
         what = (f"pypto.{self.__name__}{use} is not supported by the tracing stand-in: "
                 f"`ptolab import` traces a kernel once for every chip, so a kernel that "
-                f"branches on the platform keeps the branch of the chip it is meant for "
-                f"(the study's hardware) written out by hand")
+                f"branches on the platform keeps the branch of one chip: name it with "
+                f"`ptolab import --arch {'|'.join(ARCHES)}` (the study's hardware)")
         if context.active is None:
             return RuntimeError(what.replace("the tracing", "ptolab's tracing"))
         return context.rec().fail(what)
@@ -124,9 +124,17 @@ def submodule(name: str) -> _Module:
     return module
 
 
-def build() -> dict[str, types.ModuleType]:
-    """Fresh modules for ``pypto``, ``pypto.frontend`` and ``pypto.experimental``."""
+# the chips a kernel may branch on, as upstream's pypto.platform.npuarch names them (the
+# hardware files' names, upper-case)
+ARCHES = ("DAV_2201", "DAV_3510")
+
+
+def build(arch: str | None = None) -> dict[str, types.ModuleType]:
+    """Fresh modules for ``pypto``, ``pypto.frontend`` and ``pypto.experimental``;
+    ``pypto.platform.npuarch`` answers ``arch`` when one is given."""
     pypto = _Module("pypto", "ptolab's tracing stand-in for PyPTO (see pipeline/frontend)")
+    if arch is not None:
+        pypto.platform = types.SimpleNamespace(npuarch=arch)
     frontend = _Module("pypto.frontend")
     experimental = _Module("pypto.experimental")
     pypto.__path__ = []          # a package: `import pypto.operation` finds a stand-in
