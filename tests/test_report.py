@@ -310,6 +310,41 @@ def test_many_to_many_fires_on_misaligned_tiles_only(tmp_path):
                                                                       topo=topo)))
 
 
+def test_many_to_many_is_one_finding_per_consumer_and_names_a_cube_producer(tmp_path):
+    """Two producer groups feeding one consumer group many-to-many share the time the
+    consumer runs: one finding, which names the other producer; a matmul producer's tiles
+    are its cube TileShape's, not a vector TileShape; the same ops split over two leaf
+    functions are no pair to align."""
+    links = [(0, 0, 1, 0, [10]), (0, 1, 1, 0, [10, 11]), (0, 2, 1, 0, [11]),
+             (0, 3, 1, 0, [10, 11])]
+    twice = topo_df(links + [(s, t + 4, 3, 0, succ) for s, t, _, _, succ in links]
+                    + [(0, 10, 2, 0, []), (0, 11, 2, 0, [])])
+    tasks = tasks_df([("AIC", c, 0.0, 1.0, 0, t, "mm") for c, t in enumerate(range(4))]
+                     + [("AIV", c, 0.0, 1.0, 0, t + 4, "dq") for c, t in enumerate(range(4))]
+                     + [("AIV", 9, 2.0, 1.0, 0, 10, "rope"), ("AIV", 9, 3.0, 1.0, 0, 11, "rope")])
+    found = [f for f in advisor.advise(write_stage(tmp_path / "two", topo=twice, tasks=tasks))
+             if f["rule"] == "many_to_many"]
+    assert len(found) == 1 and "1 other producer group" in found[0]["evidence"]
+    # the larger producer group, the first on a tie (leaf 1, the matmul), is named
+    action = found[0]["action"]
+    assert "'rope'" in action and "'mm' matmul writes" in action and "cube TileShape" in action
+    same = tasks.with_columns(label=pl.lit("dq"))
+    assert "many_to_many" not in rules(advisor.advise(
+        write_stage(tmp_path / "same", topo=twice, tasks=same)))
+
+
+def test_a_cause_folds_its_symptom_even_when_the_symptom_explains_more():
+    """rank: the few-cores symptom explains more time than the dev-task gaps that cause
+    it, yet it is the gaps' finding that comes first, with the symptom under it."""
+    gaps = advisor._finding("dev_task_gaps", "gaps", "e", "stitch", "high", "a", 400.0, "x")
+    few = advisor._finding("few_vector_cores", "few", "e", "tile_smaller", "high", "a", 500.0,
+                           "x", caused_by={"dev_task_gaps": "small dev tasks"})
+    (top,) = advisor.rank([few, gaps])
+    assert top["rule"] == "dev_task_gaps"
+    assert [f["rule"] for f in top["folded"]] == ["few_vector_cores"]
+    assert top["folded"][0]["because"] == "small dev tasks"
+
+
 def test_repeated_gm_loads_count_loading_tasks(tmp_path):
     ops = ops_df([{"func_hash": 5, "func_name": "mm_a", "opcode": "COPY_IN", "raw": 3,
                    "in_offset": [0, 0], "in_shape": [128, 64]},

@@ -55,6 +55,10 @@ BUILD_SHARE = 0.5
 FIRST_TASK_SHARE = 0.10
 # Below this a finding's time shows as "≈ 0.00 us"; in a timed stage it is left out.
 NO_TIME_US = 0.005
+# A finding on top explaining less than this share of the kernel window names no
+# bottleneck worth a knob change (left out, like NO_TIME_US); below LOW_SHARE it is low.
+MIN_SHARE = 0.01
+LOW_SHARE = 0.05
 # Opcodes that reduce an axis (upstream names and ptolab's); matched as substrings.
 REDUCE_WORDS = ("SUM", "MAX", "MIN", "MEAN", "PROD", "REDUCE")
 
@@ -173,7 +177,7 @@ def _small_dev_tasks(st: Stage, core_type: str) -> str | None:
     """Why dev-task gaps explain a core-type symptom: the dev tasks hold too few tasks."""
     total = st.chip_cores(core_type)
     per = st.per_dev_task(core_type)
-    if not total or per >= VECTOR_CORE_SHARE * total:
+    if not total or per >= total:
         return None
     return (f"each dev task holds {per:g} {core_type} leaf task(s) (median) for {total} "
             f"{core_type} cores, so the cores wait on dev-task hand-overs; raise the stitch "
@@ -249,10 +253,14 @@ def _small_finding(st: Stage, tasks: pl.DataFrame, core: str, found: list[dict])
     name = "CubeNBuffer" if cube else "vecNBuffer"
     overhead = _head_overhead(st, tasks, [g["leaf_hash"] for g in found])
     top = found[0]
-    cores = st.used_cores(core) or 1
+    cores = st.chip_cores(core) or st.used_cores(core) or 1
     per_dev = top["n"] / max(tasks["seq_no"].n_unique(), 1)
     # merge as many as keeps one merged task per core in a dev task: 2, 4 or 8
     factor = max(2, min(8, 2 ** int(max(per_dev / cores, 1)).bit_length() // 2))
+    # with fewer than two tasks a core, even two to a task leaves cores idle
+    idle = (f"; merged, {per_dev / factor:g} tasks a dev task leave some of the {cores} "
+            f"{core} cores idle, so it pays only while the heads it saves outweigh the "
+            f"parallel work it gives up" if per_dev < factor * cores else "")
     because = {"dev_task_gaps": _small_dev_tasks(st, core)}
     if top["label"] in st.split_reduce_labels():
         because["reduce_axis_split"] = (f"the small '{top['label']}' subgraphs are the partial "
@@ -262,7 +270,7 @@ def _small_finding(st: Stage, tasks: pl.DataFrame, core: str, found: list[dict])
                     f"Many sub-{SMALL_TASK_US:g}-us isomorphic subgraphs: merge them ({name})",
                     evidence, "cube_nbuffer" if cube else "vec_nbuffer", "medium",
                     f"{option}: merge {factor} of the '{top['label']}' subgraphs per leaf task "
-                    f"({top['n']} tasks on {cores} {core} cores)",
+                    f"({top['n']} tasks on {cores} {core} cores){idle}",
                     overhead, "the idle time before these tasks on their cores inside a dev "
                     f"task (dispatch and kernel head), {_share(overhead, st)}",
                     suggest.merge(st.knobs, option, top["label"], factor),
@@ -392,7 +400,12 @@ def many_to_many(st: Stage) -> list[dict]:
                 & (pl.col("fan_in") > FAN)
                 & (pl.col("fan_out") * pl.col("fan_in") >= FAN_PRODUCT))
         .sort("edges", "g", "h", descending=[True, False, False]))
-    return [_m2m_finding(st, f) for f in fan.iter_rows(named=True)]
+    # one finding per consumer group: its producer groups share the time it explains
+    by_consumer: dict[str, list[dict]] = {}
+    for f in fan.iter_rows(named=True):
+        by_consumer.setdefault(f["h"], []).append(f)
+    found = [_m2m_finding(st, rows) for rows in by_consumer.values()]
+    return [f for f in found if f is not None]
 
 
 def _group(st: Stage, leaf: str) -> tuple[str, str, pl.DataFrame | None]:
@@ -406,20 +419,29 @@ def _group(st: Stage, leaf: str) -> tuple[str, str, pl.DataFrame | None]:
     return f"'{hit['label'][0]}' (leaf {leaf})", hit["label"][0], hit
 
 
-def _m2m_finding(st: Stage, f: dict) -> dict:
-    up, up_label, _ = _group(st, f["g"])
-    down, down_label, _ = _group(st, f["h"])
+def _m2m_finding(st: Stage, rows: list[dict]) -> dict | None:
+    """The many-to-many finding of one consumer group, from its largest producer group;
+    None when producer and consumer are the same ops (one label split into several leaf
+    functions: no TileShape of one to give the other)."""
+    down, down_label, _ = _group(st, rows[0]["h"])
+    rows = [f for f in rows if not down_label or _group(st, f["g"])[1] != down_label]
+    if not rows:
+        return None
+    f = rows[0]
+    up, up_label, up_tasks = _group(st, f["g"])
+    others = f"; {len(rows) - 1} other producer group(s) feed it so too" if len(rows) > 1 else ""
     evidence = (f"{f['edges']} dependencies from {up} to {down}: each producer feeds "
                 f"{f['fan_out']:.2f} consumers and each consumer waits on {f['fan_in']:.2f} "
-                f"producers on average (many-to-many, both above {FAN:g}).")
+                f"producers on average (many-to-many, both above {FAN:g}){others}.")
     part = _running_us(st, down_label)
+    cube = up_tasks is not None and (up_tasks["core_type"] == "AIC").all()
+    written = suggest.output_tile(st.knobs, up_label)
+    source = (f", ({', '.join(map(str, written))})" if written else
+              " (its cube TileShape's m and n)" if cube else f" ({_tile_name(st, up_label)})")
     return _finding("many_to_many", "Many-to-many dependencies between up- and downstream "
                     "tiles: align their TileShapes", evidence, "align", "medium",
                     f"give the {_tile_name(st, down_label)} the shape of the tiles the "
-                    f"'{up_label}' ops write"
-                    + (f", ({', '.join(map(str, written))})"
-                       if (written := suggest.output_tile(st.knobs, up_label)) else
-                       f" ({_tile_name(st, up_label)})"),
+                    f"'{up_label}' {'matmul writes' if cube else 'ops write'}{source}",
                     part, f"at most the time '{down_label}' subgraphs run, {_share(part, st)}",
                     suggest.tile_like(st.knobs, down_label, up_label))
 
@@ -523,12 +545,14 @@ _ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
 def rank(found: list[dict]) -> list[dict]:
-    """Most time explained first; a finding whose cause a higher one explains is folded
-    under that one (``folded``), with the reason in ``because``."""
+    """Most time explained first; a finding whose cause another one explains is folded
+    under that one (``folded``), with the reason in ``because``, wherever the cause ranks:
+    a symptom that explains more time than its cause is still the cause's to fix."""
     ordered = sorted(found, key=lambda f: (-f["explains_us"], _ORDER[f["severity"]], f["rule"]))
     top: list[dict] = []
     for f in ordered:
-        parent = next((t for t in top if t["rule"] in f["caused_by"]), None)
+        parent = next((t for t in ordered if t is not f and t["rule"] in f["caused_by"]
+                       and f["rule"] not in t["caused_by"]), None)
         if parent is None:
             top.append(f)
         else:
@@ -548,12 +572,18 @@ def advise(stage_dir: Path, knobs: KernelKnobs | None = None) -> list[dict]:
         # idle hand-overs between dev tasks ask for a larger stitch; a smaller one would
         # add hand-overs to speed up one build, so the first-task advice would contradict it
         found = [f for f in found if f["rule"] != "first_task_build"]
+    window = st.window()
+    if window > 0:
+        for f in found:
+            if f["explains_us"] < LOW_SHARE * window:
+                f["severity"] = "low"
     ranked = rank(found)
-    if st.window() > 0:
+    if window > 0:
         # with the stage's task times at hand, a finding on top bounded to no measurable
-        # time ("explains ≈ 0.00 us") names no bottleneck; folded under another, it still
-        # says what to look at once that one is fixed
-        ranked = [f for f in ranked if f["explains_us"] >= NO_TIME_US]
+        # time ("explains ≈ 0.00 us", or under 1 % of the window) names no bottleneck;
+        # folded under another, it still says what to look at once that one is fixed
+        ranked = [f for f in ranked
+                  if f["explains_us"] >= max(NO_TIME_US, MIN_SHARE * window)]
     return ranked
 
 

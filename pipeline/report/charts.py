@@ -86,7 +86,8 @@ def _legend(frame: Frame, items: list[tuple[str, str]], hollow: set[str] = froze
 
 
 def stage_bars(stages: list[str], kernel: list[float | None], e2e: list[float | None],
-               races: dict[str, list[tuple[float, float] | None]] | None = None) -> Markup:
+               races: dict[str, list[tuple[float, float] | None]] | None = None,
+               workloads: list[str] | None = None) -> Markup:
     """Per stage, kernel_us and e2e_us each as a bar from zero to the stage's value.
 
     The change against the previous stage is printed under the stage's name (green a
@@ -94,9 +95,11 @@ def stage_bars(stages: list[str], kernel: list[float | None], e2e: list[float | 
     Bars carry their value (data-value) and the SVG its scale (data-zero, data-top,
     data-vmax), so a test can check that every bar's height is its value.  ``races``:
     per series, each stage's (smallest, largest) run over the chip's race variants, drawn
-    as a whisker across the bar (data-min, data-max).
+    as a whisker across the bar (data-min, data-max).  ``workloads``: per stage, the problem
+    it runs; a change is printed only against the previous stage of the same workload.
     """
     races = races or {}
+    workloads = workloads or [""] * len(stages)
     frame = Frame(max(680, 130 * len(stages) + 90), 350, bottom=90)
     spans = [hi for series in races.values() for r in series if r is not None for hi in r]
     vmax = nice_max(max([v for v in kernel + e2e if v is not None] + spans + [0.0]))
@@ -112,9 +115,12 @@ def stage_bars(stages: list[str], kernel: list[float | None], e2e: list[float | 
                 body += _whisker(frame, vmax, x + w / 2, w * 0.3, race, name, series)
         cx = frame.left + (g + 0.5) * slot
         body.append(_text(cx, frame.y1 + 16, name))
-        if g:
-            body.append(_change(cx, frame.y1 + 31, "kernel", kernel[g - 1], kernel[g]))
-            body.append(_change(cx, frame.y1 + 45, "e2e", e2e[g - 1], e2e[g]))
+        prev = next((p for p in range(g - 1, -1, -1) if workloads[p] == workloads[g]), None)
+        if prev is not None:
+            body.append(_change(cx, frame.y1 + 31, "kernel", kernel[prev], kernel[g]))
+            body.append(_change(cx, frame.y1 + 45, "e2e", e2e[prev], e2e[g]))
+        elif g:
+            body.append(_text(cx, frame.y1 + 31, f"workload {workloads[g]}"))
     body += _legend(frame, [(KERNEL, "kernel_us"), (E2E, "e2e_us"),
                             (BETTER, "faster than previous"), (WORSE, "slower than previous")])
     scale = (f' class="stage-bars" data-zero="{_f(frame.y1)}" '

@@ -103,19 +103,24 @@ def stage_rows(study, stages_dir: Path, report_dir: Path | None = None,
     varied = sorted({k for s in study.stages for k in s.set})
     rows = [_stage_row(s, stages_dir / s.name, Path(report_dir or stages_dir), kernel, varied)
             for s in study.stages]
-    base = rows[0]["metrics"]
-    for i, row in enumerate(rows):
+    for i, (stage, row) in enumerate(zip(study.stages, rows)):
         m, prev = row["metrics"], rows[i - 1] if i else None
         row["changed"] = stages.changed(prev["knobs"] if prev else None, row["knobs"])
         row["graph_diff"] = graph.diff(prev["graph"], row["graph"]) if prev else None
+        # times compare only within a workload (a study running two problem sizes compares
+        # each size's stages among themselves)
+        row["workload"] = stage.workload
+        same = [r for s, r in zip(study.stages[:i], rows) if s.workload == stage.workload]
+        base, last = (same[0]["metrics"], same[-1]["metrics"]) if same else (None, None)
+        row["new_workload"] = bool(i) and not same
         for key in ("kernel_us", "e2e_us"):
-            row[f"{key}_vs_base"] = stages.speedup(base.get(key), m.get(key))
-            row[f"{key}_vs_prev"] = (stages.speedup(prev["metrics"].get(key), m.get(key))
-                                     if prev else None)
+            row[f"{key}_vs_base"] = stages.speedup(base.get(key), m.get(key)) \
+                if base is not None else (1.0 if not i else None)
+            row[f"{key}_vs_prev"] = (stages.speedup(last.get(key), m.get(key))
+                                     if last is not None else None)
             # two racing stages whose ranges overlap: the change may be the race alone
-            row[f"{key}_vs_base_race"] = i > 0 and stages.ranges_overlap(base, m, key)
-            row[f"{key}_vs_prev_race"] = bool(prev) and stages.ranges_overlap(
-                prev["metrics"], m, key)
+            row[f"{key}_vs_base_race"] = base is not None and stages.ranges_overlap(base, m, key)
+            row[f"{key}_vs_prev_race"] = last is not None and stages.ranges_overlap(last, m, key)
     return rows
 
 
@@ -187,7 +192,8 @@ def render_study(study_path: Path, stages_dir: Path, out: Path,
     names = [r["name"] for r in rows]
     bars = charts.stage_bars(names, [_metric(r, "kernel_us") for r in rows],
                              [_metric(r, "e2e_us") for r in rows],
-                             stages.race_ranges([r["metrics"] for r in rows]))
+                             stages.race_ranges([r["metrics"] for r in rows]),
+                             [s.workload for s in study.stages])
     sweep_charts = [(s, charts.sweep_chart(s)) for s in stages.sweeps(rows)]
     html = environment().get_template("study.html.j2").render(
         study=study, rows=rows, stage_bars=bars, sweeps=sweep_charts, source=source,
@@ -204,9 +210,10 @@ def _headline(study, results: Path) -> dict:
     A racing study's stages are compared by their race medians, not their single runs
     (one draw each), and a speed-up whose two race ranges overlap is marked as within the
     race, as the study report marks it."""
+    # the first stage's workload only: stages of another problem size are no candidates
     rows = [{"name": s.name, "metrics": stages.read_json(
                 Path(results) / study.name / s.name / "parsed" / "metrics.json") or {}}
-            for s in study.stages]
+            for s in study.stages if s.workload == study.stages[0].workload]
     raced = bool(rows) and all(stages.race_range(r["metrics"], "e2e_us") for r in rows)
 
     def time(metrics: dict, key: str):

@@ -22,6 +22,9 @@ class Stage(Strict):
     name: str = Field(pattern=NAME)
     description: str = Field(min_length=1)   # what changed and why, one sentence
     set: dict[str, Any] = Field(default_factory=dict)
+    # The problem this stage runs, when a study runs more than one (another size, say):
+    # a report compares a stage's times only with the stages of its workload.
+    workload: str = Field("", pattern=r"^$|" + NAME)
     # Figures PyPTO's documentation gives for this stage (docs/cases.md) (e.g. kernel_us, e2e_us): reports overlay
     # them and tests compare against them; the model never reads them.
     documented: dict[str, float] = Field(default_factory=dict)
