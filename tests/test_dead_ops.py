@@ -126,3 +126,18 @@ def test_a_running_value_nothing_stores_is_dead_though_each_step_reads_the_last(
     p = program(body)
     assert p.info["dead_ops"] == ["body[1]", "body[2].body[0]"]
     assert p.leaf_tasks == 4
+
+
+def test_a_statement_kept_for_one_call_keeps_its_producer_in_every_call():
+    """Calls of one loop hold different ops under a cond: m = x * 2 on the first step,
+    m = x * 3 on the others, t = m + 1 on every step, stored on the last.  t's statement is
+    live in the last call, so it stays in all calls, and with it whichever m fed it."""
+    body = [TILE, _loop([
+        {"op": "mul", "inputs": ["x"], "scalar": 2.0, "out": "m", "cond": "i == 0"},
+        {"op": "mul", "inputs": ["x"], "scalar": 3.0, "out": "m", "cond": "i != 0"},
+        {"op": "add", "inputs": ["m"], "scalar": 1.0, "out": "t"},
+        {"op": "assemble", "inputs": ["t"], "out": "y", "offsets": [0, 0], "cond": "i == 2"},
+    ], trip=3)]
+    p = program(body)
+    assert "dead_ops" not in p.info
+    assert p.root_calls == 3 and p.leaf_tasks == 3 * 4

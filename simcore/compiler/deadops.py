@@ -47,8 +47,26 @@ def drop_dead_ops(traced: Trace, kernel: Kernel) -> tuple[Trace, list[str]]:
             for name in op.inputs:
                 read_in[name].add(c)
     live_where: dict[str, set[str]] = defaultdict(set)   # root function -> live statements
+    # the usual call: a dead chain ends in a result nothing after it reads, and none does
+    slow = []
     for c, call in enumerate(traced.calls):
-        live_where[call.root_key] |= _live_statements(call, c, kernel, read_in)
+        if _has_unread_result(call, c, kernel, read_in):
+            slow.append(c)
+        else:
+            live_where[call.root_key].update(op.where for op in call.ops)
+    # a statement kept for one call of its function is kept in all, so it keeps its
+    # producers there too (calls of one function may hold different ops under a cond):
+    # until nothing more is kept
+    grown = True
+    while grown:
+        grown = False
+        for c in slow:
+            call = traced.calls[c]
+            kept = live_where[call.root_key]
+            got = _live_statements(call, c, kernel, read_in, kept)
+            if not got <= kept:
+                kept |= got
+                grown = True
     dropped: dict[str, None] = {}
     calls = []
     for call in traced.calls:
@@ -73,11 +91,10 @@ def drop_dead_ops(traced: Trace, kernel: Kernel) -> tuple[Trace, list[str]]:
     return Trace(calls=calls), list(dropped)
 
 
-def _live_statements(call: RootCall, c: int, kernel: Kernel, read_in) -> set[str]:
-    """The field paths of ``call``'s ops that reach something the call hands out."""
-    if not _has_unread_result(call, c, kernel, read_in):
-        # the usual case: a dead chain ends in a result nothing after it reads
-        return {op.where for op in call.ops}
+def _live_statements(call: RootCall, c: int, kernel: Kernel, read_in,
+                     kept: set[str]) -> set[str]:
+    """The field paths of ``call``'s ops that reach something the call hands out, or that
+    feed a statement ``kept`` for the function already."""
     alias = _Aliases()
     for op in call.ops:
         if op.op in _ALIASING and op.inputs and (op.op == "view" or op.get("inplace")):
@@ -90,8 +107,11 @@ def _live_statements(call: RootCall, c: int, kernel: Kernel, read_in) -> set[str
     names = {name for op in call.ops for name in (*op.inputs, op.out)}
     needed = {alias.find(name) for name in names
               if _handed_out(name, c, kernel, read_in)}
+    live = [op.where in kept for op in call.ops]
+    for op, keep in zip(call.ops, live):
+        if keep:
+            needed.update(alias.find(name) for name in op.inputs)
     work = list(needed)
-    live = [False] * len(call.ops)
     while work:
         for i in writers.get(work.pop(), ()):
             if live[i]:
