@@ -1198,3 +1198,30 @@ def test_a_kernel_branching_on_the_chip_keeps_the_named_chips_branch(tmp_path, c
     assert main(["import", f"{path}:k", "--arch", "dav_9999",
                  "--out", str(tmp_path / "bad.yaml")]) == 2
     assert "DAV_2201" in capsys.readouterr().err
+
+
+def test_a_written_tensor_moved_into_another_is_renamed_not_dropped(tmp_path):
+    """Only fresh memory leaves the target's own buffer standing: a pypto.tensor some op
+    has written (here inside a helper, whose ops carry the caller's line) is data, and
+    moving it renames, so later reads read it."""
+    path = tmp_path / "mv.py"
+    path.write_text("""\\
+import pypto
+
+
+def filled(t, v):
+    t[:] = v
+    return t
+
+
+@pypto.jit
+def k(x: pypto.Tensor((32, 32)), y: pypto.Tensor((32, 32))):
+    pypto.set_vec_tile_shapes(32, 32)
+    acc = pypto.tensor([32, 32], pypto.DT_FP32, "acc")
+    acc[:] = filled(pypto.tensor([32, 32], pypto.DT_FP32, "t"), x * 2.0)
+    y[:] = acc + 1.0
+""")
+    ops = [s for s in config(path)["body"] if "op" in s]
+    written = {o["out"] for o in ops if o["op"] == "assemble"}
+    reads = {name for o in ops if o["op"] == "add" for name in o["inputs"]}
+    assert reads <= written | {"x"}, (reads, written)

@@ -213,6 +213,10 @@ class Recorder:
         self.stack[-1].append(rec)
         return rec
 
+    def written(self, decl) -> bool:
+        """Whether any op recorded so far writes the tensor ``decl`` declares."""
+        return any(_writes(body, decl) for body in self.stack)
+
     def window(self, fields: dict, inputs: list, out, where: str) -> OpRec:
         """A view or in-place reshape of GM: only a window on a tensor, costing nothing, so
         it is declared in each root function that uses it, where it is first used."""
@@ -416,6 +420,18 @@ class Recorder:
         for decl in self.decls:
             name_of(decl.slot)
         self.name_of = name_of
+
+
+def _writes(body: list, decl) -> bool:
+    """Whether an op recorded in ``body`` (through loop bodies) writes the tensor ``decl``
+    declares, whole or through a view of it."""
+    for stmt in body:
+        if isinstance(stmt, OpRec) and (getattr(stmt.out, "decl", None) is decl
+                                        or getattr(stmt.out, "slot", stmt.out) is decl.slot):
+            return True
+        if isinstance(stmt, LoopRec) and _writes(stmt.body, decl):
+            return True
+    return False
 
 
 def _producer(body: list, slot):

@@ -250,12 +250,13 @@ class Tensor:
             _ops().assemble(other, [0] * len(self._shape), self)
             return
         R = context.rec()
-        if self.kind == "temp" and other.kind == "temp" and other.where == R.where():
-            # ``t[:] = pypto.tensor(...)``: fresh memory for a kernel temporary, made on this
-            # very line, so nothing is in it (glm_attention's first loop step resets its
-            # running output so, and later steps read what that step writes).  Renamed, the
-            # reset would live in one branch of a symbolic if and the other branch would read
-            # the old name; the temporary's own buffer stands for the fresh memory instead
+        if self.kind == "temp" and other.kind == "temp" and other.decl is not self.decl \
+                and not R.written(other.decl):
+            # ``t[:] = pypto.tensor(...)``: fresh memory for a kernel temporary, nothing in it
+            # yet (glm_attention's first loop step resets its running output so, and later
+            # steps read what that step writes).  Renamed, the reset would live in one branch
+            # of a symbolic if and the other branch would read the old name; the temporary's
+            # own buffer stands for the fresh memory instead
             return
         if self.kind == "arg" and other.decl is not self.decl:
             other.decl.fresh_per = None     # it is the argument's memory: one buffer
