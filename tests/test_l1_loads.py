@@ -72,14 +72,15 @@ def test_a_transposed_b_has_its_runs_cut_too():
 
 
 @pytest.mark.parametrize("extra, multi, split", [
-    (", True", True, False),                        # the guides' positional form
-    (", False, True", False, True),
-    (", enable_split_k=True", False, True),
-    ("", False, False),
+    ("", True, False),                              # 883e7dfb: large packets always on
+    (", True", True, True),                         # its fourth positional: split-K
+    (", enable_split_k=True", True, True),
+    (", enable_multi_data_load=False", False, False),   # a file of the guides' time
 ])
 def test_the_importer_takes_upstreams_argument_order(tmp_path, extra, multi, split):
-    """upstream: set_cube_tile_shapes(m, k, n, enable_multi_data_load=False,
-    enable_split_k=False); the fourth positional argument is the large-packet switch."""
+    """upstream at 883e7dfb: set_cube_tile_shapes(m, k, n, enable_split_k=False), large
+    packets always on; the guides' time had the switch, off by default, which a file may
+    still name."""
     import yaml
     from pipeline.frontend import kernel_text, trace_file
     path = tmp_path / "mm.py"

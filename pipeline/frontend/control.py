@@ -150,12 +150,15 @@ def get_vec_tile_shapes():
     return [d if isinstance(d, int) else SymInt(d) for d in tile]
 
 
-def set_cube_tile_shapes(m, k, n, enable_multi_data_load=False, enable_split_k=False):
+def set_cube_tile_shapes(m, k, n, enable_split_k=False, *, enable_multi_data_load=True):
+    """Upstream's form at 883e7dfb: (m, k, n, enable_split_k), large-packet loads always on
+    (commit 457767dab made them the default and dropped the switch).  A file of the
+    guides' time may still pass ``enable_multi_data_load=False`` by name, the small
+    packets the switch gave there by default."""
     R = context.rec()
     tile = {"m": R.check_dims(m, "cube tile m"), "k": R.check_dims(k, "cube tile k"),
-            "n": R.check_dims(n, "cube tile n")}
-    if enable_multi_data_load:
-        tile["enable_multi_data_load"] = True
+            "n": R.check_dims(n, "cube tile n"),
+            "enable_multi_data_load": bool(enable_multi_data_load)}
     if enable_split_k:
         tile["enable_split_k"] = True
     R.set_state("set_cube_tile_shapes", _Frozen(tile))
@@ -172,8 +175,7 @@ def get_cube_tile_shapes():
     tile = R.state["set_cube_tile_shapes"]
     if tile is None:
         raise R.fail("get_cube_tile_shapes before any set_cube_tile_shapes")
-    return (list(tile["m"]), list(tile["k"]), list(tile["n"]),
-            tile.get("enable_multi_data_load", False), tile.get("enable_split_k", False))
+    return (list(tile["m"]), list(tile["k"]), list(tile["n"]), tile.get("enable_split_k", False))
 
 
 def set_pass_options(**options):
