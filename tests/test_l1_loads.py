@@ -98,3 +98,25 @@ def mm(a: pypto.Tensor((256, 512), pypto.DT_FP16), b: pypto.Tensor((512, 256), p
     tile = next(iter(v for v in data["tiles"].values() if isinstance(v, dict)))
     assert tile.get("enable_multi_data_load", False) is multi
     assert tile.get("enable_split_k", False) is split
+
+
+def test_an_operand_the_cube_reads_from_a_workspace_comes_in_pieces_too():
+    """A = exp(a) reaches the matmul through its GM workspace: read into L1 the same way
+    as a kernel input, a kL0 piece per copy in small packets, its rows cut at each."""
+    def program(multi):
+        kernel = Kernel.model_validate({
+            "name": "mm",
+            "tensors": {"a": {"shape": [256, 2048], "dtype": "fp16", "role": "input"},
+                        "b": {"shape": [2048, 256], "dtype": "fp16", "role": "input"},
+                        "c": {"shape": [256, 256], "role": "output"}},
+            "body": [{"set_vec_tile_shapes": [16, 2048]},
+                     {"op": "exp", "inputs": ["a"], "out": "e"},
+                     {"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256],
+                                               "n": [256, 256], "enable_multi_data_load": multi}},
+                     {"op": "matmul", "inputs": ["e", "b"], "out": "o"},
+                     {"op": "assemble", "inputs": ["o"], "out": "c", "offsets": [0, 0]}]})
+        return compile_kernel(kernel, HW)
+    small, large = program(False), program(True)
+    assert small.work.mte2_loads.sum() - large.work.mte2_loads.sum() == \
+        2 * 2 * (2048 // 64 - 2048 // 256)        # 2 cube tasks x (A, B)
+    assert small.work.mte2_bursts.sum() > large.work.mte2_bursts.sum()

@@ -111,6 +111,9 @@ class _AccessRows:
         n = (hi - lo).prod(axis=1) * elem
         if value is not None and value.buffer_shape:
             burst = contiguous_bytes(lo, hi, value.buffer_shape, elem, value.format, to_l1)
+        elif to_l1 and shape:
+            # a workspace the Cube reads: ND, reordered into fractals row by row
+            burst = contiguous_bytes(lo, hi, tuple(shape), elem, "ND", to_l1)
         else:
             burst = np.maximum(n, 1)
         pieces = np.ones(len(tasks), np.int64)
@@ -1037,7 +1040,7 @@ class RootCallTiler:
                 view = GmValue((Piece(geometry, (0,) * len(shape), shape, buf),), shape,
                                value.dtype, "ND", False, shape)
                 acc.add(tasks, [geometry], np.zeros(len(tasks), np.int64), lo, hi, False, 0,
-                        elem, view, i)
+                        elem, view, i, to_l1=node.kind == "cube", k_block=_k_block(node, i))
                 if value.node in members:
                     sums.put(sums.round_trips, tasks, np.ones(len(tasks)))
             elif value.node not in members:
@@ -1045,7 +1048,8 @@ class RootCallTiler:
                 lo, hi = self._in_box(node, i)
                 buf = f"{self.workspace}.n{value.node}"
                 acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), lo, hi, False, 0, elem,
-                        None, i, shape=self.nodes[value.node].out_shape)
+                        None, i, shape=self.nodes[value.node].out_shape,
+                        to_l1=node.kind == "cube", k_block=_k_block(node, i))
 
     def _writes(self, acc: _AccessRows, node: Node, tasks, sums: "_TaskSums",
                 gm_offsets: list) -> None:
