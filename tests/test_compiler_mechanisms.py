@@ -27,7 +27,7 @@ def kernel(body, tensors, tiles=None, params=None, options=None):
                                   "options": options or {}})
 
 
-def STORE(name, out="y"):
+def store(name, out="y"):
     """The op that keeps ``name`` alive: its assemble into the kernel's output."""
     return {"op": "assemble", "inputs": [name], "out": out, "offsets": [0, 0]}
 
@@ -74,7 +74,7 @@ def test_cube_tiles_over_a_buffer_fail_with_ooo(tile, buffer):
     t = {"a": {"shape": [1024, 1024], "dtype": "fp16"}, "b": {"shape": [1024, 1024], "dtype": "fp16"},
          "y": {"shape": [1024, 1024], "role": "output"}}
     body = [{"set_cube_tile_shapes": tile}, {"op": "matmul", "inputs": ["a", "b"], "out": "c"},
-            STORE("c")]
+            store("c")]
     with pytest.raises(OoOError) as err:
         compile_kernel(kernel(body, t), HW)
     assert err.value.buffer == buffer and err.value.need > err.value.capacity
@@ -84,7 +84,7 @@ def test_cube_tiles_over_a_buffer_fail_with_ooo(tile, buffer):
 def test_tail_axis_must_be_32_byte_aligned():
     t = {"x": {"shape": [64, 256]}, "y": {"shape": [64, 256], "role": "output"}}
     body = [{"set_vec_tile_shapes": [64, 12]}, {"op": "exp", "inputs": ["x"], "out": "e"},
-            STORE("e")]
+            store("e")]
     with pytest.raises(ConfigError, match="32 bytes"):
         compile_kernel(kernel(body, t), HW)
 
@@ -96,13 +96,13 @@ def test_ub_checks_count_rows_padded_to_32_bytes():
     elements as rows of 64 fit."""
     column = {"x": {"shape": [16384, 1]}, "y": {"shape": [16384, 1], "role": "output"}}
     body = [{"set_vec_tile_shapes": [16384, 1]}, {"op": "exp", "inputs": ["x"], "out": "e"},
-            STORE("e")]
+            store("e")]
     with pytest.raises(OoOError) as err:
         compile_kernel(kernel(body, column), HW)
     assert err.value.buffer == "UB" and err.value.need == 16384 * 32
     rows = {"x": {"shape": [256, 64]}, "y": {"shape": [256, 64], "role": "output"}}
     body = [{"set_vec_tile_shapes": [256, 64]}, {"op": "exp", "inputs": ["x"], "out": "e"},
-            STORE("e")]
+            store("e")]
     assert compile_kernel(kernel(body, rows), HW).leaf_tasks == 1
 
 
@@ -111,7 +111,7 @@ def test_unknown_op_and_shape_mismatch_are_clear(tmp_path):
          "y": {"shape": [64, 64], "role": "output"}}
     with pytest.raises(ConfigError, match="must match or broadcast"):
         compile_kernel(kernel([{"set_vec_tile_shapes": [32, 64]},
-                               {"op": "add", "inputs": ["x", "z"], "out": "s"}, STORE("s")],
+                               {"op": "add", "inputs": ["x", "z"], "out": "s"}, store("s")],
                               t), HW)
     bad = tmp_path / "k.yaml"
     bad.write_text("name: k\ntensors: {x: {shape: [4]}}\nbody: [{op: softplus, inputs: [x], out: y}]\n")
@@ -809,7 +809,7 @@ def _load(fmt="ND", b_trans=False, bypass=False):
          "y": {"shape": [1024, 1024], "role": "output"}}
     body = [{"set_cube_tile_shapes": {"m": [128, 128], "k": [64, 256], "n": [128, 128]}},
             {"op": "matmul", "inputs": ["a", "b"], "b_trans": b_trans, "out": "c"},
-            STORE("c")]
+            store("c")]
     opts = {"pass_options": {"cube_l1_reuse_setting": {"DEFAULT": 1}}}
     return compile_kernel(kernel(body, t, options=opts), HW)
 

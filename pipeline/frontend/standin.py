@@ -65,10 +65,11 @@ class _Missing:
         raise self._compared(f" != {other!r}")
 
     def _compared(self, use: str):
-        what = (f"pypto.{self.__name__}{use} is not supported by the tracing stand-in: "
-                f"`ptolab import` traces a kernel once for every chip, so a kernel that "
-                f"branches on the platform keeps the branch of one chip: name it with "
-                f"`ptolab import --arch {'|'.join(ARCHES)}` (the study's hardware)")
+        what = f"pypto.{self.__name__}{use} is not supported by the tracing stand-in"
+        if self.__name__ == "platform.npuarch":
+            what += (f": `ptolab import` traces a kernel for one chip, so a kernel that "
+                     f"branches on the platform keeps that chip's branch: name it with "
+                     f"`ptolab import --arch {'|'.join(ARCHES)}` (the study's hardware)")
         if context.active is None:
             return RuntimeError(what.replace("the tracing", "ptolab's tracing"))
         return context.rec().fail(what)
@@ -134,7 +135,9 @@ def build(arch: str | None = None) -> dict[str, types.ModuleType]:
     ``pypto.platform.npuarch`` answers ``arch`` when one is given."""
     pypto = _Module("pypto", "ptolab's tracing stand-in for PyPTO (see pipeline/frontend)")
     if arch is not None:
-        pypto.platform = types.SimpleNamespace(npuarch=arch)
+        # the chip's name; any other platform query stops as an unknown name does
+        pypto.platform = _Module("pypto.platform")
+        pypto.platform.npuarch = arch
     frontend = _Module("pypto.frontend")
     experimental = _Module("pypto.experimental")
     pypto.__path__ = []          # a package: `import pypto.operation` finds a stand-in

@@ -349,7 +349,8 @@ def _apply_merge(t: _CallTasks, group: np.ndarray,
 
 
 def _with_loads(work: Work, acc: Accesses) -> Work:
-    """The MTE2 columns of ``work``: what each task reads, once per GM box."""
+    """The MTE2 columns of ``work``: what each task reads, once per GM box, in the copies
+    each box takes (a matmul operand's K pieces, tiling._k_block)."""
     n = work.tasks
     reads = ~acc.write
     task = acc.task[reads]

@@ -21,7 +21,10 @@ An op's result that is no declared tensor never leaves its call (the kernel lang
 values cross root calls only through tensors), so it lives only if something live reads it.
 
 The decision is per root function, as upstream compiles each function once: an op
-statement is kept in every call of its function when it is live in any of them.
+statement is kept in every call of its function when it is live in any of them.  Names,
+not single bindings, carry liveness: a name bound twice keeps both writers while either
+is read (``t = exp(x); t = x + x`` stores the second and keeps the first), which upstream,
+whose tensors are single values, would drop; it is never the other way round.
 """
 from __future__ import annotations
 
@@ -84,10 +87,10 @@ def drop_dead_ops(traced: Trace, kernel: Kernel) -> tuple[Trace, list[str]]:
         return traced, []
     if not calls:
         raise ConfigError(
-            f"no op of kernel '{kernel.name}' writes a tensor declared in 'tensors', so "
-            f"nothing would run (upstream's dead-operation sweep removes every op whose "
-            f"result reaches no output): assemble the result into a tensor of 'tensors' "
-            f"with role: output.")
+            f"no op of kernel '{kernel.name}' reaches a tensor that outlives its loop "
+            f"iteration (one of 'tensors' without fresh_per), so nothing would run "
+            f"(upstream's dead-operation sweep removes every op whose result reaches no "
+            f"output): assemble the result into a tensor of 'tensors' with role: output.")
     return Trace(calls=calls), list(dropped)
 
 

@@ -170,7 +170,7 @@ class Work:
     mte3_bytes: np.ndarray      # UB -> GM, one copy-out latency per task
     mte2_bytes: np.ndarray      # GM -> UB/L1: the task's reads, each GM box once
     mte2_bursts: np.ndarray     # contiguous runs of those reads
-    mte2_loads: np.ndarray      # GM boxes read
+    mte2_loads: np.ndarray      # copies of those reads: a box each, a cube operand's K pieces
     # results the task writes to GM and reads back itself (a concat's reader in its leaf
     # task): each waits for its copy-out and then its copy-in, latencies no overlap hides
     round_trips: np.ndarray
