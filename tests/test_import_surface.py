@@ -1205,7 +1205,7 @@ def test_a_written_tensor_moved_into_another_is_renamed_not_dropped(tmp_path):
     has written (here inside a helper, whose ops carry the caller's line) is data, and
     moving it renames, so later reads read it."""
     path = tmp_path / "mv.py"
-    path.write_text("""\\
+    path.write_text("""\
 import pypto
 
 
@@ -1225,3 +1225,30 @@ def k(x: pypto.Tensor((32, 32)), y: pypto.Tensor((32, 32))):
     written = {o["out"] for o in ops if o["op"] == "assemble"}
     reads = {name for o in ops if o["op"] == "add" for name in o["inputs"]}
     assert reads <= written | {"x"}, (reads, written)
+
+
+def test_an_if_on_a_loop_index_in_a_helper_names_the_helper(tmp_path):
+    """ptolab rewrites symbolic ifs in the kernel's own body; one in a function the kernel
+    calls stops with that function and line, not 'outside an if statement'."""
+    path = tmp_path / "helper.py"
+    path.write_text("""\
+import pypto
+
+
+def body(a, c):
+    for i in pypto.loop(2, name="L", idx_name="i"):
+        if pypto.cond(i < 1):
+            c[i * 16:(i + 1) * 16, :] = a + a
+        else:
+            c[i * 16:(i + 1) * 16, :] = a * a
+
+
+@pypto.frontend.jit()
+def k(a: pypto.Tensor([16, 16], pypto.DT_FP32), c: pypto.Tensor([32, 16], pypto.DT_FP32)):
+    pypto.set_vec_tile_shapes(16, 16)
+    body(a, c)
+""")
+    with pytest.raises(ConfigError) as err:
+        config(path)
+    text = str(err.value)
+    assert "body()" in text and "helper.py:6" in text and "outside an if" not in text

@@ -19,7 +19,7 @@ import inspect
 import textwrap
 from itertools import count
 
-from . import context
+from . import context, symbols
 from .control import LoopRange
 from .symbols import SymBool, SymInt
 from .tensor import Tensor
@@ -383,5 +383,6 @@ def traceable(fn, filename: str):
     exec(compile(module, filename, "exec"), fn.__globals__, namespace)
     cells = [c.cell_contents for c in (fn.__closure__ or ())]
     new = namespace["__pto_make__"](Runtime, *cells)
+    symbols.REWRITTEN.add(new.__code__)
     new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     return new

@@ -8,11 +8,28 @@ value, and the tracer notes the specialisation in the config's header.
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Callable
 
 # Set by the tracer while a kernel runs: called with (SymInt, reason) when Python forces a
 # symbolic value to a concrete one.
 on_concrete: Callable[["SymInt", str], int] | None = None
+
+# kernel bodies rewritten so an ``if`` on a loop index becomes a condition (rewrite.py): an
+# ``if`` anywhere else that meets a symbolic value is in a function the kernel calls
+REWRITTEN: set = set()
+_OWN_CODE = (str(Path(__file__).resolve().parents[1]),          # pipeline/
+             str(Path(__file__).resolve().parents[2] / "simcore"))
+
+
+def _branch_reason(frame) -> str:
+    code = frame.f_code
+    if code in REWRITTEN or code.co_filename.startswith(_OWN_CODE + ("<",)):
+        return "decides a Python branch outside an if statement"
+    return (f"decides the `if` in {code.co_name}() at {Path(code.co_filename).name}:"
+            f"{frame.f_lineno}, a function the kernel calls: ptolab turns an if on a loop index "
+            f"into a condition only in the kernel's own body, so move that if into the kernel")
 
 
 def _text(x) -> str:
@@ -117,7 +134,7 @@ class SymInt:
     __int__ = __index__
 
     def __bool__(self):
-        return bool(self.concrete("decides a Python branch outside an if statement"))
+        return bool(self.concrete(_branch_reason(sys._getframe(1))))
 
     def __repr__(self):
         return f"SymInt({self.text!r})" if self.value is None else \
