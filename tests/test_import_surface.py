@@ -1252,3 +1252,36 @@ def k(a: pypto.Tensor([16, 16], pypto.DT_FP32), c: pypto.Tensor([32, 16], pypto.
         config(path)
     text = str(err.value)
     assert "body()" in text and "helper.py:6" in text and "outside an if" not in text
+
+
+def test_a_tensor_moved_before_it_is_written_is_renamed(tmp_path):
+    """acc[:] = t, then t written in the same step: later reads of acc read t's data, so
+    the move renames (only a tensor made by the move's own statement is fresh memory)."""
+    path = tmp_path / "carried.py"
+    path.write_text("""\
+import pypto
+
+
+@pypto.frontend.jit
+def k(x: pypto.Tensor([4, 16, 64], pypto.DT_FP32), y: pypto.Tensor([16, 64], pypto.DT_FP32)):
+    pypto.set_vec_tile_shapes(16, 64)
+    t = pypto.tensor([16, 64], pypto.DT_FP32, "t")
+    acc = pypto.tensor([16, 64], pypto.DT_FP32, "acc")
+    for i in pypto.loop(4, name="L", idx_name="i"):
+        acc[:] = t
+        t[:] = acc + pypto.reshape(x[i:i + 1, :, :], [16, 64])
+    y[:] = t
+""")
+    ops = [s for s in config(path)["body"][1]["body"] if "op" in s]
+    add = next(o for o in ops if o["op"] == "add")
+    assert "acc" not in add["inputs"] and "t" in add["inputs"]
+
+
+def test_arch_answers_an_imported_npuarch_too(tmp_path):
+    path = tmp_path / "arch2.py"
+    path.write_text(ARCH_BRANCH.replace("import pypto\n", "import pypto\nfrom pypto.platform "
+                                        "import npuarch\n").replace(
+        "pypto.platform.npuarch", "npuarch"))
+    out = tmp_path / "a.yaml"
+    assert main(["import", f"{path}:k", "--arch", "DAV_3510", "--out", str(out)]) == 0
+    assert [64, 64] in yaml.safe_load(out.read_text())["tiles"].values()

@@ -343,6 +343,11 @@ def test_a_cause_folds_its_symptom_even_when_the_symptom_explains_more():
     assert top["rule"] == "dev_task_gaps"
     assert [f["rule"] for f in top["folded"]] == ["few_vector_cores"]
     assert top["folded"][0]["because"] == "small dev tasks"
+    # a cause too small to show (advise leaves it out) folds nothing: the symptom stays
+    small = advisor._finding("dev_task_gaps", "gaps", "e", "stitch", "low", "a", 0.1, "x")
+    few["folded"], few["because"] = [], ""
+    assert [f["rule"] for f in advisor.rank([few, small], 1.0)] == [
+        "few_vector_cores", "dev_task_gaps"]
 
 
 def test_repeated_gm_loads_count_loading_tasks(tmp_path):
@@ -525,6 +530,31 @@ def test_render_index_headlines(study):
     html = (results / "index.html").read_text(encoding="utf-8")
     assert 'href="demo/report.html"' in html and "demo/report.html#stage-s4" in html
     assert "4.00×" in html and "40.00" in html and "12.50" in html and "10.00" in html
+
+
+def test_stages_of_another_workload_are_not_compared(study):
+    """s1 runs one problem, s2 and s4 another: s2 starts its workload (no speed-up against
+    s1, whose problem it does not run), s4 compares with s2; the index's best stage is the
+    first workload's, and it still counts every stage."""
+    path, results = study
+    text = path.read_text()
+    for stage, load in (("s1", "small"), ("s2", "big"), ("s4", "big")):
+        text = text.replace(f"  - name: {stage}\n", f"  - name: {stage}\n    workload: {load}\n")
+    path.write_text(text)
+    render_study(path, results / "demo", results / "demo" / "report.html")
+    html = (results / "demo" / "report.html").read_text(encoding="utf-8")
+    rows = {name: html.split(f'<tr data-stage="{name}">')[1].split("</tr>")[0]
+            for name in ("s1", "s2", "s4")}
+    assert "workload big (first)" in rows["s2"] and "(first)" not in rows["s4"]
+    assert rows["s2"].count("2.00×") == 0 and rows["s4"].count("2.00×") == 4   # s4 vs s2
+    render_index(results, [path], results / "index.html")
+    index = (results / "index.html").read_text(encoding="utf-8")
+    row = index.split('<tr data-study="demo">')[1].split("</tr>")[0]
+    assert "#stage-s1" in row and "<td>3</td>" in row
+    from simcore.spec.study import load_study
+    path.write_text(text.replace("    workload: small\n", ""))
+    with pytest.raises(Exception, match="name no workload"):
+        load_study(path)
 
 
 def test_the_index_compares_racing_stages_by_their_race_medians(study):

@@ -191,5 +191,8 @@ def build(arch: str | None = None) -> dict[str, types.ModuleType]:
         names[name] = ops._unsupported(name)
     for key, value in names.items():
         setattr(pypto, key, value)
-    return {"pypto": pypto, "pypto.frontend": frontend, "pypto.experimental": experimental,
-            "pypto.operation": operation}
+    modules = {"pypto": pypto, "pypto.frontend": frontend, "pypto.experimental": experimental,
+               "pypto.operation": operation}
+    if arch is not None:
+        modules["pypto.platform"] = pypto.platform   # `from pypto.platform import npuarch`
+    return modules

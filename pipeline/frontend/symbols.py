@@ -25,7 +25,9 @@ _OWN_CODE = (str(Path(__file__).resolve().parents[1]),          # pipeline/
 
 def _branch_reason(frame) -> str:
     code = frame.f_code
-    if code in REWRITTEN or code.co_filename.startswith(_OWN_CODE + ("<",)):
+    # a comprehension, lambda or generator expression has a code object of its own
+    if code in REWRITTEN or code.co_name.startswith("<") \
+            or code.co_filename.startswith(_OWN_CODE + ("<",)):
         return "decides a Python branch outside an if statement"
     return (f"decides the `if` in {code.co_name}() at {Path(code.co_filename).name}:"
             f"{frame.f_lineno}, a function the kernel calls: ptolab turns an if on a loop index "

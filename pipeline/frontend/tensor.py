@@ -251,9 +251,10 @@ class Tensor:
             return
         R = context.rec()
         if self.kind == "temp" and other.kind == "temp" and other.decl is not self.decl \
-                and not R.written(other.decl):
-            # ``t[:] = pypto.tensor(...)``: fresh memory for a kernel temporary, nothing in it
-            # yet (glm_attention's first loop step resets its running output so, and later
+                and other.where == R.where() and not R.written(other.decl):
+            # ``t[:] = pypto.tensor(...)``: fresh memory for a kernel temporary, made by this
+            # statement and unwritten (a helper's ops all carry its caller's line, so the line
+            # alone does not tell; glm_attention's first loop step resets its running output so, and later
             # steps read what that step writes).  Renamed, the reset would live in one branch
             # of a symbolic if and the other branch would read the old name; the temporary's
             # own buffer stands for the fresh memory instead

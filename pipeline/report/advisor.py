@@ -6,8 +6,8 @@ same on simulated and on device-captured runs.  Each finding names the rule, a o
 title, the evidence (numbers and task names), the guide section it follows (its Chinese
 heading quoted, with the sentence that gives the advice), a severity, the time it
 explains and, given the stage's kernel (``knobs``), ``--set`` lines to try that run as
-printed.  Findings are ranked by the time they explain; one whose cause a higher one
-explains is folded under it (``folded``, with ``because``).
+printed.  Findings are ranked by the time they explain; one whose cause another one
+explains is folded under that one (``folded``, with ``because``), wherever it ranks.
 Rules whose data the compiler does not emit yet (reduce axes, GM block offsets) read the
 fields upstream files carry and stay silent while those fields are empty.
 """
@@ -400,10 +400,11 @@ def many_to_many(st: Stage) -> list[dict]:
                 & (pl.col("fan_in") > FAN)
                 & (pl.col("fan_out") * pl.col("fan_in") >= FAN_PRODUCT))
         .sort("edges", "g", "h", descending=[True, False, False]))
-    # one finding per consumer group: its producer groups share the time it explains
+    # one finding per consumer label: its producer groups share the time it explains, and
+    # so do the leaf functions one label is split over
     by_consumer: dict[str, list[dict]] = {}
     for f in fan.iter_rows(named=True):
-        by_consumer.setdefault(f["h"], []).append(f)
+        by_consumer.setdefault(_group(st, f["h"])[1] or f["h"], []).append(f)
     found = [_m2m_finding(st, rows) for rows in by_consumer.values()]
     return [f for f in found if f is not None]
 
@@ -436,8 +437,8 @@ def _m2m_finding(st: Stage, rows: list[dict]) -> dict | None:
     part = _running_us(st, down_label)
     cube = up_tasks is not None and (up_tasks["core_type"] == "AIC").all()
     written = suggest.output_tile(st.knobs, up_label)
-    source = (f", ({', '.join(map(str, written))})" if written else
-              " (its cube TileShape's m and n)" if cube else f" ({_tile_name(st, up_label)})")
+    source = (" (its cube TileShape's m and n)" if cube else
+              f", ({', '.join(map(str, written))})" if written else f" ({_tile_name(st, up_label)})")
     return _finding("many_to_many", "Many-to-many dependencies between up- and downstream "
                     "tiles: align their TileShapes", evidence, "align", "medium",
                     f"give the {_tile_name(st, down_label)} the shape of the tiles the "
@@ -544,15 +545,17 @@ RULES = (dev_task_gaps, first_task_build, small_isomorphic, few_vector_cores,
 _ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
-def rank(found: list[dict]) -> list[dict]:
+def rank(found: list[dict], min_parent_us: float = 0.0) -> list[dict]:
     """Most time explained first; a finding whose cause another one explains is folded
     under that one (``folded``), with the reason in ``because``, wherever the cause ranks:
-    a symptom that explains more time than its cause is still the cause's to fix."""
+    a symptom that explains more time than its cause is still the cause's to fix.  A cause
+    explaining under ``min_parent_us`` (left out of the report) folds nothing."""
     ordered = sorted(found, key=lambda f: (-f["explains_us"], _ORDER[f["severity"]], f["rule"]))
     top: list[dict] = []
     for f in ordered:
         parent = next((t for t in ordered if t is not f and t["rule"] in f["caused_by"]
-                       and f["rule"] not in t["caused_by"]), None)
+                       and f["rule"] not in t["caused_by"]
+                       and t["explains_us"] >= min_parent_us), None)
         if parent is None:
             top.append(f)
         else:
@@ -577,13 +580,13 @@ def advise(stage_dir: Path, knobs: KernelKnobs | None = None) -> list[dict]:
         for f in found:
             if f["explains_us"] < LOW_SHARE * window:
                 f["severity"] = "low"
-    ranked = rank(found)
+    shown = max(NO_TIME_US, MIN_SHARE * window) if window > 0 else 0.0
+    ranked = rank(found, shown)
     if window > 0:
         # with the stage's task times at hand, a finding on top bounded to no measurable
         # time ("explains ≈ 0.00 us", or under 1 % of the window) names no bottleneck;
         # folded under another, it still says what to look at once that one is fixed
-        ranked = [f for f in ranked
-                  if f["explains_us"] >= max(NO_TIME_US, MIN_SHARE * window)]
+        ranked = [f for f in ranked if f["explains_us"] >= shown]
     return ranked
 
 

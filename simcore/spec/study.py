@@ -82,6 +82,16 @@ class Study(Strict):
             seen.add(stage.name)
         return stages
 
+    @field_validator("stages")
+    @classmethod
+    def _workloads_on_all_or_none(cls, stages: list[Stage]) -> list[Stage]:
+        unnamed = [s.name for s in stages if not s.workload]
+        if unnamed and len(unnamed) < len(stages):
+            raise ValueError(f"stages {', '.join(unnamed)} name no workload while others do; "
+                             f"give every stage its workload (the stages that run the same "
+                             f"problem share one) or none")
+        return stages
+
 
 class Workflow(Strict):
     studies: list[str] = Field(min_length=1)
