@@ -44,32 +44,7 @@ _PARTIAL_WRITES = ("assemble", "scatter_update")
 def drop_dead_ops(traced: Trace, kernel: Kernel) -> tuple[Trace, list[str]]:
     """The trace without its dead ops, and the field path of each statement dropped
     (in first-traced order)."""
-    read_in = defaultdict(set)            # buffer -> calls that read it
-    for c, call in enumerate(traced.calls):
-        for op in call.ops:
-            for name in op.inputs:
-                read_in[name].add(c)
-    live_where: dict[str, set[str]] = defaultdict(set)   # root function -> live statements
-    # the usual call: a dead chain ends in a result nothing after it reads, and none does
-    slow = []
-    for c, call in enumerate(traced.calls):
-        if _has_unread_result(call, c, kernel, read_in):
-            slow.append(c)
-        else:
-            live_where[call.root_key].update(op.where for op in call.ops)
-    # a statement kept for one call of its function is kept in all, so it keeps its
-    # producers there too (calls of one function may hold different ops under a cond):
-    # until nothing more is kept
-    grown = True
-    while grown:
-        grown = False
-        for c in slow:
-            call = traced.calls[c]
-            kept = live_where[call.root_key]
-            got = _live_statements(call, c, kernel, read_in, kept)
-            if not got <= kept:
-                kept |= got
-                grown = True
+    live_where = _live_by_function(traced, kernel)
     dropped: dict[str, None] = {}
     calls = []
     for call in traced.calls:
@@ -92,6 +67,37 @@ def drop_dead_ops(traced: Trace, kernel: Kernel) -> tuple[Trace, list[str]]:
             f"(upstream's dead-operation sweep removes every op whose result reaches no "
             f"output): assemble the result into a tensor of 'tensors' with role: output.")
     return Trace(calls=calls), list(dropped)
+
+
+def _live_by_function(traced: Trace, kernel: Kernel) -> dict[str, set[str]]:
+    """Per root function, the field paths of its live op statements."""
+    read_in = defaultdict(set)            # buffer -> calls that read it
+    for c, call in enumerate(traced.calls):
+        for op in call.ops:
+            for name in op.inputs:
+                read_in[name].add(c)
+    live_where: dict[str, set[str]] = defaultdict(set)
+    # the usual call: a dead chain ends in a result nothing after it reads, and none does
+    slow = []
+    for c, call in enumerate(traced.calls):
+        if _has_unread_result(call, c, kernel, read_in):
+            slow.append(c)
+        else:
+            live_where[call.root_key].update(op.where for op in call.ops)
+    # a statement kept for one call of its function is kept in all, so it keeps its
+    # producers there too (calls of one function may hold different ops under a cond):
+    # until nothing more is kept
+    grown = True
+    while grown:
+        grown = False
+        for c in slow:
+            call = traced.calls[c]
+            kept = live_where[call.root_key]
+            got = _live_statements(call, c, kernel, read_in, kept)
+            if not got <= kept:
+                kept |= got
+                grown = True
+    return live_where
 
 
 def _live_statements(call: RootCall, c: int, kernel: Kernel, read_in,
