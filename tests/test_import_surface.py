@@ -1123,15 +1123,21 @@ def k(x: pypto.Tensor([4, 16, 64], pypto.DT_FP32), y: pypto.Tensor([16, 64], pyp
 """
 
 
-def test_a_carry_reset_with_a_fresh_tensor_on_the_first_step_still_carries(tmp_path):
+@pytest.mark.parametrize("split", [False, True])
+def test_a_carry_reset_with_a_fresh_tensor_on_the_first_step_still_carries(tmp_path, split):
     """Upstream's glm_attention resets its running output on the first step with
     ``acc[:] = pypto.tensor(...)`` and later steps read ``acc``: the first step's write must
-    reach the second step, so it goes to ``acc`` itself, and nothing is dead."""
+    reach the second step, so it goes to ``acc`` itself, and nothing is dead; the same when
+    the statement spans two lines."""
     from simcore.compiler import compile_kernel
     from simcore.spec.hardware import load_hardware
     from simcore.spec.kernel import Kernel
     path = tmp_path / "carry.py"
-    path.write_text(CARRY)
+    text = CARRY.replace('acc[:] = pypto.tensor([16, 64], pypto.DT_FP32, "acc_init")',
+                         'acc[:] = (\n                pypto.tensor([16, 64], pypto.DT_FP32, '
+                         '"acc_init"))') if split else CARRY
+    assert split == (text != CARRY)
+    path.write_text(text)
     data = config(path)
     ops = [s for s in data["body"][1]["body"] if "op" in s]
     first = [o for o in ops if o.get("cond") == "i == 0"]

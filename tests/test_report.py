@@ -553,7 +553,7 @@ def test_stages_of_another_workload_are_not_compared(study):
     assert "#stage-s1" in row and "<td>3</td>" in row
     from simcore.spec.study import load_study
     path.write_text(text.replace("    workload: small\n", ""))
-    with pytest.raises(Exception, match="name no workload"):
+    with pytest.raises(Exception, match="names no workload"):
         load_study(path)
 
 

@@ -357,14 +357,6 @@ class _Transformer(ast.NodeTransformer):
         return out
 
 
-def _codes(code):
-    """A code object and every one nested in it (the functions a kernel body defines)."""
-    yield code
-    for const in code.co_consts:
-        if hasattr(const, "co_consts"):
-            yield from _codes(const)
-
-
 def traceable(fn, filename: str):
     """``fn`` recompiled from its source with the changes above, or ``fn`` if it has none."""
     try:
@@ -391,6 +383,6 @@ def traceable(fn, filename: str):
     exec(compile(module, filename, "exec"), fn.__globals__, namespace)
     cells = [c.cell_contents for c in (fn.__closure__ or ())]
     new = namespace["__pto_make__"](Runtime, *cells)
-    symbols.REWRITTEN.update(_codes(new.__code__))
+    symbols.REWRITTEN.add(new.__code__)
     new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     return new

@@ -8,6 +8,8 @@ slicing, slice assignment, ``.move``).
 from __future__ import annotations
 
 import ast
+import sys
+from pathlib import Path
 
 from simcore.spec.expr import ExprError, evaluate, parse
 
@@ -251,10 +253,10 @@ class Tensor:
             return
         R = context.rec()
         if self.kind == "temp" and other.kind == "temp" and other.decl is not self.decl \
-                and other.where == R.where() and not R.written(other.decl):
-            # ``t[:] = pypto.tensor(...)``: fresh memory for a kernel temporary, made by this
-            # statement and unwritten (a helper's ops all carry its caller's line, so the line
-            # alone does not tell; glm_attention's first loop step resets its running output so, and later
+                and not R.written(other.decl) and not _named_by_caller(other):
+            # ``t[:] = pypto.tensor(...)``: fresh memory for a kernel temporary, made in this
+            # statement (bound to no name of the code moving it) and unwritten
+            # (glm_attention's first loop step resets its running output so, and later
             # steps read what that step writes).  Renamed, the reset would live in one branch
             # of a symbolic if and the other branch would read the old name; the temporary's
             # own buffer stands for the fresh memory instead
@@ -292,6 +294,19 @@ class Tensor:
 def _ops():
     from . import ops
     return ops
+
+
+_OWN = (str(Path(__file__).resolve().parents[1]),                 # pipeline/
+        str(Path(__file__).resolve().parents[2] / "simcore"))
+
+
+def _named_by_caller(value) -> bool:
+    """Whether the kernel code running now (the first frame outside ptolab) holds ``value``
+    in a local name: made by an earlier statement rather than by the current one."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN):
+        frame = frame.f_back
+    return frame is not None and any(v is value for v in frame.f_locals.values())
 
 
 def make(kind: str, shape, dtype: DType, hint: str, decl: TensorDecl | None = None,

@@ -430,7 +430,8 @@ def _m2m_finding(st: Stage, rows: list[dict]) -> dict | None:
         return None
     f = rows[0]
     up, up_label, up_tasks = _group(st, f["g"])
-    others = f"; {len(rows) - 1} other producer group(s) feed it so too" if len(rows) > 1 else ""
+    more = len({r["g"] for r in rows} - {f["g"]})
+    others = f"; {more} other producer group(s) feed it so too" if more else ""
     evidence = (f"{f['edges']} dependencies from {up} to {down}: each producer feeds "
                 f"{f['fan_out']:.2f} consumers and each consumer waits on {f['fan_in']:.2f} "
                 f"producers on average (many-to-many, both above {FAN:g}){others}.")
@@ -444,7 +445,8 @@ def _m2m_finding(st: Stage, rows: list[dict]) -> dict | None:
                     f"give the {_tile_name(st, down_label)} the shape of the tiles the "
                     f"'{up_label}' {'matmul writes' if cube else 'ops write'}{source}",
                     part, f"at most the time '{down_label}' subgraphs run, {_share(part, st)}",
-                    suggest.tile_like(st.knobs, down_label, up_label))
+                    # a vector tile to copy is the producer's only when it is vector work
+                    [] if cube else suggest.tile_like(st.knobs, down_label, up_label))
 
 
 def repeated_gm_loads(st: Stage) -> list[dict]:

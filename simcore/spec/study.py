@@ -87,9 +87,11 @@ class Study(Strict):
     def _workloads_on_all_or_none(cls, stages: list[Stage]) -> list[Stage]:
         unnamed = [s.name for s in stages if not s.workload]
         if unnamed and len(unnamed) < len(stages):
-            raise ValueError(f"stages {', '.join(unnamed)} name no workload while others do; "
-                             f"give every stage its workload (the stages that run the same "
-                             f"problem share one) or none")
+            names = ", ".join(f"'{n}'" for n in unnamed)
+            raise ValueError(f"{'stages' if len(unnamed) > 1 else 'stage'} {names} "
+                             f"{'name' if len(unnamed) > 1 else 'names'} no workload while "
+                             f"others do; give every stage its workload (the stages that run "
+                             f"the same problem share one) or none")
         return stages
 
 
