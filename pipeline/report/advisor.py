@@ -121,7 +121,13 @@ class Stage:
         return data if isinstance(data, dict) else {}
 
     def tasks_with_leaf(self) -> pl.DataFrame | None:
-        """Leaf tasks with their leaf-function hash from dyn_topo (isomorphic group key)."""
+        """Leaf tasks with their leaf-function hash from dyn_topo (isomorphic group key);
+        joined once, as several rules ask for it per group."""
+        if "tasks_with_leaf" not in self._cache:
+            self._cache["tasks_with_leaf"] = self._join_leaf()
+        return self._cache["tasks_with_leaf"]
+
+    def _join_leaf(self) -> pl.DataFrame | None:
         tasks, topo = self.table("tasks"), self.table("topo")
         if tasks is None or tasks.height == 0:
             return None
