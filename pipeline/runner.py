@@ -202,11 +202,11 @@ def simulate_program(kernel: Kernel, hw: Hardware, program: Program, out: Path, 
     out.mkdir(parents=True, exist_ok=True)
     freq = hw.aicpu.profile_freq_mhz
     summary_us, _, summary = aicore_summary(timeline, freq)
-    debug = kernel.options.debug_options.runtime_debug_mode == 1
-    note = DEBUG_MODES_WITHOUT_FILES.get(kernel.options.debug_options.runtime_debug_mode)
-    if note:
-        print(f"ptolab: note: runtime_debug_mode={kernel.options.debug_options.runtime_debug_mode}"
-              f" {note}", file=sys.stderr)
+    mode = kernel.options.debug_options.runtime_debug_mode
+    debug = mode == 1
+    if mode in DEBUG_MODES_WITHOUT_FILES:
+        print(f"ptolab: note: runtime_debug_mode={mode} {DEBUG_MODES_WITHOUT_FILES[mode]}",
+              file=sys.stderr)
     # the per-task files hold the last launch (swimlane.launch_shift)
     shift = launch_shift(rounds, round_ticks(timeline, freq, hw.aicpu.launch_gap_us))
     views: list[str] = []   # the AICPU View of each perf file, for the merged swimlane

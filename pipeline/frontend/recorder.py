@@ -215,7 +215,7 @@ class Recorder:
 
     def written(self, decl) -> bool:
         """Whether any op recorded so far writes the tensor ``decl`` declares."""
-        return any(_writes(body, decl) for body in self.stack)
+        return _writes(self.body, decl)    # open loop bodies hang in it already
 
     def window(self, fields: dict, inputs: list, out, where: str) -> OpRec:
         """A view or in-place reshape of GM: only a window on a tensor, costing nothing, so

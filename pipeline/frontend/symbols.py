@@ -19,15 +19,16 @@ on_concrete: Callable[["SymInt", str], int] | None = None
 # kernel bodies rewritten so an ``if`` on a loop index becomes a condition (rewrite.py): an
 # ``if`` anywhere else that meets a symbolic value is in a function the kernel calls
 REWRITTEN: set = set()
-_OWN_CODE = (str(Path(__file__).resolve().parents[1]),          # pipeline/
-             str(Path(__file__).resolve().parents[2] / "simcore"))
+# ptolab's own code: a frame there is not the kernel's
+OWN_CODE = (str(Path(__file__).resolve().parents[1]),           # pipeline/
+            str(Path(__file__).resolve().parents[2] / "simcore"))
 
 
 def _branch_reason(frame) -> str:
     code = frame.f_code
     # a comprehension, lambda or generator expression has a code object of its own
     if code in REWRITTEN or code.co_name.startswith("<") \
-            or code.co_filename.startswith(_OWN_CODE + ("<",)):
+            or code.co_filename.startswith(OWN_CODE + ("<",)):
         return "decides a Python branch outside an if statement"
     return (f"decides the `if` in {code.co_name}() at {Path(code.co_filename).name}:"
             f"{frame.f_lineno}, a function the kernel calls: ptolab turns an if on a loop index "

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import ast
 import sys
-from pathlib import Path
 
 from simcore.spec.expr import ExprError, evaluate, parse
 
 from . import context
 from .recorder import Slot, TensorDecl
-from .symbols import SymInt, is_int
+from .symbols import OWN_CODE, SymInt, is_int
 
 
 class DType:
@@ -296,15 +295,11 @@ def _ops():
     return ops
 
 
-_OWN = (str(Path(__file__).resolve().parents[1]),                 # pipeline/
-        str(Path(__file__).resolve().parents[2] / "simcore"))
-
-
 def _named_by_caller(value) -> bool:
     """Whether the kernel code running now (the first frame outside ptolab) holds ``value``
     in a local name: made by an earlier statement rather than by the current one."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_OWN):
+    while frame is not None and frame.f_code.co_filename.startswith(OWN_CODE):
         frame = frame.f_back
     return frame is not None and any(v is value for v in frame.f_locals.values())
 

@@ -118,13 +118,8 @@ class _AccessRows:
             burst = np.maximum(n, 1)
         pieces = np.ones(len(tasks), np.int64)
         if k_block is not None:
-            axis, block = k_block
-            pieces = np.maximum(-(-(hi[:, axis] - lo[:, axis]) // block), 1)
-            fmt = value.format if value is not None else "ND"
-            if fmt == "NZ":
-                burst = np.minimum(burst, np.maximum(-(-n // pieces), 1))
-            elif axis == -1:
-                burst = np.minimum(burst, block * elem)
+            pieces, burst = _l1_pieces(lo, hi, n, burst, elem,
+                                       value.format if value is not None else "ND", k_block)
         bypass = bool(value.bypass) if value is not None else False
         count = len(tasks)
         # the columns of Accesses, in Accesses.columns() order
@@ -142,6 +137,19 @@ class _AccessRows:
         rows = {k: np.concatenate(column) for k, column in zip(Accesses.columns(),
                                                                zip(*self.parts))}
         return Accesses(buffers=tuple(self.buffers.values()), **rows)
+
+
+def _l1_pieces(lo, hi, n, burst, elem: int, fmt: str, k_block: tuple[int, int]):
+    """(copies, run bytes) of boxes a cube operand reads in K blocks of ``k_block``: a
+    copy per block, each cutting the rows where K is the contiguous axis (NZ: one stream a
+    copy)."""
+    axis, block = k_block
+    pieces = np.maximum(-(-(hi[:, axis] - lo[:, axis]) // block), 1)
+    if fmt == "NZ":
+        burst = np.minimum(burst, np.maximum(-(-n // pieces), 1))
+    elif axis == -1:
+        burst = np.minimum(burst, block * elem)
+    return pieces, burst
 
 
 def _through_workspace(node: Node, i: int, box, carried, source: dict, bounds=None) -> None:
@@ -1022,6 +1030,8 @@ class RootCallTiler:
         for i, value in enumerate(node.inputs):
             lo, hi = node.in_lo[i], node.in_hi[i]
             elem = DTYPE_BYTES[value.dtype]
+            # what the Cube reads comes into L1: fractal rows, K blocks
+            into_l1 = {"to_l1": node.kind == "cube", "k_block": _k_block(node, i)}
             if isinstance(value, GmValue):
                 if value.valid is not None:
                     hi = np.maximum(np.minimum(hi, np.asarray(value.valid)), lo)
@@ -1029,8 +1039,7 @@ class RootCallTiler:
                 first = len(gm_offsets)
                 gm_offsets.extend(padded(p.offsets) for p in value.pieces)
                 acc.add(tasks[t], names, index, blo, bhi, False, 0, elem, value, i,
-                        to_l1=node.kind == "cube", source=first,
-                        k_block=_k_block(node, i))
+                        source=first, **into_l1)
             elif i in node.extra.get("via_workspace", {}):
                 # the producer's workspace in the reshaped geometry, read back even by a
                 # tile of the producer's own leaf task
@@ -1040,7 +1049,7 @@ class RootCallTiler:
                 view = GmValue((Piece(geometry, (0,) * len(shape), shape, buf),), shape,
                                value.dtype, "ND", False, shape)
                 acc.add(tasks, [geometry], np.zeros(len(tasks), np.int64), lo, hi, False, 0,
-                        elem, view, i, to_l1=node.kind == "cube", k_block=_k_block(node, i))
+                        elem, view, i, **into_l1)
                 if value.node in members:
                     sums.put(sums.round_trips, tasks, np.ones(len(tasks)))
             elif value.node not in members:
@@ -1048,8 +1057,7 @@ class RootCallTiler:
                 lo, hi = self._in_box(node, i)
                 buf = f"{self.workspace}.n{value.node}"
                 acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), lo, hi, False, 0, elem,
-                        None, i, shape=self.nodes[value.node].out_shape,
-                        to_l1=node.kind == "cube", k_block=_k_block(node, i))
+                        None, i, shape=self.nodes[value.node].out_shape, **into_l1)
 
     def _writes(self, acc: _AccessRows, node: Node, tasks, sums: "_TaskSums",
                 gm_offsets: list) -> None:
