@@ -369,3 +369,49 @@ def test_a_reread_slice_that_fits_l2_hits_and_a_whole_matrix_that_does_not_misse
     assert whole_hits < 0.01
     assert 0.70 < parts_hits <= 0.75 + 1e-6
     assert parts.kernel_us < 0.9 * whole.kernel_us
+
+
+# -- stitch and the L2 -------------------------------------------------------------------
+def _blocks_under_pypto_loop(blocks, rows=4, cols=4096):
+    """y = exp(x), z = sqrt(y) on (blocks x rows, cols) FP32, one pypto.loop root call per
+    block of rows, producer and consumer in separate scopes: each consumer reads through
+    GM what its own root call's producer wrote."""
+    r = blocks * rows
+    return Kernel.model_validate({
+        "name": "stitched_blocks",
+        "tensors": {"x": {"shape": [r, cols], "role": "input"},
+                    "z": {"shape": [r, cols], "role": "output"}},
+        "body": [{"set_vec_tile_shapes": [rows, cols]},
+                 {"loop": {"name": "blocks", "idx": "i", "trip": blocks, "style": "pypto"},
+                  "body": [{"op": "view", "inputs": ["x"], "out": "xi", "shape": [rows, cols],
+                            "offsets": [f"i*{rows}", 0]},
+                           {"sg_set_scope": 1},
+                           {"op": "exp", "inputs": ["xi"], "out": "yi"},
+                           {"sg_set_scope": 2},
+                           {"op": "sqrt", "inputs": ["yi"], "out": "zi"},
+                           {"sg_set_scope": -1},
+                           {"op": "assemble", "inputs": ["zi"], "out": "z",
+                            "offsets": [f"i*{rows}", 0]}]}]})
+
+
+def test_a_larger_stitch_runs_more_producers_before_their_consumers_and_loses_l2_hits():
+    """The performance guide's warning on stitch: with many root calls in one dev task,
+    many tasks run side by side and the L2 hit rate can fall.  Each root call's consumer
+    rereads 64 KiB its producer just wrote; in a dev task of 8 root calls the producers
+    ahead of a consumer have written 0.5 MiB, in one of all 256 they have written 16 MiB
+    (and streamed as much of x), more than this 8 MiB L2 holds."""
+    kernel = _blocks_under_pypto_loop(256)
+    small_l2 = with_values(HW, {"memory.l2_bytes": 8 << 20, "memory.l2_usable_fraction": 1.0})
+
+    def consumer_hit_share(stitch):
+        k = kernel.model_copy(update={"options": kernel.options.model_copy(update={
+            "runtime_options": kernel.options.runtime_options.model_copy(
+                update={"stitch_function_max_num": stitch})})})
+        p, tl = run(k, small_l2)
+        consumers = p.task_leaf != p.task_leaf[0]
+        return tl.dev_start.size, tl.task_l2_bytes[consumers].sum() / p.work.mte2_bytes[consumers].sum()
+
+    (few, narrow), (one, wide) = consumer_hit_share(8), consumer_hit_share(256)
+    assert (few, one) == (32, 1)
+    assert narrow > 0.9
+    assert wide < 0.5 * narrow
