@@ -1233,31 +1233,50 @@ def k(x: pypto.Tensor((32, 32)), y: pypto.Tensor((32, 32))):
     assert reads <= written | {"x"}, (reads, written)
 
 
-def test_an_if_on_a_loop_index_in_a_helper_names_the_helper(tmp_path):
-    """ptolab rewrites symbolic ifs in the kernel's own body; one in a function the kernel
-    calls stops with that function and line, not 'outside an if statement'."""
-    path = tmp_path / "helper.py"
-    path.write_text("""\
-import pypto
-
-
-def body(a, c):
+LOOP_WITH_IF = """\
     for i in pypto.loop(2, name="L", idx_name="i"):
         if pypto.cond(i < 1):
             c[i * 16:(i + 1) * 16, :] = a + a
         else:
             c[i * 16:(i + 1) * 16, :] = a * a
-
-
+"""
+KERNEL = """\
 @pypto.frontend.jit()
 def k(a: pypto.Tensor([16, 16], pypto.DT_FP32), c: pypto.Tensor([32, 16], pypto.DT_FP32)):
     pypto.set_vec_tile_shapes(16, 16)
-    body(a, c)
-""")
+"""
+
+
+def test_an_if_on_a_loop_index_in_a_function_the_kernel_calls_records_both_branches(tmp_path):
+    """Upstream's pypto.cond records both branches of an if wherever it stands, so model
+    files put their loops and ifs in a compute function the jit kernel calls.  The tracer
+    rewrites such a function as it does the kernel's body, and traces again: the config is
+    the one of the same loop written in the kernel."""
+    helper = tmp_path / "helper.py"
+    helper.write_text(f"import pypto\n\n\ndef body(a, c):\n{LOOP_WITH_IF}\n\n{KERNEL}"
+                      f"    body(a, c)\n")
+    inline = tmp_path / "inline.py"
+    inline.write_text(f"import pypto\n\n\n{KERNEL}{LOOP_WITH_IF}")
+    def ops(path):         # each op with its condition; 'src' names the file and line
+        loop = next(s for s in config(path)["body"] if "loop" in s)
+        return [{k: v for k, v in op.items() if k != "src"} for op in loop["body"]]
+
+    assert ops(helper) == ops(inline)
+    assert {(o["op"], o.get("cond")) for o in ops(helper) if o["op"] != "assemble"} == {
+        ("add", "i < 1"), ("mul", "not (i < 1)")}
+
+
+def test_an_if_on_a_loop_index_in_a_def_inside_a_def_names_that_function(tmp_path):
+    """A def inside another def is made anew on every call, so its source cannot be swapped
+    for a rewrite: the error names the function and line, not 'outside an if statement'."""
+    path = tmp_path / "nested.py"
+    path.write_text(f"import pypto\n\n\ndef make():\n    def body(a, c):\n"
+                    f"{textwrap.indent(LOOP_WITH_IF, '    ')}    return body\n\n\n{KERNEL}"
+                    f"    make()(a, c)\n")
     with pytest.raises(ConfigError) as err:
         config(path)
     text = str(err.value)
-    assert "body()" in text and "helper.py:6" in text and "outside an if" not in text
+    assert "body()" in text and "nested.py:7" in text and "outside an if" not in text
 
 
 def test_a_tensor_moved_before_it_is_written_is_renamed(tmp_path):

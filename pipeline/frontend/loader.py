@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import gc
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -24,11 +25,12 @@ from pathlib import Path
 
 from simcore.spec.errors import ConfigError
 
-from . import context, standin, tensor, torch_stub
+from . import context, standin, symbols, tensor, torch_stub
 from .control import OPTION_GROUPS, JitKernel
 from .errors import Unsupported
 from .recorder import Recorder
 from .rewrite import traceable
+from .symbols import HelperIf
 
 
 @dataclass
@@ -506,6 +508,30 @@ def _options(kernel: JitKernel, R: Recorder) -> dict:
     return out
 
 
+def _rewrite_helper(code) -> None:
+    """Every function object of ``code`` the kernel can reach again (a module's or class's
+    attribute, a closure's cell) replaced by its rewrite (rewrite.traceable), so the next
+    trace records both branches of its ifs on symbolic values.  A def inside another def
+    is made anew from the outer function's code on each call, so it cannot be replaced:
+    its ifs then take a value as plain Python's do (symbols.NOT_REWRITABLE)."""
+    functions = [f for f in gc.get_referrers(code)
+                 if isinstance(f, types.FunctionType) and f.__code__ is code]
+    replaced = False
+    for old in functions:
+        new = traceable(old, code.co_filename)
+        if new is old:
+            continue
+        for holder in gc.get_referrers(old):
+            if isinstance(holder, dict):
+                for key in [k for k, v in holder.items() if v is old]:
+                    holder[key] = new
+                    replaced = True
+            elif isinstance(holder, types.CellType):
+                holder.cell_contents, replaced = new, True
+    if not replaced or "<locals>" in code.co_qualname:
+        symbols.NOT_REWRITABLE.add(code)
+
+
 def trace_file(path: Path, function: str | None = None, dims: dict | None = None,
                args: dict | None = None, shown: str | None = None,
                arch: str | None = None) -> Traced:
@@ -522,20 +548,28 @@ def trace_file(path: Path, function: str | None = None, dims: dict | None = None
         module = _load_module(resolved, digest)
         args = dict(args or {})
         kernel, found = _find(module, path, function, args)
-        R = Recorder(kernel.__name__, resolved, shown or str(path))
-        R.notes += found
-        context.start(R)
         fn = traceable(kernel.fn, str(resolved))
-        call_args = _arguments(R, kernel.fn, args, dict(dims or {}))
-        context.start(R)
-        try:
-            result = fn(*call_args)
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise Unsupported(f"the kernel raised {type(exc).__name__}: {exc}",
-                              where=_kernel_line(exc, resolved, R.shown),
-                              function=R.function) from None
+        rewritten = set()
+        while True:
+            R = Recorder(kernel.__name__, resolved, shown or str(path))
+            R.notes += found
+            context.start(R)
+            call_args = _arguments(R, kernel.fn, args, dict(dims or {}))
+            try:
+                result = fn(*call_args)
+                break
+            except HelperIf as helper:               # then trace the kernel again
+                if helper.code in rewritten:         # reached through a reference kept
+                    symbols.NOT_REWRITABLE.add(helper.code)      # elsewhere: as Python
+                else:
+                    rewritten.add(helper.code)
+                    _rewrite_helper(helper.code)
+            except ConfigError:
+                raise
+            except Exception as exc:
+                raise Unsupported(f"the kernel raised {type(exc).__name__}: {exc}",
+                                  where=_kernel_line(exc, resolved, R.shown),
+                                  function=R.function) from None
         if result is not None:
             raise Unsupported("the kernel returns a value; PyPTO kernels write their outputs "
                               "(out[:] = ..., pypto.assemble)", function=R.function)

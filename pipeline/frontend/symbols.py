@@ -19,20 +19,52 @@ on_concrete: Callable[["SymInt", str], int] | None = None
 # kernel bodies rewritten so an ``if`` on a loop index becomes a condition (rewrite.py): an
 # ``if`` anywhere else that meets a symbolic value is in a function the kernel calls
 REWRITTEN: set = set()
+# functions the kernel calls whose if could not be rewritten (no source, or a def inside
+# another def, made anew on every call): their ifs take a value as plain Python does
+NOT_REWRITABLE: set = set()
 # ptolab's own code: a frame there is not the kernel's
 OWN_CODE = (str(Path(__file__).resolve().parents[1]),           # pipeline/
             str(Path(__file__).resolve().parents[2] / "simcore"))
 
 
+# where Python's own and installed packages live: an if there is not the kernel's code
+_INSTALLED = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
+
+
+class HelperIf(BaseException):
+    """An ``if`` on a symbolic value inside a function the kernel calls (not the kernel's
+    own body, which is rewritten before it runs).  Upstream's runtime records both branches
+    of such an if wherever it stands (``pypto.cond``'s RecordIfBranch), so the tracer
+    rewrites that function as it does the kernel and traces again.  A BaseException, so a
+    kernel's ``except Exception`` does not swallow it."""
+
+    def __init__(self, code, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _kernel_code(code) -> bool:
+    """Is ``code`` a function of the kernel's files (not Python's, an installed package's
+    or ptolab's)?  A comprehension, lambda or generator expression has a code object of
+    its own, named <...>: its test is no if statement."""
+    return not (code.co_name.startswith("<")
+                or code.co_filename.startswith(OWN_CODE + ("<",) + _INSTALLED))
+
+
+def _in_helper(code) -> bool:
+    """Is ``code`` a function the kernel calls that the tracer may still rewrite?"""
+    return _kernel_code(code) and code not in REWRITTEN and code not in NOT_REWRITABLE
+
+
 def _branch_reason(frame) -> str:
     code = frame.f_code
-    # a comprehension, lambda or generator expression has a code object of its own
-    if code in REWRITTEN or code.co_name.startswith("<") \
-            or code.co_filename.startswith(OWN_CODE + ("<",)):
+    if code in REWRITTEN or not _kernel_code(code):
         return "decides a Python branch outside an if statement"
     return (f"decides the `if` in {code.co_name}() at {Path(code.co_filename).name}:"
-            f"{frame.f_lineno}, a function the kernel calls: ptolab turns an if on a loop index "
-            f"into a condition only in the kernel's own body, so move that if into the kernel")
+            f"{frame.f_lineno}, a function the kernel calls whose source ptolab cannot "
+            f"rewrite to trace both branches (a def inside another def, or a function "
+            f"without its source), so move that if into the kernel or into a function of "
+            f"its module")
 
 
 def _text(x) -> str:
@@ -137,7 +169,10 @@ class SymInt:
     __int__ = __index__
 
     def __bool__(self):
-        return bool(self.concrete(_branch_reason(sys._getframe(1))))
+        frame = sys._getframe(1)
+        if on_concrete is not None and _in_helper(frame.f_code):
+            raise HelperIf(frame.f_code, _branch_reason(frame))
+        return bool(self.concrete(_branch_reason(frame)))
 
     def __repr__(self):
         return f"SymInt({self.text!r})" if self.value is None else \
