@@ -12,6 +12,7 @@ import re
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -1310,3 +1311,63 @@ def test_arch_answers_an_imported_npuarch_too(tmp_path):
     out = tmp_path / "a.yaml"
     assert main(["import", f"{path}:k", "--arch", "DAV_3510", "--out", str(out)]) == 0
     assert [64, 64] in yaml.safe_load(out.read_text())["tiles"].values()
+
+
+GATHER_IN_UB = """\
+import pypto
+from pypto.experimental import gather_in_ub
+
+
+@pypto.frontend.jit
+def sparse_rows(kv: pypto.Tensor([256, 128], pypto.DT_FP16),
+                idx: pypto.Tensor([2, 32], pypto.DT_INT32),
+                table: pypto.Tensor([2, 8], pypto.DT_INT32),
+                out: pypto.Tensor([64, 128], pypto.DT_FP16)):
+    pypto.set_vec_tile_shapes(16, 128)
+    for b in range(2):
+        rows = gather_in_ub(kv, idx[b:b + 1, :], table[b:b + 1, :], 16, -2)
+        out[b * 32:(b + 1) * 32, :] = rows
+"""
+
+
+def test_gather_in_ub_imports_as_the_kernel_language_op(tmp_path):
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.spec.kernel import Kernel
+
+    path = tmp_path / "sparse_rows.py"
+    path.write_text(GATHER_IN_UB)
+    values = {"idx": [list(range(32)), list(range(31, -1, -1))],
+              "table": [list(range(8)), list(range(8, 16))]}
+    got = config(path, "sparse_rows", {f"{n}.values": v for n, v in values.items()})
+    gathers = [s for s in got["body"] if s.get("op") == "gather_in_ub"]
+    assert [g["block_size"] for g in gathers] == [16, 16] and gathers[0]["axis"] == -2
+    # the leaf tasks read the data, not the control flow: kept, and fetched by no AICPU
+    assert got["values"] == values
+    assert got["tensors"]["idx"]["control_flow_input"] is False
+    # the same kernel written in the kernel language compiles to the same program
+    views = lambda n, b, cols: {"op": "view", "inputs": [n], "out": f"{n}{b}",
+                                "shape": [1, cols], "offsets": [b, 0]}
+    body = [{"set_vec_tile_shapes": [16, 128]}]
+    for b in range(2):
+        body += [views("idx", b, 32), views("table", b, 8),
+                 {"op": "gather_in_ub", "inputs": ["kv", f"idx{b}", f"table{b}"],
+                  "out": f"g{b}", "block_size": 16, "axis": -2},
+                 {"op": "assemble", "inputs": [f"g{b}"], "out": "out", "offsets": [b * 32, 0]}]
+    written = Kernel.model_validate({
+        "name": "sparse_rows", "body": body, "values": values,
+        "tensors": {n: {**got["tensors"][n]} for n in got["tensors"]}})
+    imported = Kernel.model_validate(got)
+    hw = load_hardware("dav_2201")
+    a, b = compile_kernel(imported, hw), compile_kernel(written, hw)
+    assert a.leaf_tasks == b.leaf_tasks == 4
+    for column in ("mte2_bytes", "mte2_bursts", "mte2_loads", "scalar_elements"):
+        assert np.array_equal(getattr(a.work, column), getattr(b.work, column))
+    assert np.array_equal(a.regions.lines, b.regions.lines)
+
+
+def test_gather_in_ub_refuses_what_upstream_does_not_take(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text(GATHER_IN_UB.replace("16, -2)", "16, 0)"))
+    with pytest.raises(ConfigError, match="gather_in_ub along axis 0.*axis -2"):
+        trace_file(path, "sparse_rows", None, {})

@@ -1073,3 +1073,75 @@ def test_fillpad_fills_past_the_valid_region_and_its_result_holds_data_everywher
     vector = program.work.vector
     assert {vector.kinds[k] for k in vector.kind} >= {"copy", "dup"}
     assert program.work.mte2_bytes.sum() == 3 * 64 * 4        # only the valid rows load
+
+
+# pypto.experimental.gather_in_ub ------------------------------------------------------
+def _gather_in_ub(k, tile=(16, 128), values=None, kv_shape=(256, 128), **changes):
+    """k rows of a [256, 128] fp16 KV cache in blocks of 16 tokens, through a 16-entry table."""
+    op = {"op": "gather_in_ub", "inputs": ["kv", "idx", "bt"], "out": "g", "block_size": 16,
+          "axis": -2, **changes.pop("op", {})}
+    tensors = {"kv": t(list(kv_shape), "fp16"), "idx": t([1, k], "int32"),
+               "bt": t([1, 16], "int32"), "y": t([k, 128], "fp16", role="output")}
+    for name, dtype in changes.items():
+        tensors[name]["dtype"] = dtype
+    return kernel([{"set_vec_tile_shapes": list(tile)}, op, store("g")], tensors,
+                  **({"values": values} if values else {}))
+
+
+def _kv_rows(program) -> list[int]:
+    """The KV-cache rows the (single) root call's tasks read, one per read box."""
+    operands = program.root_functions[0].operands
+    kv = [i for i, tensor in enumerate(operands.tensors) if tensor[0] == "kv"]
+    rows = np.isin(operands.tensor, kv) & ~operands.write
+    assert (operands.hi[rows, 0] - operands.lo[rows, 0] == 1).all()    # a row a box
+    return sorted(int(r) for r in operands.lo[rows, 0])
+
+
+@pytest.mark.parametrize("k", [16, 48])
+def test_gather_in_ub_reads_k_rows_each_its_own_burst_and_copy(k):
+    program = compile_kernel(_gather_in_ub(k), HW)
+    tasks = k // 16
+    assert program.leaf_tasks == tasks                     # the TileShape cuts k by 16
+    # stand-in data: token j, blocks in table order, so rows 0 .. k-1
+    assert _kv_rows(program) == list(range(k))
+    w = program.work
+    # per task: 16 rows of 256 bytes, each its own burst and copy, plus the scalar unit's
+    # reads of 16 indices and one table entry (a burst each, no copy)
+    assert (w.mte2_loads == 16).all() and (w.mte2_bursts == 16 + 2).all()
+    assert (w.mte2_bytes == 16 * 128 * 2 + 16 * 4 + 4).all()
+    assert w.vector.task.size == 0                         # no Vector instruction
+    assert w.scalar_elements.sum() == 2 * k                # an index and an entry a row
+
+
+def test_gather_in_ub_reads_the_rows_the_data_names():
+    # token 2j in a table that reverses the blocks: row (15 - 2j // 16) * 16 + 2j % 16
+    values = {"idx": [list(range(0, 64, 2))], "bt": [list(range(15, -1, -1))]}
+    program = compile_kernel(_gather_in_ub(32, values=values), HW)
+    assert _kv_rows(program) == sorted((15 - 2 * j // 16) * 16 + 2 * j % 16 for j in range(32))
+    bad = {"idx": [[300] * 32], "bt": [list(range(16))]}
+    with pytest.raises(ConfigError, match="block-table entry 18"):
+        compile_kernel(_gather_in_ub(32, values=bad), HW)
+
+
+def test_gather_in_ub_time_grows_with_k():
+    from simcore.machine.engine import Machine
+    from simcore.spec.options import RuntimeOptions
+
+    def kernel_us(k):
+        program = compile_kernel(_gather_in_ub(k, tile=(k, 128)), HW)
+        return Machine(HW, program, RuntimeOptions()).run().kernel_us
+    times = [kernel_us(k) for k in (16, 64, 256)]
+    assert times[0] < times[1] < times[2]
+
+
+def test_gather_in_ub_refuses_bad_inputs_naming_the_field():
+    with pytest.raises(Exception, match="'axis' must be -2"):
+        _gather_in_ub(16, op={"axis": 0})
+    with pytest.raises(ConfigError, match=r"body\[1\].*indices is int64.*int32"):
+        compile_kernel(_gather_in_ub(16, idx="int64"), HW)
+    with pytest.raises(ConfigError, match=r"body\[1\].*block_table is fp32.*int32"):
+        compile_kernel(_gather_in_ub(16, bt="fp32"), HW)
+    with pytest.raises(ConfigError, match=r"param has shape \[32768\].*2-D"):
+        compile_kernel(_gather_in_ub(16, kv_shape=[256 * 128]), HW)
+    with pytest.raises(OoOError, match="UB"):
+        compile_kernel(_gather_in_ub(4096, tile=(4096, 128)), HW)

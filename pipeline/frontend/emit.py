@@ -17,7 +17,7 @@ from .recorder import LoopRec, OpRec, StateRec
 
 _FIELD_ORDER = ("op", "inputs", "out", "scalar", "dtype", "shape", "offsets", "valid_shape", "axis",
                 "keepdim", "a_trans", "b_trans", "perm", "inplace", "value", "start", "step",
-                "k", "largest", "part", "label", "cond", "src")
+                "k", "largest", "part", "block_size", "label", "cond", "src")
 
 
 def _flow(value) -> str:

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 from . import context
 from .symbols import SymInt, is_int, same_dim
-from .tensor import (DataType, DType, Tensor, _element, make, row_major, schema_dtype,
-                     temporary, unravel)
+from .tensor import (DataType, DType, Tensor, _argument_element, _element, make, row_major,
+                     schema_dtype, temporary, unravel)
 
 COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt", "rsqrt", "abs",
@@ -28,6 +28,7 @@ SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt"
                  "unsqueeze", "clone", "expand_clone", "eq ne lt le gt ge (and < <= > >=)",
                  "logical_not", "where", "zeros", "ones", "transpose", "concat", "full",
                  "arange", "topk(x, k) (MERGE_SORT, last dim)", "fillpad(x, 'constant', v)",
+                 "experimental.gather_in_ub(param, indices, block_table, block_size, -2)",
                  "pypto.tensor", "+ - * / with scalars"]
 
 
@@ -624,6 +625,48 @@ def gather(input, dim, index):
         raise R.fail(f"pypto.gather index of shape {i.shape} needs the {len(t.shape)} dims of "
                      f"its input {t.shape}")
     return _local("gather_elements", i.shape, t.dtype, {"axis": dim}, [t, i])
+
+
+def gather_in_ub(param, indices, block_table, block_size, axis):
+    """pypto.experimental.gather_in_ub(param, indices, block_table, block_size, -2): the
+    [k, hidden] rows of a paged KV cache ([tokens, hidden] in GM) that the [1, k] int32 token
+    indices name through the [1, n] int32 block table, loaded into UB.  The leaf tasks read
+    the indices and the table, not the control flow: when the data is given (--arg
+    NAME.values=...) the config keeps it and the rows read are the ones it names; without
+    it the compiler reads stand-in rows (simcore/compiler/tiling.py _gather_rows)."""
+    R = context.rec()
+    what = "pypto.experimental.gather_in_ub"
+    usage = [f"{what}(param [tokens, hidden], indices [1, k] int32, block_table [1, n] "
+             f"int32, block_size, -2)"]
+    p = _tensor(param, what, "param")
+    i = _tensor(indices, what, "indices")
+    t = _tensor(block_table, what, "block_table")
+    if axis != -2:
+        raise R.fail(f"{what} along axis {axis!r}: upstream gathers rows only (axis -2)",
+                     supported=usage)
+    if not is_int(block_size) or block_size < 1:
+        raise R.fail(f"{what} block_size {block_size!r}: a positive Python int (tokens per "
+                     f"paged block)", supported=usage)
+    for name, x in (("param", p), ("indices", i), ("block_table", t)):
+        if len(x.shape) != 2:
+            raise R.fail(f"{what} {name} of shape {x.shape}: upstream takes 2-D tensors only",
+                         supported=usage)
+    for name, x in (("indices", i), ("block_table", t)):
+        if not _is_one(x.shape[0]):
+            raise R.fail(f"{what} {name} of shape {x.shape}: one row [1, n]", supported=usage)
+        if getattr(x.dtype, "name", None) != "DT_INT32":
+            raise R.fail(f"{what} {name} of {x.dtype.name}: upstream reads DT_INT32",
+                         supported=usage)
+        root, _ = _argument_element(x, [0, 0]) if x.kind == "view" else (x, None)
+        if root.kind == "arg" and root.name in R.values:
+            root.decl.data_values = True     # the leaf tasks read it: keep its data
+    valid = None
+    if i._valid is not None or p._valid is not None:
+        valid = [i.valid_shape[1], p.valid_shape[1]]
+    out = make("local", [i.shape[1], p.shape[1]], p.dtype, "gather_in_ub", valid=valid)
+    R.op({"op": "gather_in_ub", "block_size": int(block_size), "axis": -2}, [p, i, t],
+         out.slot, R.where())
+    return out
 
 
 def topk(input, k, dim=None, largest=True, algo=None):

@@ -146,6 +146,7 @@ def build(arch: str | None = None) -> dict[str, types.ModuleType]:
     frontend.jit = control.jit
     frontend.dynamic = _missing("frontend.dynamic")
     experimental.set_operation_options = control.set_operation_options
+    experimental.gather_in_ub = ops.gather_in_ub
     names = {
         "frontend": frontend, "experimental": experimental, "operation": operation,
         "jit": control.jit,

@@ -40,6 +40,9 @@ _POSITION_ATTRS = {"view": ("offsets",), "assemble": ("offsets",),
 # ops whose tiler handler only names GM data (ops with no handler are computed)
 _VALUE_HANDLERS = ("view", "reshape", "gather")
 _WRITE_HANDLERS = ("assemble", "scatter_update")
+# ops whose GM rows the index data of each call decides (tiling._gather_rows): a call is
+# tiled in full, since another call's boxes moved by its views' offsets are not its rows
+_DATA_ADDRESSED = ("gather_in_ub",)
 # matching access boxes to the views they came through compares every box with every view
 # of its buffer; a call past this many comparisons is tiled in full each time
 MAX_MATCH_PAIRS = 4_000_000
@@ -74,6 +77,8 @@ def call_key(call) -> tuple | None:
     computed: set = set()     # names of the call's op results (on-chip values)
     for op in call.ops:
         name = op.op
+        if name in _DATA_ADDRESSED:
+            return None     # rows from index data: no shift of another call's boxes
         drop = _POSITION_ATTRS.get(name)
         on_chip = name in _VALUE_HANDLERS and op.inputs[0] in computed
         if on_chip:

@@ -140,6 +140,9 @@ class _Walker:
             k = self.value(stmt.k, env)
             last = k if op == "topk_extract" else 2 * -(-k // 8) * 8
             return (*inputs[0][:-1], last), self.grid(inputs[0])
+        if op == "gather_in_ub":     # [k, hidden]: the indices' k, the param's hidden
+            shape = (inputs[1][-1], inputs[0][-1])
+            return shape, self.grid(shape)
         if op == "gather":
             rows = self.value(stmt.block_rows, env) * self.value(stmt.count, env)
             return (rows, *inputs[0][1:]), 0

@@ -752,6 +752,65 @@ def expand(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
                 **_rows(lo, hi, elem))
 
 
+def gather_in_ub(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """``pypto.experimental.gather_in_ub(param, indices, block_table, block_size, -2)``:
+    out[j, :] = param[block_table[0, t // block_size] * block_size + t % block_size, :] for
+    the token t = indices[0, j], a [k, hidden] result in UB.
+
+    Upstream tiles the result by the TileShape's first two dims (k, then hidden,
+    TiledGatherInUB in framework/src/interface/operation/operation_impl.cpp); a tile's op
+    sees all of the param's rows in its column range, its slice of the indices and the
+    whole block table, all in GM (the opcode's inputs are DDR, its output UB, MTE2 its pipe,
+    opcode.cpp).  Its tile op (TgatherInUB, framework/src/interface/tileop/vector/gather.h)
+    walks the tile's rows: the index and the block-table entry are scalar reads from GM,
+    then one TLOAD brings that row's columns into UB.  So a tile costs one copy-in per row
+    and no Vector instruction; which rows it reads the tiler decides from the index data
+    (``RootCallTiler._gather_rows``), so the boxes here are empty: nothing of the inputs
+    lands in UB but the rows the result is made of."""
+    param, idx, table = inputs
+    where = op.where
+    for name, value in (("param", param), ("indices", idx), ("block_table", table)):
+        if len(value.shape) != 2:
+            raise ConfigError(f"field '{where}.inputs': gather_in_ub {name} has shape "
+                              f"{list(value.shape)}; it takes a 2-D "
+                              f"{'[tokens, hidden] KV cache' if name == 'param' else '[1, n] int32 row'}"
+                              f", as upstream's GatherInUB.")
+    for name, value in (("indices", idx), ("block_table", table)):
+        if value.shape[0] != 1:
+            raise ConfigError(f"field '{where}.inputs': gather_in_ub {name} has shape "
+                              f"{list(value.shape)}; it takes one row [1, n] (view the batch's "
+                              f"row first).")
+        if value.dtype != "int32":
+            raise ConfigError(f"field '{where}.inputs': gather_in_ub {name} is {value.dtype}; "
+                              f"upstream's GatherInUB reads int32 {name} (cast it to int32).")
+    if not isinstance(param, GmValue) or len(param.pieces) != 1:
+        raise ConfigError(f"field '{where}.inputs': gather_in_ub reads its param from one GM "
+                          f"tensor (the KV cache, or a view of it); give it a kernel tensor or "
+                          f"a view, not an op's result or a paged gather.")
+    for name, value in (("indices", idx), ("block_table", table)):
+        if isinstance(value, LocalValue) and value.path:
+            raise ConfigError(f"field '{where}.inputs': gather_in_ub {name} is a view or "
+                              f"reshape of an op's result; upstream reads {name} from GM: "
+                              f"assemble them into a tensor and view that.")
+    out_shape = (int(idx.shape[1]), int(param.shape[1]))
+    tile = _vec_tile(op, out_shape)
+    lo, hi = grid(out_shape, tile)
+    elem = DTYPE_BYTES[param.dtype]
+    ub = ub_bytes(lo, hi, elem)
+    _check_ub(limits, op, tile, ub)
+    rows = (hi - lo)[:, 0]
+    n = len(lo)
+    none = lambda: (np.zeros((n, 2), np.int64), np.zeros((n, 2), np.int64))
+    boxes = [none() for _ in inputs]
+    return Node(index=index, op=op, kind="vector", inputs=inputs, out_shape=out_shape,
+                out_dtype=param.dtype, out_lo=lo, out_hi=hi, in_lo=[b[0] for b in boxes],
+                in_hi=[b[1] for b in boxes], flops=np.zeros(n), ub_bytes=ub,
+                in_flight=np.ones(n), vector_kind="", vector_bytes=np.zeros(n),
+                # per row, its index and its block-table entry, each a scalar load from GM
+                # (then the address arithmetic): two elements of a scalar loop
+                scalar_elements=(2 * rows).astype(np.float64), **_rows(lo, hi, elem))
+
+
 # ops whose result may take an input's UB buffer (upstream's opcodes without
 # excludeBufferReuse, opcode.cpp at 08cec41e4 and 883e7dfb: the elementwise arithmetic and
 # their scalar forms but DIVS, the unary ops but RECIPROCAL, CAST, EXPAND, WHERE, compares,
@@ -766,4 +825,4 @@ BUILDERS = {**{op: elementwise for op in SAME_GEOMETRY},
             **{op: reduce for op in REDUCE_OPS},
             "matmul": matmul, "transpose": transpose, "concat": concat,
             "gather_elements": gather_elements, "scatter_elements": scatter_elements,
-            "expand": expand, "move": move, "arange": arange}
+            "expand": expand, "move": move, "arange": arange, "gather_in_ub": gather_in_ub}

@@ -89,10 +89,12 @@ class _AccessRows:
 
     def add(self, tasks, names, index, lo, hi, write, tag, elem, value: GmValue | None,
             operand, to_l1: bool = False, shape: tuple[int, ...] = (), source: int = -1,
-            k_block: tuple[int, int] | None = None):
+            k_block: tuple[int, int] | None = None, scalar: bool = False):
         """``k_block``: (axis, elements) of a cube operand's K axis and the K extent one
         GM -> L1 copy takes: each box is read in that many pieces (their runs cut at the
-        block's edge when K is the contiguous axis)."""
+        block's edge when K is the contiguous axis).  ``scalar``: the scalar unit reads
+        the box's elements (an index, a block-table entry): its lines come through L2 and
+        the task waits for them, but MTE2 makes no copy of it."""
         if len(tasks) == 0:
             return
         self.sources.append(np.asarray(index, np.int64) + source if source >= 0
@@ -116,7 +118,7 @@ class _AccessRows:
             burst = contiguous_bytes(lo, hi, tuple(shape), elem, "ND", to_l1)
         else:
             burst = np.maximum(n, 1)
-        pieces = np.ones(len(tasks), np.int64)
+        pieces = np.full(len(tasks), 0 if scalar else 1, np.int64)
         if k_block is not None:
             pieces, burst = _l1_pieces(lo, hi, n, burst, elem,
                                        value.format if value is not None else "ND", k_block)
@@ -461,6 +463,8 @@ class RootCallTiler:
         inputs = [self.lookup(name, op) for name in op.inputs]
         builder = ops.BUILDERS.get(op.op) or sort.BUILDERS[op.op]
         node = self.memo.build(builder, len(self.nodes), op, inputs, self.limits)
+        if op.op == "gather_in_ub":
+            self._gather_rows(node)
         self._sources(node)
         readers = self._readers[self._at] if self._readers else 2     # 2: unknown
         node.extra["readers"] = readers
@@ -475,6 +479,96 @@ class RootCallTiler:
             value = LocalValue(partial.index, partial.out_shape, partial.out_dtype)
         self._track_valid(node, inputs)
         self.values[op.out] = value
+
+    def _gather_rows(self, node: Node) -> None:
+        """The param row each valid row of a gather_in_ub reads, and the block-table entry
+        it looks up (``extra`` gather_rows, gather_entries, in the param's and the table
+        view's coordinates).
+
+        The addresses are data: the token indices and the block table a run reads.  As
+        for every address that depends on tensor values (a view at block_table[b, i], a
+        scatter_update's rows), they come from the kernel's ``values`` of those tensors.
+        Where the kernel gives none (indices made on the device, by a topk), the model
+        cannot know which rows, nor which L2 lines, a run reads; it then takes a
+        deterministic stand-in, as the paged ``gather`` takes an ordered block table:
+        each index is its own column in the indices tensor (a query selecting the first
+        tokens in order, which is what a top-k returns for a sequence no longer than k),
+        and each block-table entry its position in the table (every batch's blocks
+        stored one after another).  Stand-in rows past the KV cache wrap round it; rows
+        from data that pass it are refused."""
+        param, idx, table = node.inputs
+        op = node.op
+        block = int(op.get("block_size"))
+        k = node.out_shape[0]
+        idx_valid = idx.valid if isinstance(idx, GmValue) else self._local_valid(idx)
+        valid = min(k, int(idx_valid[1])) if idx_valid is not None else k
+        tokens, entries = self._int_data(idx), self._int_data(table)
+        given_tokens, given_table = tokens is not None, entries is not None
+        if tokens is None:
+            tokens = self._positions(idx, flat=False)
+        if entries is None:
+            entries = self._positions(table, flat=True)
+        tokens = tokens[:valid]
+        (piece,) = param.pieces
+        room = int(param.buffer_shape[0]) - int(piece.offsets[0])
+        if given_tokens and (tokens < 0).any():
+            raise ConfigError(f"field '{op.where}': gather_in_ub index {int(tokens.min())} in "
+                              f"the values of '{self._data_name(idx)}' is negative; token "
+                              f"indices count from 0.")
+        logical = tokens // block
+        if given_table and given_tokens and (logical >= len(entries)).any():
+            raise ConfigError(f"field '{op.where}': gather_in_ub token {int(tokens.max())} "
+                              f"needs block-table entry {int(logical.max())}, past the "
+                              f"{len(entries)} entries of the block-table row; check the "
+                              f"values of '{self._data_name(idx)}' and the block_size "
+                              f"{block}.")
+        logical = logical % max(len(entries), 1)
+        rows = entries[logical] * block + tokens % block
+        if given_table and ((rows < 0) | (rows >= room)).any():
+            bad = int(rows[(rows < 0) | (rows >= room)][0])
+            raise ConfigError(f"field '{op.where}': gather_in_ub row {bad} (from the values "
+                              f"of '{self._data_name(table)}', block_size {block}) lies "
+                              f"outside the {room} rows of its param from its view's "
+                              f"offset; check the block table's values.")
+        node.extra["gather_rows"] = rows % max(room, 1)
+        node.extra["gather_entries"] = logical
+
+    def _data_name(self, value) -> str:
+        return tensor_of(value.pieces[0].base) if isinstance(value, GmValue) else "an op result"
+
+    def _int_data(self, value) -> np.ndarray | None:
+        """The one row of int data a [1, n] GM value holds, from the kernel's ``values``
+        (-1 past the tensor's edge), or None when the kernel gives none."""
+        if not isinstance(value, GmValue) or len(value.pieces) != 1:
+            return None
+        (piece,) = value.pieces
+        data = self.kernel.values.get(tensor_of(piece.base))
+        if data is None:
+            return None
+        array = np.asarray(data, np.int64)
+        if array.size != int(np.prod(value.buffer_shape)):
+            return None
+        array = array.reshape(value.buffer_shape)
+        r, c = int(piece.offsets[0]), int(piece.offsets[1])
+        n = int(value.shape[1])
+        out = np.full(n, -1, np.int64)
+        if r < array.shape[0]:
+            part = array[r, c:c + n]
+            out[:part.size] = part
+        return out
+
+    @staticmethod
+    def _positions(value, flat: bool) -> np.ndarray:
+        """Stand-in data of a [1, n] value: each element's column in its tensor, or with
+        ``flat`` its row-major position there (an op's result: 0, 1, ...)."""
+        n = int(value.shape[1])
+        if not isinstance(value, GmValue) or len(value.pieces) != 1:
+            return np.arange(n, dtype=np.int64)
+        (piece,) = value.pieces
+        start = int(piece.offsets[1])
+        if flat:
+            start += int(piece.offsets[0]) * int(value.buffer_shape[1])
+        return start + np.arange(n, dtype=np.int64)
 
     def _sources(self, node: Node) -> None:
         """The producer boxes each tile reads of a view or reshape of an on-chip value."""
@@ -587,6 +681,13 @@ class RootCallTiler:
             return          # the padding filled: data everywhere
         if node.op.op in ("full", "expand") and node.op.get("valid_shape"):
             valid = tuple(min(v, s) for v, s in zip(node.op.get("valid_shape"), node.out_shape))
+            if valid != tuple(node.out_shape):
+                self.valid[node.index] = valid
+            return
+        if node.op.op == "gather_in_ub":
+            # the rows its valid indices name, the param's valid columns
+            cols = valids[0][1] if valids[0] is not None else node.out_shape[1]
+            valid = (len(node.extra["gather_rows"]), min(int(cols), node.out_shape[1]))
             if valid != tuple(node.out_shape):
                 self.valid[node.index] = valid
             return
@@ -762,6 +863,14 @@ class RootCallTiler:
         forced = self._forced.get((scope.id, scope.loop_body, node.kind))
         if not forced:
             return None
+        if node.op.op == "gather_in_ub":
+            # it reads its indices from GM: never in the subgraph that makes them
+            made = {self.group_of[v.node] for v in node.inputs if isinstance(v, LocalValue)}
+            forced = {g: None for g in forced if g not in made}
+            if not forced:
+                return None
+            if not scope.allow_parallel_merge:
+                return None
         if scope.allow_parallel_merge:
             # every op of the scope in one subgraph, unless that subgraph runs before a
             # producer of this op: then the op starts another subgraph of the scope
@@ -864,6 +973,8 @@ class RootCallTiler:
     def _mergeable(self, node: Node, i: int, value) -> int | None:
         if not isinstance(value, LocalValue) or node.kind != "vector":
             return None
+        if node.op.op == "gather_in_ub":
+            return None     # its inputs are DDR (upstream's opcode): read from GM, not UB
         gi = self.group_of[value.node]
         group, producer = self.groups[gi], self.nodes[value.node]
         if group.kind != "vector" or producer.tiles != node.tiles:
@@ -1027,6 +1138,8 @@ class RootCallTiler:
 
     def _reads(self, acc: _AccessRows, node: Node, tasks, members, sums,
                gm_offsets: list) -> None:
+        if node.op.op == "gather_in_ub":
+            return self._gather_reads(acc, node, tasks, gm_offsets)
         for i, value in enumerate(node.inputs):
             lo, hi = node.in_lo[i], node.in_hi[i]
             elem = DTYPE_BYTES[value.dtype]
@@ -1058,6 +1171,51 @@ class RootCallTiler:
                 buf = f"{self.workspace}.n{value.node}"
                 acc.add(tasks, [buf], np.zeros(len(tasks), np.int64), lo, hi, False, 0, elem,
                         None, i, shape=self.nodes[value.node].out_shape, **into_l1)
+
+    def _gather_reads(self, acc: _AccessRows, node: Node, tasks, gm_offsets: list) -> None:
+        """A gather_in_ub tile's reads: each of its valid rows one copy of that param row's
+        columns (its own burst, at the row the data names), and the scalar reads of its
+        indices and of the block-table entries they look up."""
+        param, idx, table = node.inputs
+        rows, entries = node.extra["gather_rows"], node.extra["gather_entries"]
+        lo, hi = node.out_lo, node.out_hi
+        r0 = np.minimum(lo[:, 0], len(rows))
+        r1 = np.minimum(hi[:, 0], len(rows))
+        cols_hi = hi[:, 1] if param.valid is None else np.minimum(hi[:, 1], param.valid[1])
+        count = np.where(cols_hi > lo[:, 1], np.maximum(r1 - r0, 0), 0)
+        kept = np.flatnonzero(count)
+        if not kept.size:
+            return
+        count = count[kept]
+        t = np.repeat(kept, count)
+        starts = np.cumsum(count) - count
+        j = np.arange(int(count.sum())) - np.repeat(starts, count) + np.repeat(r0[kept], count)
+        (piece,) = param.pieces
+        off = np.asarray(piece.offsets[:2], np.int64)
+        blo = np.stack([rows[j], lo[t, 1]], axis=1) + off
+        bhi = np.stack([rows[j] + 1, cols_hi[t]], axis=1) + off
+        first = len(gm_offsets)
+        gm_offsets.append(padded(piece.offsets))
+        acc.add(tasks[t], [piece.buffer], np.zeros(len(t), np.int64), blo, bhi, False, 0,
+                DTYPE_BYTES[param.dtype], param, 0, source=first)
+        ones = np.ones(len(kept), np.int64)
+        zeros = np.zeros(len(kept), np.int64)
+        index_box = (np.stack([zeros, r0[kept]], 1), np.stack([ones, r1[kept]], 1))
+        used = entries[j]
+        table_box = (np.stack([zeros, np.minimum.reduceat(used, starts)], 1),
+                     np.stack([ones, np.maximum.reduceat(used, starts) + 1], 1))
+        for i, value, (blo, bhi) in ((1, idx, index_box), (2, table, table_box)):
+            elem = DTYPE_BYTES[value.dtype]
+            if isinstance(value, GmValue):
+                tt, names, index, glo, ghi = value.region(blo, bhi)
+                first = len(gm_offsets)
+                gm_offsets.extend(padded(p.offsets) for p in value.pieces)
+                acc.add(tasks[kept][tt], names, index, glo, ghi, False, 0, elem, value, i,
+                        source=first, scalar=True)
+            else:
+                buf = f"{self.workspace}.n{value.node}"
+                acc.add(tasks[kept], [buf], np.zeros(len(kept), np.int64), blo, bhi, False, 0,
+                        elem, None, i, shape=self.nodes[value.node].out_shape, scalar=True)
 
     def _writes(self, acc: _AccessRows, node: Node, tasks, sums: "_TaskSums",
                 gm_offsets: list) -> None:

@@ -103,7 +103,7 @@ def unroll_chunks(trip: int, unroll_list: list[int] | None) -> list[int]:
 
 
 _DIM_ATTRS = ("shape", "offsets", "valid_shape")
-_INT_ATTRS = ("block_rows", "first_block", "count", "permute", "k")
+_INT_ATTRS = ("block_rows", "first_block", "count", "permute", "k", "block_size")
 
 _PLAIN_ATTRS = ("scalar", "dtype", "axis", "keepdim", "a_trans", "b_trans", "perm", "inplace",
                 "value", "src", "largest", "part")

@@ -38,7 +38,7 @@ REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
     "scatter_update", "gather_elements", "scatter_elements", "expand", "move", "arange",
-    "topk", "topk_extract")
+    "topk", "topk_extract", "gather_in_ub")
 # topk: pypto.topk's sort along the last axis, giving each row's k best (value, index) pairs
 # interleaved, [..., 2 * align8(k)] fp32, as upstream's sort tile ops keep them;
 # topk_extract: the values (fp32) or the indices (int32) of those pairs, [..., k].
@@ -51,9 +51,12 @@ OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
 # gather: paged blocks stacked along axis 0; gather_elements: pypto.gather(input, dim, index),
 # an element gather by an index tensor; scatter_elements: pypto.scatter(input, dim, index,
 # src), inputs [input, index] with a scalar src or [input, index, src]
+# gather_in_ub: pypto.experimental.gather_in_ub(param, indices, block_table, block_size, -2),
+# inputs [param, indices, block_table]: the k rows of a paged KV cache the [1, k] token
+# indices name, mapped through the [1, n] block table, loaded row by row into UB as [k, hidden]
 _ARITY = {"view": 1, "assemble": 1, "scatter_update": 1, "transpose": 1, "reshape": 1,
           "matmul": 2, "full": 0, "arange": 0, "gather": 1, "gather_elements": 2, "where": 3,
-          "topk": 1, "topk_extract": 1,
+          "topk": 1, "topk_extract": 1, "gather_in_ub": 3,
           **{op: 1 for op in REDUCE_OPS}}
 
 
@@ -123,6 +126,7 @@ class OpStmt(Strict):
     first_block: Dim = 0                 # gather: first logical block
     count: Dim | None = None             # gather: blocks gathered
     permute: Dim = 0                     # gather: block-table permutation multiplier (0 = identity)
+    block_size: Dim | None = None        # gather_in_ub: tokens per paged block
     k: Dim | None = None                 # topk, topk_extract: how many of each row
     largest: bool = True                 # topk, topk_extract: the k largest (else smallest)
     part: Literal["values", "indices"] | None = None   # topk_extract: which half of the pairs
@@ -165,10 +169,19 @@ class OpStmt(Strict):
                  "reshape": ("shape",), "transpose": ("perm",),
                  "gather": ("block_rows", "count"), "gather_elements": ("axis",),
                  "scatter_elements": ("axis",), "topk": ("k",), "topk_extract": ("k", "part"),
+                 "gather_in_ub": ("block_size", "axis"),
                  **{op: ("axis",) for op in REDUCE_OPS}}
         missing = [f for f in needs.get(self.op, ()) if getattr(self, f) is None]
         if missing:
             raise ValueError(f"op '{self.op}' needs {' and '.join(repr(m) for m in missing)}")
+        if self.op == "gather_in_ub" and self.axis != -2:
+            # upstream's GatherInUB ignores the argument and gathers rows; its Python API
+            # documents -2 as the only value, so anything else is a kernel mistake
+            raise ValueError(f"op 'gather_in_ub' gathers rows of its param: 'axis' must be -2, "
+                             f"got {self.axis}; write axis: -2")
+        if self.op == "gather_in_ub" and isinstance(self.block_size, int) and self.block_size < 1:
+            raise ValueError(f"op 'gather_in_ub' needs a positive 'block_size' (tokens per "
+                             f"paged block), got {self.block_size}")
         return self
 
 
