@@ -1267,6 +1267,19 @@ def test_an_if_on_a_loop_index_in_a_function_the_kernel_calls_records_both_branc
         ("add", "i < 1"), ("mul", "not (i < 1)")}
 
 
+def test_a_kernel_traced_again_for_its_helper_keeps_its_arguments(tmp_path):
+    """The trace after a helper's rewrite needs every --arg again (the first trace used
+    them up: upstream's sparse compress attention stopped on its first tensor's shape)."""
+    helper = tmp_path / "helper.py"
+    helper.write_text("import pypto\n\n\ndef body(a, c):\n" + LOOP_WITH_IF + "\n\n"
+                      "@pypto.frontend.jit()\n"
+                      "def k(a: pypto.Tensor([pypto.DYNAMIC, pypto.STATIC], pypto.DT_FP32),\n"
+                      "      c: pypto.Tensor([32, 16], pypto.DT_FP32)):\n"
+                      "    pypto.set_vec_tile_shapes(16, 16)\n    body(a, c)\n")
+    got = config(helper, "k", {"a": [16, 16]})
+    assert got["params"] == {"a_0": 16} and got["tensors"]["a"]["shape"] == ["a_0", 16]
+
+
 def test_an_if_on_a_loop_index_in_a_def_inside_a_def_names_that_function(tmp_path):
     """A def inside another def is made anew on every call, so its source cannot be swapped
     for a rewrite: the error names the function and line, not 'outside an if statement'."""

@@ -554,7 +554,9 @@ def trace_file(path: Path, function: str | None = None, dims: dict | None = None
             R = Recorder(kernel.__name__, resolved, shown or str(path))
             R.notes += found
             context.start(R)
-            call_args = _arguments(R, kernel.fn, args, dict(dims or {}))
+            # a copy each round: _arguments consumes what it uses, and a kernel traced
+            # again (after a helper's rewrite) needs every argument again
+            call_args = _arguments(R, kernel.fn, dict(args), dict(dims or {}))
             try:
                 result = fn(*call_args)
                 break
