@@ -1280,6 +1280,18 @@ def test_a_kernel_traced_again_for_its_helper_keeps_its_arguments(tmp_path):
     assert got["params"] == {"a_0": 16} and got["tensors"]["a"]["shape"] == ["a_0", 16]
 
 
+def test_an_if_on_a_loop_index_in_a_method_records_both_branches_and_the_file_is_restored(
+        tmp_path):
+    """A method is swapped through its class (setattr), so the retrace calls the rewrite,
+    and after the trace the class holds its own function again."""
+    path = tmp_path / "method.py"
+    path.write_text(f"import pypto\n\n\nclass H:\n    def body(self, a, c):\n"
+                    f"{textwrap.indent(LOOP_WITH_IF, '    ')}\n\n{KERNEL}    H().body(a, c)\n")
+    ops = [o for o in next(s for s in config(path)["body"] if "loop" in s)["body"]]
+    assert {(o["op"], o.get("cond")) for o in ops if o["op"] != "assemble"} == {
+        ("add", "i < 1"), ("mul", "not (i < 1)")}
+
+
 def test_an_if_on_a_loop_index_in_a_def_inside_a_def_names_that_function(tmp_path):
     """A def inside another def is made anew on every call, so its source cannot be swapped
     for a rewrite: the error names the function and line, not 'outside an if statement'."""

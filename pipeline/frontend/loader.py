@@ -508,28 +508,61 @@ def _options(kernel: JitKernel, R: Recorder) -> dict:
     return out
 
 
-def _rewrite_helper(code) -> None:
-    """Every function object of ``code`` the kernel can reach again (a module's or class's
-    attribute, a closure's cell) replaced by its rewrite (rewrite.traceable), so the next
-    trace records both branches of its ifs on symbolic values.  A def inside another def
-    is made anew from the outer function's code on each call, so it cannot be replaced:
-    its ifs then take a value as plain Python's do (symbols.NOT_REWRITABLE)."""
+def _swap(old, new, undo: list) -> bool:
+    """Put ``new`` wherever ``old`` is held: a module's or a class's attribute, a closure's
+    cell.  Each swap goes onto ``undo`` so the trace can put ``old`` back."""
+    # no comprehension or lambda here names ``old``: that would hold it in a cell of this
+    # function, which the swap would then change under its own feet
+    swapped, target = False, id(old)
+    for holder in gc.get_referrers(old):
+        if isinstance(holder, types.CellType):
+            undo.append((holder, None, old))
+            holder.cell_contents, swapped = new, True
+        elif isinstance(holder, dict):
+            # a class's attributes change through setattr, which keeps its method cache
+            # right; writing into the class's own dict leaves a freed function cached
+            owner = next((t for t in gc.get_referrers(holder)
+                          if isinstance(t, type) and t.__dict__ == holder), None)
+            for key in [k for k, v in holder.items() if id(v) == target]:
+                undo.append((owner if owner is not None else holder, key, old))
+                if owner is not None:
+                    setattr(owner, key, new)
+                else:
+                    holder[key] = new
+                swapped = True
+    return swapped
+
+
+def _undo(undo: list) -> None:
+    for holder, key, old in reversed(undo):
+        if key is None:
+            holder.cell_contents = old
+        elif isinstance(holder, type):
+            setattr(holder, key, old)
+        else:
+            holder[key] = old
+
+
+def _rewrite_helper(code, undo: list) -> None:
+    """Every function object of ``code`` the kernel can reach again replaced by its rewrite
+    (rewrite.traceable), so the next trace records both branches of its ifs on symbolic
+    values.  A def inside another def is made anew from the outer function's code on each
+    call, and a staticmethod, classmethod or functools.partial holds its function where no
+    swap reaches: their ifs then take a value as plain Python's do (symbols.NOT_REWRITABLE)."""
     functions = [f for f in gc.get_referrers(code)
                  if isinstance(f, types.FunctionType) and f.__code__ is code]
-    replaced = False
+    swapped = False
     for old in functions:
         new = traceable(old, code.co_filename)
-        if new is old:
-            continue
-        for holder in gc.get_referrers(old):
-            if isinstance(holder, dict):
-                for key in [k for k, v in holder.items() if v is old]:
-                    holder[key] = new
-                    replaced = True
-            elif isinstance(holder, types.CellType):
-                holder.cell_contents, replaced = new, True
-    if not replaced or "<locals>" in code.co_qualname:
+        if new is not old:
+            new.__qualname__, new.__doc__ = old.__qualname__, old.__doc__
+            swapped = _swap(old, new, undo) or swapped
+    if not swapped or "<locals>" in code.co_qualname:
         symbols.NOT_REWRITABLE.add(code)
+
+
+# a kernel traced again this many times (once per helper rewritten) stops
+MAX_RETRACES = 64
 
 
 def trace_file(path: Path, function: str | None = None, dims: dict | None = None,
@@ -549,29 +582,37 @@ def trace_file(path: Path, function: str | None = None, dims: dict | None = None
         args = dict(args or {})
         kernel, found = _find(module, path, function, args)
         fn = traceable(kernel.fn, str(resolved))
-        rewritten = set()
-        while True:
-            R = Recorder(kernel.__name__, resolved, shown or str(path))
-            R.notes += found
-            context.start(R)
-            # a copy each round: _arguments consumes what it uses, and a kernel traced
-            # again (after a helper's rewrite) needs every argument again
-            call_args = _arguments(R, kernel.fn, dict(args), dict(dims or {}))
-            try:
-                result = fn(*call_args)
-                break
-            except HelperIf as helper:               # then trace the kernel again
-                if helper.code in rewritten:         # reached through a reference kept
-                    symbols.NOT_REWRITABLE.add(helper.code)      # elsewhere: as Python
-                else:
-                    rewritten.add(helper.code)
-                    _rewrite_helper(helper.code)
-            except ConfigError:
-                raise
-            except Exception as exc:
-                raise Unsupported(f"the kernel raised {type(exc).__name__}: {exc}",
-                                  where=_kernel_line(exc, resolved, R.shown),
-                                  function=R.function) from None
+        symbols.NOT_REWRITABLE.clear()
+        rewritten, undo = symbols.CodeSet(), []
+        try:
+            for _ in range(MAX_RETRACES):
+                R = Recorder(kernel.__name__, resolved, shown or str(path))
+                R.notes += found
+                context.start(R)
+                # a copy each round: _arguments consumes what it uses, and a kernel traced
+                # again (after a helper's rewrite) needs every argument again
+                call_args = _arguments(R, kernel.fn, dict(args), dict(dims or {}))
+                try:
+                    result = fn(*call_args)
+                    break
+                except HelperIf as helper:           # then trace the kernel again
+                    if helper.code in rewritten:     # reached through a reference kept
+                        symbols.NOT_REWRITABLE.add(helper.code)  # elsewhere: as Python
+                    else:
+                        rewritten.add(helper.code)
+                        _rewrite_helper(helper.code, undo)
+                except ConfigError:
+                    raise
+                except Exception as exc:
+                    raise Unsupported(f"the kernel raised {type(exc).__name__}: {exc}",
+                                      where=_kernel_line(exc, resolved, R.shown),
+                                      function=R.function) from None
+            else:
+                raise Unsupported(f"the kernel was traced {MAX_RETRACES} times, once for each "
+                                  f"function it calls with an if on a loop index, and still "
+                                  f"meets new ones", function=R.function)
+        finally:
+            _undo(undo)                              # the files' functions as they were
         if result is not None:
             raise Unsupported("the kernel returns a value; PyPTO kernels write their outputs "
                               "(out[:] = ..., pypto.assemble)", function=R.function)

@@ -8,7 +8,9 @@ value, and the tracer notes the specialisation in the config's header.
 """
 from __future__ import annotations
 
+import os
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Callable
 
@@ -16,19 +18,36 @@ from typing import Callable
 # symbolic value to a concrete one.
 on_concrete: Callable[["SymInt", str], int] | None = None
 
+class CodeSet:
+    """Code objects by identity: two functions of different files can compile to code
+    objects that compare equal, and one must not stand for the other."""
+
+    def __init__(self):
+        self._by_id: dict = {}
+
+    def add(self, code) -> None:
+        self._by_id[id(code)] = code          # held, so its id is not reused
+
+    def clear(self) -> None:
+        self._by_id.clear()
+
+    def __contains__(self, code) -> bool:
+        return self._by_id.get(id(code)) is code
+
+
 # kernel bodies rewritten so an ``if`` on a loop index becomes a condition (rewrite.py): an
 # ``if`` anywhere else that meets a symbolic value is in a function the kernel calls
-REWRITTEN: set = set()
-# functions the kernel calls whose if could not be rewritten (no source, or a def inside
-# another def, made anew on every call): their ifs take a value as plain Python does
-NOT_REWRITABLE: set = set()
+REWRITTEN = CodeSet()
+# functions the kernel calls whose ifs could not be rewritten in this trace (no source, a
+# def inside another def, made anew on every call, or a form the tracer cannot swap in):
+# their ifs take a value as plain Python's do
+NOT_REWRITABLE = CodeSet()
 # ptolab's own code: a frame there is not the kernel's
 OWN_CODE = (str(Path(__file__).resolve().parents[1]),           # pipeline/
             str(Path(__file__).resolve().parents[2] / "simcore"))
-
-
 # where Python's own and installed packages live: an if there is not the kernel's code
-_INSTALLED = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
+_INSTALLED = tuple({str(Path(sysconfig.get_paths()[key])) + os.sep
+                    for key in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 class HelperIf(BaseException):
@@ -61,10 +80,11 @@ def _branch_reason(frame) -> str:
     if code in REWRITTEN or not _kernel_code(code):
         return "decides a Python branch outside an if statement"
     return (f"decides the `if` in {code.co_name}() at {Path(code.co_filename).name}:"
-            f"{frame.f_lineno}, a function the kernel calls whose source ptolab cannot "
-            f"rewrite to trace both branches (a def inside another def, or a function "
-            f"without its source), so move that if into the kernel or into a function of "
-            f"its module")
+            f"{frame.f_lineno}, a function the kernel calls that ptolab cannot rewrite to "
+            f"trace both branches (a def inside another def, a function without its source, "
+            f"or one reached only through a staticmethod, classmethod, functools.partial or "
+            f"a container), so move that if into the kernel or into a plain function or "
+            f"method of its module")
 
 
 def _text(x) -> str:

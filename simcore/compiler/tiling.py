@@ -94,7 +94,8 @@ class _AccessRows:
         GM -> L1 copy takes: each box is read in that many pieces (their runs cut at the
         block's edge when K is the contiguous axis).  ``scalar``: the scalar unit reads
         the box's elements (an index, a block-table entry): its lines come through L2 and
-        the task waits for them, but MTE2 makes no copy of it."""
+        the task waits for them and they count on its MTE2 stream (bytes, bursts), but
+        they are no copy of their own."""
         if len(tasks) == 0:
             return
         self.sources.append(np.asarray(index, np.int64) + source if source >= 0
