@@ -868,10 +868,6 @@ class RootCallTiler:
             # it reads its indices from GM: never in the subgraph that makes them
             made = {self.group_of[v.node] for v in node.inputs if isinstance(v, LocalValue)}
             forced = {g: None for g in forced if g not in made}
-            if not forced:
-                return None
-            if not scope.allow_parallel_merge:
-                return None
         if scope.allow_parallel_merge:
             # every op of the scope in one subgraph, unless that subgraph runs before a
             # producer of this op: then the op starts another subgraph of the scope
