@@ -100,9 +100,13 @@ def test_glm_tiles_each_call_shape_once_whatever_the_sequence_length(monkeypatch
     _, short_runs, short = _compile(monkeypatch, path, {}, True)
     _, long_runs, long = _compile(monkeypatch, path, {"params.S2": 32768, "params.S2_LOOP": 64,
                                                       "params.NBLK": 2048}, True)
+    _, longer_runs, longer = _compile(monkeypatch, path, {
+        "params.S2": 49152, "params.S2_LOOP": 96, "params.NBLK": 3072}, True)
     assert long.root_calls == 2 * short.root_calls
-    assert long.leaf_tasks == 2 * short.leaf_tasks
-    assert short_runs == long_runs == 4
+    assert longer.root_calls == 3 * short.root_calls
+    # every added call is a middle one, with the same leaf tasks
+    assert longer.leaf_tasks - long.leaf_tasks == long.leaf_tasks - short.leaf_tasks > 0
+    assert short_runs == long_runs == longer_runs == 4
 
 
 MEET_ONCE = """

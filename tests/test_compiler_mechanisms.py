@@ -273,6 +273,130 @@ def test_a_scope_without_parallel_merge_keeps_a_split_reduce_in_pieces():
     assert merged.leaf_tasks == 1 and merged.workspace_bytes == 0
 
 
+RUNNING = {"x": {"shape": [16, 256], "role": "input"},
+           "y": {"shape": [1, 256], "role": "output"},
+           "acc": {"shape": [1, 256], "fresh_per": "L0"}}
+
+
+def running_sum(carry: str, scope: int):
+    """acc += exp(x[i]) over an outer iteration's 16 rows, unrolled 8 to a root call; the
+    running value goes from one step to the next by ``carry``: a rename of the tensor (upstream's
+    acc[:] = v) or an assemble into it and a view back (GM)."""
+    if carry == "rename":
+        keep = [{"op": "rename", "inputs": ["a"], "out": "acc"}]
+        old = []
+        prev = "acc"
+    else:
+        keep = [{"op": "assemble", "inputs": ["a"], "out": "acc", "offsets": [0, 0]}]
+        old = [{"op": "view", "inputs": ["acc"], "out": "o", "shape": [1, 256],
+                "offsets": [0, 0], "cond": "i > 0"}]
+        prev = "o"
+    step = [{"op": "view", "inputs": ["x"], "out": "r", "shape": [1, 256], "offsets": ["i", 0]},
+            {"sg_set_scope": scope},
+            {"op": "exp", "inputs": ["r"], "out": "e"}, *old,
+            {"op": "add", "inputs": [prev, "e"], "out": "a", "cond": "i > 0"},
+            {"op": "add", "inputs": ["e"], "scalar": 0.0, "out": "a", "cond": "i == 0"},
+            *keep, {"sg_set_scope": -1},
+            {"op": "assemble", "inputs": ["a"], "out": "y", "offsets": [0, 0], "cond": "i == 15"}]
+    body = [{"set_vec_tile_shapes": [1, 256]},
+            {"loop": {"name": "L0", "idx": "j", "trip": 1},
+             "body": [{"loop": {"name": "L", "idx": "i", "trip": 16, "unroll_list": [8]},
+                       "body": step}]}]
+    return compile_kernel(kernel(body, RUNNING), HW)
+
+
+def test_a_renamed_running_value_stays_on_chip_within_a_root_call():
+    """acc[:] = v is no op upstream (tensor.cpp's Move repoints the tensor): within a root
+    call of eight unrolled steps the next step reads the value itself, and the call writes
+    it into acc once, for the next call.  Carried through GM, each step writes and reads."""
+    renamed, through_gm = running_sum("rename", 1), running_sum("gm", 1)
+    assert renamed.root_calls == through_gm.root_calls == 2
+    # the scope's chain runs on across the unrolled steps: one leaf task per root call
+    assert renamed.leaf_tasks == 2
+    assert through_gm.leaf_tasks == 16
+    assert renamed.work.mte3_bytes.sum() < through_gm.work.mte3_bytes.sum() / 4
+
+
+def test_a_scope_chain_crosses_unrolled_bodies_only_through_a_value():
+    """Upstream merges a scope's producer -> consumer pairs whatever loop body they came
+    from (BuildSuperNodeGraph); steps that share no value stay apart."""
+    assert running_sum("rename", 1).leaf_tasks == 2
+    t = {"x": {"shape": [8, 256], "role": "input"}, "y": {"shape": [8, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [1, 256]},
+            {"loop": {"name": "L", "idx": "i", "trip": 8, "unroll_list": [8]},
+             "body": [{"op": "view", "inputs": ["x"], "out": "r", "shape": [1, 256],
+                       "offsets": ["i", 0]},
+                      {"sg_set_scope": 1},
+                      {"op": "exp", "inputs": ["r"], "out": "e"},
+                      {"op": "sqrt", "inputs": ["e"], "out": "q"},
+                      {"sg_set_scope": -1},
+                      {"op": "assemble", "inputs": ["q"], "out": "y", "offsets": ["i", 0]}]}]
+    independent = compile_kernel(kernel(body, t), HW)
+    assert independent.root_calls == 1 and independent.leaf_tasks == 8
+
+
+def test_a_scope_union_that_would_need_a_cycle_is_kept_apart():
+    """Scope 1 makes a, an unscoped op reads a, scope 1 reads that and then a again: uniting
+    a's group with the later one would put it after a group that reads it and feeds the
+    later one (upstream would pull the unscoped op into the union).  The groups stay apart
+    and every producer runs before its consumer."""
+    from simcore.machine import simulate
+    t = {"x": {"shape": [32, 256], "role": "input"}, "y": {"shape": [32, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [32, 256]},
+            {"sg_set_scope": 1}, {"op": "exp", "inputs": ["x"], "out": "a", "label": "a"},
+            {"sg_set_scope": -1}, {"set_vec_tile_shapes": [16, 256]},
+            {"op": "sqrt", "inputs": ["a"], "out": "d", "label": "d"},
+            {"sg_set_scope": 1}, {"set_vec_tile_shapes": [32, 256]},
+            {"op": "abs", "inputs": ["d"], "out": "b", "label": "b"},
+            {"op": "add", "inputs": ["a", "b"], "out": "c", "label": "c"},
+            {"sg_set_scope": -1}, store("c")]
+    k = kernel(body, t)
+    p = compile_kernel(k, HW)
+    # the scope's two groups stay apart: exp alone, abs and add (which reads a through GM)
+    assert sorted(leaf_ops(p)) == [("abs", "add"), ("exp",), ("sqrt",), ("sqrt",)]
+    tl = simulate(HW, p, k.options.runtime_options)
+    ops = leaf_ops(p)
+    end = lambda op: max(tl.task_end[i] for i, o in enumerate(ops) if op in o)
+    start = lambda op: min(tl.task_start[i] for i, o in enumerate(ops) if op in o)
+    assert start("sqrt") >= end("exp") and start("abs") >= end("sqrt")
+
+
+def test_rename_names_an_op_result_as_a_tensor_of_its_shape():
+    t = {"x": {"shape": [8, 256], "role": "input"}, "y": {"shape": [8, 256], "role": "output"},
+         "acc": {"shape": [8, 256]}, "small": {"shape": [4, 256]}}
+    def build_body(*stmts):
+        return compile_kernel(kernel([{"set_vec_tile_shapes": [8, 256]}, *stmts], t), HW)
+    with pytest.raises(ConfigError, match=r"body\[1\].*rename of 'x', which is GM data"):
+        build_body({"op": "rename", "inputs": ["x"], "out": "acc"})
+    with pytest.raises(ConfigError, match=r"body\[2\].out.*'e' is none"):
+        build_body({"op": "exp", "inputs": ["x"], "out": "e"},
+                   {"op": "rename", "inputs": ["e"], "out": "e"})
+    with pytest.raises(ConfigError, match=r"body\[2\].*\[8, 256\] value.*\[4, 256\]"):
+        build_body({"op": "exp", "inputs": ["x"], "out": "e"},
+                   {"op": "rename", "inputs": ["e"], "out": "small"})
+
+
+def test_a_write_into_a_renamed_tensor_stores_the_value_first():
+    """A partial assemble into a tensor that names an on-chip value writes the tensor's
+    memory: the value goes there first, then the assemble overwrites its part."""
+    from simcore.compiler.trace import trace
+    t = {"x": {"shape": [8, 256], "role": "input"}, "y": {"shape": [8, 256], "role": "output"},
+         "acc": {"shape": [8, 256]}}
+    body = [{"set_vec_tile_shapes": [8, 256]},
+            {"op": "exp", "inputs": ["x"], "out": "e"},
+            {"op": "rename", "inputs": ["e"], "out": "acc"},
+            {"op": "view", "inputs": ["x"], "out": "r", "shape": [4, 256], "offsets": [0, 0]},
+            {"op": "sqrt", "inputs": ["r"], "out": "q"},
+            {"op": "assemble", "inputs": ["q"], "out": "acc", "offsets": [4, 0]},
+            {"op": "add", "inputs": ["acc", "x"], "out": "z"}, store("z")]
+    (call,) = trace(kernel(body, t)).calls
+    writes = [(op.op, op.inputs[0]) for op in call.ops if op.out == "acc"]
+    assert writes == [("assemble", "acc~0"), ("assemble", "q")]
+    add = next(op for op in call.ops if op.op == "add")
+    assert add.inputs == ("acc", "x")       # after the write, acc is GM again
+    compile_kernel(kernel(body, t), HW)
+
+
 def test_sg_set_scope_is_validated_like_upstream():
     for bad in ([1, 2], [-5, False, False], [-1, True, False], [1, "yes", False], True):
         with pytest.raises(Exception):

@@ -107,8 +107,12 @@ def test_glm_branches_share_names_under_exclusive_conditions():
     assert kernel.body[0].set_operation_options.combine_axis      # the kernel's first call
     loop_b = kernel.body[1]
     ops = [s for s in loop_b.body[0].body if getattr(s, "op", None)]
-    m_new = [o for o in ops if o.out == "m_new"]
-    assert len(m_new) == 2 and {o.cond for o in m_new} == {"s2 == 0", "not (s2 == 0)"}
+    p = [o for o in ops if o.out == "p"]
+    assert len(p) == 2 and {o.cond for o in p} == {"s2 == 0", "not (s2 == 0)"}
+    # max_update[:] = ... in either branch: the running max is renamed, not stored
+    renames = [o for o in ops if o.op == "rename" and o.out == "max_update"]
+    assert {o.cond for o in renames} == {"s2 == 0", "not (s2 == 0)"}
+    assert not [o for o in ops if o.op == "assemble" and o.out == "max_update"]
     assert kernel.options.pass_options.cube_l1_reuse_setting == {"0": 4}
     assert loop_b.body[0].loop.unroll_list == [8, 4, 2, 1]
 

@@ -758,10 +758,11 @@ def test_symbolic_scalar_of_an_int_is_a_symbolic_constant(tmp_path):
 
 
 def test_moving_gm_data_renames_it_or_copies_input_data(tmp_path):
-    """Upstream's Tensor.move (and x[:] = v) repoints the tensor: a pypto.tensor the kernel
-    wrote is renamed with no op (a note says where the data stays), while kernel input data
-    (a view of an input) leaves through the output's address, a move through UB, and an
-    on-chip value through an assemble."""
+    """Upstream's Tensor.move (and x[:] = v) repoints the tensor: an on-chip value moved
+    into a pypto.tensor is renamed (the kernel op rename), a pypto.tensor the kernel wrote is
+    renamed with no op (a note says where the data stays), while kernel input data (a view
+    of an input) leaves through the output's address, a move through UB, and an on-chip
+    value through an assemble."""
     path = write(tmp_path, """
         @pypto.jit
         def k(a: pypto.Tensor((32, 64)), out: pypto.Tensor((32, 64)),
@@ -776,8 +777,8 @@ def test_moving_gm_data_renames_it_or_copies_input_data(tmp_path):
     text = kernel_text(trace_file(path), "t")
     cfg = yaml.safe_load(text)
     ops = [(s["op"], s["out"]) for s in cfg["body"] if isinstance(s, dict) and "op" in s]
-    assert [o for o in ops if o[0] in ("assemble", "move")] == \
-        [("assemble", "tmp"), ("move", "move"), ("assemble", "first"), ("assemble", "c")]
+    assert [o for o in ops if o[0] in ("assemble", "move", "rename")] == \
+        [("rename", "tmp"), ("move", "move"), ("assemble", "first"), ("assemble", "c")]
     assert "# note: 'out' takes the data of 'tmp'" in text
 
 
@@ -1142,7 +1143,7 @@ def test_a_carry_reset_with_a_fresh_tensor_on_the_first_step_still_carries(tmp_p
     data = config(path)
     ops = [s for s in data["body"][1]["body"] if "op" in s]
     first = [o for o in ops if o.get("cond") == "i == 0"]
-    assert len(first) == 1 and first[0]["op"] == "assemble" and first[0]["out"] == "acc"
+    assert len(first) == 1 and first[0]["op"] == "rename" and first[0]["out"] == "acc"
     assert any(o["op"] == "add" and "acc" in o["inputs"] for o in ops)
     program = compile_kernel(Kernel.model_validate(data), load_hardware("dav_2201"))
     assert "dead_ops" not in program.info
@@ -1229,7 +1230,7 @@ def k(x: pypto.Tensor((32, 32)), y: pypto.Tensor((32, 32))):
     y[:] = acc + 1.0
 """)
     ops = [s for s in config(path)["body"] if "op" in s]
-    written = {o["out"] for o in ops if o["op"] == "assemble"}
+    written = {o["out"] for o in ops if o["op"] in ("assemble", "rename")}
     reads = {name for o in ops if o["op"] == "add" for name in o["inputs"]}
     assert reads <= written | {"x"}, (reads, written)
 

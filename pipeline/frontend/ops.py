@@ -427,6 +427,15 @@ def assemble(*args, parallel=False):
     R.op({"op": "assemble", **fields}, [src], dst, R.where())
 
 
+def rename(src, dst):
+    """``dst[:] = src`` of an op's result into a pypto.tensor: upstream's Tensor.move repoints
+    the tensor at the value, no op.  The kernel op ``rename`` does that: later ops of the root
+    function read the value on chip, and the function writes it into the tensor once, at
+    its end."""
+    R = context.rec()
+    R.op({"op": "rename"}, [src], dst, R.where())
+
+
 def transpose(input, dim0, dim1):
     R = context.rec()
     t = _tensor(input, "transpose")

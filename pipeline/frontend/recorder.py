@@ -87,7 +87,7 @@ _STATE_KEYS = ("set_vec_tile_shapes", "set_cube_tile_shapes", "sg_set_scope",
                "set_operation_options")
 # ops that need none of the state: windows on GM and writes into GM tensors (a matmul needs
 # the cube TileShape and not the vector one, every other op the reverse)
-_STATELESS_OPS = ("view", "assemble", "scatter_update")
+_STATELESS_OPS = ("view", "assemble", "scatter_update", "rename")
 
 
 class _Differs:

@@ -232,8 +232,11 @@ class Tensor:
     def move(self, other):
         """Upstream's Move repoints this tensor at ``other`` (tensor.cpp's move assignment: no
         op of its own; an on-chip value is simply renamed), and a GM tensor's final value is
-        linked to its address.  An on-chip value then leaves the function as this tensor:
-        the output's assemble writes it out.  So does kernel input data (an input or a view
+        linked to its address.  An on-chip value moved into a pypto.tensor temporary is
+        renamed (the kernel op ``rename``): later ops of the root function read it on chip,
+        and the function writes it into the temporary once, at its end.  Moved into a kernel
+        argument, it leaves the function as this tensor: the output's assemble writes it
+        out.  So does kernel input data (an input or a view
         of one), which lives elsewhere: a move through UB.  Data the kernel wrote into GM (a
         pypto.tensor temporary, a scatter_update's result) is only renamed: no copy, later
         uses of this tensor read and write it."""
@@ -246,6 +249,9 @@ class Tensor:
                 # goes there too, so that the next iteration reads it
                 _ops().assemble(other, [0] * len(self._shape), workspace)
             self.__dict__.update(vars(other))
+            return
+        if other.kind == "local" and self.kind == "temp":
+            _ops().rename(other, self)      # a running state stays on chip in its function
             return
         if other.kind == "local" or other.decl.role == "input":
             _ops().assemble(other, [0] * len(self._shape), self)

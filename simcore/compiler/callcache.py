@@ -37,8 +37,9 @@ from .values import MAX_RANK, GmValue, LocalValue, padded
 # attributes that say where an op's data sits in GM: a call may differ from another there
 _POSITION_ATTRS = {"view": ("offsets",), "assemble": ("offsets",),
                    "scatter_update": ("offsets",), "gather": ("first_block",)}
-# ops whose tiler handler only names GM data (ops with no handler are computed)
-_VALUE_HANDLERS = ("view", "reshape", "gather")
+# ops whose tiler handler only names data, GM data or (rename) an op's result (ops with
+# no handler are computed)
+_VALUE_HANDLERS = ("view", "reshape", "gather", "rename")
 _WRITE_HANDLERS = ("assemble", "scatter_update")
 # ops whose GM rows the index data of each call decides (tiling._gather_rows): a call is
 # tiled in full, since another call's boxes moved by its views' offsets are not its rows

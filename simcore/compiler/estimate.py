@@ -111,6 +111,8 @@ class _Walker:
             return shape, self.grid(shape) if op in ("full", "expand", "arange") else 0
         if op == "move":
             return inputs[0], 1
+        if op == "rename":
+            return inputs[0], 0
         if op in ELEMENTWISE_OPS:
             rank = max((len(i) for i in inputs), default=1)   # shorter shapes broadcast
             shape = tuple(max(d) for d in zip(*[(1,) * (rank - len(i)) + i for i in inputs])) \

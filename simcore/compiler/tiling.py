@@ -36,6 +36,16 @@ from .nodememo import NodeMemo
 from .ubprofile import TileBytes, UbProfile
 
 
+def _scope_key(scope: Scope, kind: str) -> tuple:
+    """Which subgraphs an op of ``scope`` may be forced into.  Upstream's supernode builder
+    merges every producer -> consumer pair of one scope id in the function
+    (BuildSuperNodeGraph, supernode_graph_builder.cpp), whatever loop body either came
+    from, so the int form's chains run on across unrolled bodies.  The parallel form puts
+    every op of the scope in one subgraph; it is kept to one loop body here, as nothing
+    documents how it takes the bodies of an unrolled loop."""
+    return (scope.id, scope.loop_body if scope.allow_parallel_merge else (), kind)
+
+
 def _crosses(scope) -> bool:
     """Whether ops of this scope may share a subgraph with ops of another: unscoped ops
     may, a scope only with allow_cross_scope_merge."""
@@ -241,6 +251,19 @@ class RootCallTiler:
             raise ConfigError(f"field '{op.where}': '{op.op}' of '{name}', which lives on chip; "
                               f"'{op.op}' works on GM tensors and views.")
         return value
+
+    def _op_rename(self, op: TracedOp) -> None:
+        value = self.lookup(op.inputs[0], op)
+        if not isinstance(value, LocalValue):
+            raise ConfigError(f"field '{op.where}': rename of '{op.inputs[0]}', which is GM "
+                              f"data; rename names an op's result (on chip).  To copy GM "
+                              f"data into a tensor, assemble a move of it.")
+        tensor = self.lookup(op.out.split("~", 1)[0], op)
+        if tuple(tensor.shape) != tuple(value.shape):
+            raise ConfigError(f"field '{op.where}': rename of a {list(value.shape)} value as "
+                              f"a tensor of shape {list(tensor.shape)}; the shapes must be "
+                              f"equal (upstream's tensor[:] = value).")
+        self.values[op.out] = value
 
     def _op_view(self, op: TracedOp) -> None:
         src = self.lookup(op.inputs[0], op)
@@ -735,7 +758,7 @@ class RootCallTiler:
                 gi = next((g for i, v in enumerate(node.inputs)
                            if (g := self._mergeable(node, i, v)) is not None), None)
                 if gi is not None:
-                    self._forced.setdefault((scope.id, scope.loop_body, node.kind), {})[gi] = None
+                    self._forced.setdefault(_scope_key(scope, node.kind), {})[gi] = None
             self._join(gi, node) if gi is not None else self._new_group(node, True)
             self._adopt_constants(node)
             self._run_sources_first(node)
@@ -861,7 +884,7 @@ class RootCallTiler:
         through GM.
         """
         scope = node.op.scope
-        forced = self._forced.get((scope.id, scope.loop_body, node.kind))
+        forced = self._forced.get(_scope_key(scope, node.kind))
         if not forced:
             return None
         if node.op.op == "gather_in_ub":
@@ -872,15 +895,59 @@ class RootCallTiler:
             # every op of the scope in one subgraph, unless that subgraph runs before a
             # producer of this op: then the op starts another subgraph of the scope
             return next((gi for gi in forced if not self._reads_later(node, gi)), None)
-        # only a group holding a producer of this node can take it: try those, first first
-        producers = sorted({self.group_of[v.node] for v in node.inputs
-                            if isinstance(v, LocalValue)} & forced.keys())
-        for gi in producers:
-            for i, value in enumerate(node.inputs):
-                if isinstance(value, LocalValue) and self.group_of[value.node] == gi \
-                        and self._one_to_one(node, i, value) and not self._reads_later(node, gi):
-                    return gi
-        return None
+        # only a group holding a producer of this node can take it; upstream unions every
+        # such pair, so the groups of all its producers in the scope become one
+        linked = sorted({self.group_of[v.node] for i, v in enumerate(node.inputs)
+                         if isinstance(v, LocalValue) and self.group_of[v.node] in forced
+                         and self._one_to_one(node, i, v)},
+                        key=lambda g: self.groups[g].rank)
+        if not linked:
+            return None
+        gi = linked[-1]
+        for g in linked[:-1]:
+            self._unite(g, gi, node)
+        # the union first, then any producer's group that could not join it
+        kept = [gi] + [g for g in linked[:-1] if self.groups[g].nodes]
+        return next((g for g in kept if not self._reads_later(node, g)), None)
+
+    def _unite(self, early: int, late: int, node: Node) -> None:
+        """Group ``early`` joins group ``late`` (both of the scope, a producer of ``node`` in
+        each), as upstream's union of a scope's producer -> consumer pairs does.  The groups
+        ranked between them that read ``early``'s results (directly or through each other)
+        move to just after ``late``, in their order, so the call's task order stays a
+        topological order.  Kept apart (the node then reads ``early`` through GM) when that
+        cannot be: ``late`` or the node reads a group that must move (upstream would pull
+        it into the union), or GM data makes the order matter (a moving group has written
+        GM, or a group it passes has written GM it reads)."""
+        lo, hi = self.groups[early].rank, self.groups[late].rank
+        window = sorted((g for g in range(len(self.groups))
+                         if lo < self.groups[g].rank < hi and self.groups[g].nodes),
+                        key=lambda g: self.groups[g].rank)
+        moving, moved_nodes = [], set(self.groups[early].nodes)
+        for g in window:
+            if self._reads_any(self.groups[g].nodes, moved_nodes):
+                moving.append(g)
+                moved_nodes.update(self.groups[g].nodes)
+        if self._reads_any(self.groups[late].nodes + [node.index],
+                           moved_nodes.difference(self.groups[early].nodes)):
+            return
+        writes: dict[int, set] = {}
+        for n, target, *_ in self.assembles:
+            writes.setdefault(self.group_of[n], set()).add(target.pieces[0].base)
+        if any(writes.get(g) for g in [early] + moving):
+            return
+        read = {pc.base for n in moved_nodes for v in self.nodes[n].inputs
+                if isinstance(v, GmValue) for pc in v.pieces}
+        if any(writes.get(g, set()) & read for g in window + [late] if g not in moving):
+            return
+        self._rank_after(late, moving)
+        self._absorb(early, late)
+        for forced in self._forced.values():
+            forced.pop(early, None)
+
+    def _reads_any(self, readers, nodes: set) -> bool:
+        return any(isinstance(v, LocalValue) and v.node in nodes
+                   for n in readers for v in self.nodes[n].inputs)
 
     def _one_to_one(self, node: Node, i: int, value: LocalValue) -> bool:
         # a read through the workspace may still share the producer's leaf task (copy out,
@@ -950,6 +1017,28 @@ class RootCallTiler:
                 if g != gi and self.groups[g].rank > self.groups[gi].rank \
                         and self._source_only(g):
                     self.groups[g].rank = self._rank_before(gi)
+
+    def _rank_after(self, gi: int, groups: list[int]) -> None:
+        """Give ``groups`` ranks just after group ``gi``'s, in their order (exact integers
+        between it and the group after it; every rank is spread out first if they do not
+        fit)."""
+        if not groups:
+            return
+        moving = set(groups)
+        target = self.groups[gi].rank
+        above = min((self.groups[g].rank for g in range(len(self.groups))
+                     if self.groups[g].rank > target and g not in moving),
+                    default=target + _RANK_STEP)
+        if above - target <= len(groups):
+            order = sorted((g for g in range(len(self.groups)) if g not in moving),
+                           key=lambda g: self.groups[g].rank)
+            for k, g in enumerate(order):
+                self.groups[g].rank = k * _RANK_STEP
+            self._next_rank = len(self.groups) * _RANK_STEP
+            target, above = self.groups[gi].rank, self.groups[gi].rank + _RANK_STEP
+        step = (above - target) // (len(groups) + 1)
+        for k, g in enumerate(groups, 1):
+            self.groups[g].rank = target + k * step
 
     def _rank_before(self, gi: int) -> int:
         """A rank between group ``gi`` and the group that runs just before it (exact
@@ -1061,7 +1150,7 @@ class RootCallTiler:
         self._next_rank += _RANK_STEP
         if forced:
             scope = node.op.scope
-            self._forced.setdefault((scope.id, scope.loop_body, node.kind), {})[gi] = None
+            self._forced.setdefault(_scope_key(scope, node.kind), {})[gi] = None
         self._join(gi, node)
 
     # -- GM writes -------------------------------------------------------------------

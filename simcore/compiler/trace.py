@@ -66,6 +66,10 @@ class RootCall:
     # use in the call ("t@#0"): calls of other iterations then compare alike, and a call
     # taking another's tasks takes them instance for instance (compiler/callcache.py)
     instances: dict[str, str] = field(default_factory=dict)
+    # each tensor a ``rename`` made another name of an on-chip value: the rename op, whose
+    # ``out`` is that value's name in the call; the call writes the value into the tensor
+    # when it ends (_Tracer.flush)
+    renamed: dict[str, TracedOp] = field(default_factory=dict)
 
 
 @dataclass
@@ -195,6 +199,8 @@ class _Tracer:
         return tuple(self._value(d, env, f"{where}[{i}]") for i, d in enumerate(dims))
 
     def flush(self, next_key: str | None = None) -> None:
+        for tensor in list(self.current.renamed):
+            self._write_renamed(tensor)
         if self.current.ops:
             self.calls.append(self.current)
         self.segment += 1
@@ -217,7 +223,14 @@ class _Tracer:
                     self.combine_axis = stmt.set_operation_options.combine_axis
             elif isinstance(stmt, OpStmt):
                 if stmt.cond is None or self._value(stmt.cond, env, f"{here}.cond"):
-                    self.current.ops.append(self._op(stmt, env, here))
+                    op = self._op(stmt, env, here)
+                    if op.out in self.current.renamed and op.op != "rename":
+                        # a write into a renamed tensor writes its memory: the value it
+                        # names goes there first
+                        self._write_renamed(op.out)
+                    if op.op == "rename":
+                        op = self._rename(op)
+                    self.current.ops.append(op)
             else:
                 self._loop(stmt, env, here)
 
@@ -257,8 +270,36 @@ class _Tracer:
         if self.fresh:
             inputs = tuple(self._instance(n) for n in inputs)
             out = self._instance(out)
+        if self.current.renamed:
+            renamed = self.current.renamed
+            inputs = tuple(renamed[n].out if n in renamed else n for n in inputs)
         return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
                        attrs, plan.label)
+
+    def _rename(self, op: TracedOp) -> TracedOp:
+        """``tensor[:] = value`` (upstream's Tensor.move, tensor.cpp: no op, the tensor object
+        is repointed): ops of this root call after it that name the tensor read the value
+        on chip, under a name of its own; the tensor's memory gets the value when the call
+        ends.  So a running state carried through an unrolled loop (glm_attention's max,
+        sum and output) goes through GM once per root call, not once per loop body."""
+        tensor = op.out
+        spec = self.kernel.tensors.get(tensor_of(tensor))
+        if spec is None:
+            raise ConfigError(f"field '{op.where}.out': rename names a tensor of 'tensors' "
+                              f"(upstream's tensor[:] = value); '{tensor}' is none.")
+        # the same name in every call that renames alike (the call cache compares them)
+        alias = f"{tensor_of(tensor)}~{sum(o.op == 'rename' for o in self.current.ops)}"
+        renamed = made(TracedOp, **{**vars(op), "out": alias})
+        self.current.renamed[tensor] = renamed
+        return renamed
+
+    def _write_renamed(self, tensor: str) -> None:
+        """The value a renamed tensor names, assembled into the tensor's memory."""
+        rename = self.current.renamed.pop(tensor)
+        rank = len(self.kernel.tensors[tensor_of(tensor)].shape)
+        self.current.ops.append(_traced(
+            "assemble", (rename.out,), tensor, rename.where, rename.vec_tile, rename.cube_tile,
+            rename.scope, {**rename.attrs, "offsets": (0,) * rank}, rename.label))
 
     def _attrs(self, plan: _OpPlan, env, where: str) -> dict:
         """An op's attributes with its dims and ints evaluated in ``env``."""

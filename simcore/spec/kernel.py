@@ -38,12 +38,16 @@ REDUCE_OPS = ("sum", "amax", "amin")
 OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
     "matmul", "transpose", "reshape", "view", "assemble", "concat", "full", "gather",
     "scatter_update", "gather_elements", "scatter_elements", "expand", "move", "arange",
-    "topk", "topk_extract", "gather_in_ub")
+    "topk", "topk_extract", "gather_in_ub", "rename")
 # topk: pypto.topk's sort along the last axis, giving each row's k best (value, index) pairs
 # interleaved, [..., 2 * align8(k)] fp32, as upstream's sort tile ops keep them;
 # topk_extract: the values (fp32) or the indices (int32) of those pairs, [..., k].
 # pypto.topk(x, k) returning (values, indices) is one topk and two topk_extract
 # arange: pypto.arange, a 1-D tensor start, start + step, ... of ``shape`` [n]
+# rename: ``out[:] = value`` (upstream's Tensor.move), the tensor ``out`` names the on-chip value
+# from here to the end of the root call: later ops of the call read the value itself, no
+# copy.  The call then writes the value into the tensor once, for the calls after it (a
+# running state carried from one unrolled loop body to the next stays on chip)
 # move: GM data (a tensor or a view) loaded into UB whole and nothing else, as upstream
 # moves a view it assembles into another GM tensor (a copy-in, then the assemble's copy-out)
 # expand: pypto.expand_clone(x, shape), x's dims of 1 broadcast to ``shape`` in a tensor of
@@ -56,7 +60,7 @@ OP_NAMES = ELEMENTWISE_OPS + REDUCE_OPS + (
 # indices name, mapped through the [1, n] block table, loaded row by row into UB as [k, hidden]
 _ARITY = {"view": 1, "assemble": 1, "scatter_update": 1, "transpose": 1, "reshape": 1,
           "matmul": 2, "full": 0, "arange": 0, "gather": 1, "gather_elements": 2, "where": 3,
-          "topk": 1, "topk_extract": 1, "gather_in_ub": 3,
+          "topk": 1, "topk_extract": 1, "gather_in_ub": 3, "rename": 1,
           **{op: 1 for op in REDUCE_OPS}}
 
 
