@@ -361,6 +361,47 @@ def test_a_scope_union_that_would_need_a_cycle_is_kept_apart():
     assert start("sqrt") >= end("exp") and start("abs") >= end("sqrt")
 
 
+def test_a_gm_read_after_a_scope_union_still_waits_for_the_write():
+    """After a union moved a's group to the later one's place, an op that reads through GM
+    what a's group writes cannot join a group that now runs before it (the task order is
+    what the GM dependencies are found from)."""
+    from simcore.machine import simulate
+    t = {"x": {"shape": [32, 256], "role": "input"}, "T": {"shape": [32, 256]},
+         "y": {"shape": [32, 256], "role": "output"}, "z": {"shape": [32, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [32, 256]},
+            {"sg_set_scope": 1}, {"op": "exp", "inputs": ["x"], "out": "a"},
+            {"sg_set_scope": -1}, {"op": "sqrt", "inputs": ["x"], "out": "w"},
+            {"sg_set_scope": 1}, {"op": "abs", "inputs": ["x"], "out": "b"},
+            {"op": "add", "inputs": ["a", "b"], "out": "c"}, {"sg_set_scope": -1},
+            {"op": "assemble", "inputs": ["a"], "out": "T", "offsets": [0, 0]},
+            {"op": "view", "inputs": ["T"], "out": "tv", "shape": [32, 256], "offsets": [0, 0]},
+            {"op": "sub", "inputs": ["w", "tv"], "out": "w2"},
+            store("w2", "z"), store("c")]
+    k = kernel(body, t)
+    p = compile_kernel(k, HW)
+    ops = leaf_ops(p)
+    assert ("exp", "abs", "add") in ops         # the union
+    tl = simulate(HW, p, k.options.runtime_options)
+    writer = ops.index(("exp", "abs", "add"))
+    reader = next(i for i, o in enumerate(ops) if "sub" in o)
+    assert tl.task_start[reader] >= tl.task_end[writer]
+
+
+def test_a_renamed_value_is_read_like_the_value():
+    """A consumer of the tensor a value was renamed to reads the value: it may not take the
+    value's UB buffer while the call still copies the value out, as with any result read
+    twice."""
+    t = {"x": {"shape": [128, 256], "role": "input"}, "acc": {"shape": [128, 256]},
+         "y": {"shape": [128, 256], "role": "output"}, "y1": {"shape": [128, 256], "role": "output"}}
+    head = [{"set_vec_tile_shapes": [128, 256]}, {"op": "exp", "inputs": ["x"], "out": "e"}]
+    stored = compile_kernel(kernel(head + [{"op": "exp", "inputs": ["e"], "out": "f"},
+                                           store("e", "y1"), store("f")], t), HW)
+    renamed = compile_kernel(kernel(head + [{"op": "rename", "inputs": ["e"], "out": "acc"},
+                                            {"op": "exp", "inputs": ["acc"], "out": "f"},
+                                            store("f")], t), HW)
+    assert leaf_ops(renamed) == leaf_ops(stored) == [("exp",), ("exp",)]
+
+
 def test_rename_names_an_op_result_as_a_tensor_of_its_shape():
     t = {"x": {"shape": [8, 256], "role": "input"}, "y": {"shape": [8, 256], "role": "output"},
          "acc": {"shape": [8, 256]}, "small": {"shape": [4, 256]}}

@@ -187,6 +187,7 @@ class RootCallTiler:
         self.groups: list[Group] = []
         self.group_of: dict[int, int] = {}
         self.assembles: list[tuple[int, GmValue, tuple[int, ...]]] = []
+        self._writers: dict[str, list[int]] = {}    # GM buffer: the nodes assembled into it
         # per assemble, the shape its offsets were checked with (the call cache checks a
         # later call's the same way); whether one wrote through the producer's geometry
         self.assemble_shapes: list[tuple[int, ...]] = []
@@ -454,6 +455,7 @@ class RootCallTiler:
                 box = None if valid is None or tuple(valid) == producer.out_shape else \
                     (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
         self.assembles.append((src.node, target, offsets, box))
+        self._writers.setdefault(target.pieces[0].base, []).append(src.node)
         self._pinned.add(src.node)      # its GM write stays where the trace put it
 
     _op_scatter_update = _op_assemble
@@ -932,8 +934,9 @@ class RootCallTiler:
                            moved_nodes.difference(self.groups[early].nodes)):
             return
         writes: dict[int, set] = {}
-        for n, target, *_ in self.assembles:
-            writes.setdefault(self.group_of[n], set()).add(target.pieces[0].base)
+        for base, nodes in self._writers.items():
+            for n in nodes:
+                writes.setdefault(self.group_of[n], set()).add(base)
         if any(writes.get(g) for g in [early] + moving):
             return
         read = {pc.base for n in moved_nodes for v in self.nodes[n].inputs
@@ -978,12 +981,23 @@ class RootCallTiler:
         rank = self.groups[gi].rank
         for j, v in enumerate(node.inputs):
             if not isinstance(v, LocalValue):
+                if self._written_later(v, rank):
+                    return True
                 continue
             g = self.group_of[v.node]
             if g != gi and self.groups[g].rank > rank and not self._adoptable(node, j, v) \
                     and not self._source_only(g):
                 return True
         return False
+
+    def _written_later(self, value: GmValue, rank: int) -> bool:
+        """GM data an op of the call writes from a group that runs after ``rank``: a reader
+        placed at ``rank`` would read it before it is written (the task order is what the
+        GM dependencies are found from)."""
+        if not self._writers:
+            return False
+        return any(self.groups[self.group_of[n]].rank > rank
+                   for pc in value.pieces for n in self._writers.get(pc.base, ()))
 
     def _source_only(self, gi: int) -> bool:
         """A group free to run earlier: its ops read only GM tensors no op of the call has
@@ -1494,6 +1508,11 @@ def _reader_counts(ops_: list[TracedOp]) -> list[int]:
     an assemble or scatter_update names its GM target, not a result of its own."""
     counts, current = [0] * len(ops_), {}
     for pos, op in enumerate(ops_):
+        if op.op == "rename":
+            # another name of its input's value: who reads it reads the value
+            if op.inputs[0] in current:
+                current[op.out] = current[op.inputs[0]]
+            continue
         for name in dict.fromkeys(op.inputs):
             if name in current:
                 counts[current[name]] += 1

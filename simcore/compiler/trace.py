@@ -70,6 +70,7 @@ class RootCall:
     # ``out`` is that value's name in the call; the call writes the value into the tensor
     # when it ends (_Tracer.flush)
     renamed: dict[str, TracedOp] = field(default_factory=dict)
+    renames: int = 0
 
 
 @dataclass
@@ -82,6 +83,9 @@ class Trace:
 
 
 _LOOP_UNROLL = re.compile(r"_LoopUnroll(\d+)$")
+# ops that read their input as GM data, or give a view of it an assemble may write into:
+# a renamed tensor's value is stored before them, and they read the tensor
+_GM_READERS = ("view", "reshape", "move", "gather", "scatter_update", "gather_in_ub")
 
 
 def unroll_times(loop_name: str) -> int:
@@ -272,7 +276,14 @@ class _Tracer:
             out = self._instance(out)
         if self.current.renamed:
             renamed = self.current.renamed
-            inputs = tuple(renamed[n].out if n in renamed else n for n in inputs)
+            if stmt.op in _GM_READERS:
+                # ops that take GM data (and a view or reshape that may be written
+                # through) read the tensor's memory: the value goes there first
+                for name in inputs:
+                    if name in renamed:
+                        self._write_renamed(name)
+            else:
+                inputs = tuple(renamed[n].out if n in renamed else n for n in inputs)
         return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
                        attrs, plan.label)
 
@@ -288,7 +299,8 @@ class _Tracer:
             raise ConfigError(f"field '{op.where}.out': rename names a tensor of 'tensors' "
                               f"(upstream's tensor[:] = value); '{tensor}' is none.")
         # the same name in every call that renames alike (the call cache compares them)
-        alias = f"{tensor_of(tensor)}~{sum(o.op == 'rename' for o in self.current.ops)}"
+        alias = f"{tensor_of(tensor)}~{self.current.renames}"
+        self.current.renames += 1
         renamed = made(TracedOp, **{**vars(op), "out": alias})
         self.current.renamed[tensor] = renamed
         return renamed
