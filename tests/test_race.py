@@ -41,8 +41,9 @@ def test_a_raced_stage_keeps_its_single_run_and_adds_the_race_median_and_range(t
     """The run at factor 1.0 is the stage's own run (the simulator's record; the parsed times
     come from profiling files at the counter's resolution); the median is one of the runs
     and the range holds them all; parse carries the race metrics into parsed/metrics.json;
-    at stitch 512 (eight chains on three schedule threads) the race moves the kernel by more
-    than the model's 10 % target."""
+    at stitch 512 (eight chains on three schedule threads) the race moves the kernel by a few
+    percent (3 % at the fit of 2026-12-05; over 10 % while each softmax step of an unrolled
+    root call was a leaf task of its own, so 32 hops a chain instead of 4)."""
     out = tmp_path / "stage"
     proc = ptolab("stage", KERNELS / "glm_attention.yaml", "--race", "--out", out,
                   "--set", "runtime_options.stitch_function_max_num=512")
@@ -63,7 +64,7 @@ def test_a_raced_stage_keeps_its_single_run_and_adds_the_race_median_and_range(t
         assert (parsed[f"{m}_race_min"], parsed[f"{m}_race_max"]) == (runs[0], runs[-1])
         assert runs[0] <= single <= runs[-1]
     assert parsed["race_runs"] == len(hw.race.factors)
-    assert parsed["kernel_us_race_max"] / parsed["kernel_us_race_min"] > 1.10
+    assert parsed["kernel_us_race_max"] / parsed["kernel_us_race_min"] > 1.02
     assert parsed["sources"]["kernel_us_race_median"].startswith("metrics.json")
 
 
