@@ -387,6 +387,32 @@ def test_a_gm_read_after_a_scope_union_still_waits_for_the_write():
     assert tl.task_start[reader] >= tl.task_end[writer]
 
 
+def test_a_scope_union_may_move_a_gm_reader_past_the_write_it_reads():
+    """The groups a union moves behind the later one keep their GM order with the groups
+    they pass: a reader moved past the write it reads still reads after it, so the union
+    stands (upstream's glm_attention at 883e7dfb assembles each step's K and V blocks into
+    GM, and P @ V, moved behind the next step's softmax, reads them)."""
+    from simcore.machine import simulate
+    t = {"x": {"shape": [32, 256], "role": "input"}, "T": {"shape": [32, 256]},
+         "y": {"shape": [32, 256], "role": "output"}, "z": {"shape": [32, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [32, 256]},
+            {"sg_set_scope": 1}, {"op": "exp", "inputs": ["x"], "out": "a"},
+            {"sg_set_scope": -1}, {"op": "sqrt", "inputs": ["x"], "out": "w"},
+            {"op": "assemble", "inputs": ["w"], "out": "T", "offsets": [0, 0]},
+            {"op": "view", "inputs": ["T"], "out": "tv", "shape": [32, 256], "offsets": [0, 0]},
+            {"op": "sub", "inputs": ["a", "tv"], "out": "d"}, store("d", "z"),
+            {"sg_set_scope": 1}, {"op": "abs", "inputs": ["x"], "out": "b"},
+            {"op": "add", "inputs": ["a", "b"], "out": "c"}, {"sg_set_scope": -1}, store("c")]
+    k = kernel(body, t)
+    p = compile_kernel(k, HW)
+    ops = leaf_ops(p)
+    assert ("exp", "abs", "add") in ops         # united past the write of T
+    tl = simulate(HW, p, k.options.runtime_options)
+    writer = ops.index(("sqrt",))
+    reader = next(i for i, o in enumerate(ops) if "sub" in o)
+    assert tl.task_start[reader] >= tl.task_end[writer]
+
+
 def test_a_renamed_value_is_read_like_the_value():
     """A consumer of the tensor a value was renamed to reads the value: it may not take the
     value's UB buffer while the call still copies the value out, as with any result read

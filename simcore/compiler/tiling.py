@@ -919,13 +919,14 @@ class RootCallTiler:
         move to just after ``late``, in their order, so the call's task order stays a
         topological order.  Kept apart (the node then reads ``early`` through GM) when that
         cannot be: ``late`` or the node reads a group that must move (upstream would pull
-        it into the union), or GM data makes the order matter (a moving group has written
-        GM, or a group it passes has written GM it reads)."""
+        it into the union), or a group that stays ahead and ran after a moving one reads
+        GM that one writes, or writes GM that one reads (the GM dependencies are found
+        from the task order)."""
         lo, hi = self.groups[early].rank, self.groups[late].rank
         window = sorted((g for g in range(len(self.groups))
                          if lo < self.groups[g].rank < hi and self.groups[g].nodes),
                         key=lambda g: self.groups[g].rank)
-        moving, moved_nodes = [], set(self.groups[early].nodes)
+        moving, moved_nodes = [early], set(self.groups[early].nodes)
         for g in window:
             if self._reads_any(self.groups[g].nodes, moved_nodes):
                 moving.append(g)
@@ -933,20 +934,30 @@ class RootCallTiler:
         if self._reads_any(self.groups[late].nodes + [node.index],
                            moved_nodes.difference(self.groups[early].nodes)):
             return
+        if self._writers and self._gm_order_matters(moving, [g for g in window + [late]
+                                                             if g not in moving]):
+            return
+        self._rank_after(late, moving[1:])
+        self._absorb(early, late)
+        for forced in self._forced.values():
+            forced.pop(early, None)
+
+    def _gm_order_matters(self, moving: list[int], ahead: list[int]) -> bool:
+        """Whether a group of ``ahead`` that ran after a group of ``moving`` reads GM data
+        that one writes or writes GM data that one reads: moved behind it, the two would
+        meet the other way round."""
         writes: dict[int, set] = {}
         for base, nodes in self._writers.items():
             for n in nodes:
                 writes.setdefault(self.group_of[n], set()).add(base)
-        if any(writes.get(g) for g in [early] + moving):
-            return
-        read = {pc.base for n in moved_nodes for v in self.nodes[n].inputs
-                if isinstance(v, GmValue) for pc in v.pieces}
-        if any(writes.get(g, set()) & read for g in window + [late] if g not in moving):
-            return
-        self._rank_after(late, moving)
-        self._absorb(early, late)
-        for forced in self._forced.values():
-            forced.pop(early, None)
+        reads = {g: {pc.base for n in self.groups[g].nodes for v in self.nodes[n].inputs
+                     if isinstance(v, GmValue) for pc in v.pieces} for g in moving + ahead}
+        for m in moving:
+            later = [a for a in ahead if self.groups[a].rank > self.groups[m].rank]
+            if any(writes.get(m, set()) & reads[a] or writes.get(a, set()) & reads[m]
+                   for a in later):
+                return True
+        return False
 
     def _reads_any(self, readers, nodes: set) -> bool:
         return any(isinstance(v, LocalValue) and v.node in nodes
