@@ -1004,7 +1004,8 @@ class RootCallTiler:
     def _written_later(self, value: GmValue, rank: int) -> bool:
         """GM data an op of the call writes from a group that runs after ``rank``: a reader
         placed at ``rank`` would read it before it is written (the task order is what the
-        GM dependencies are found from)."""
+        GM dependencies are found from).  Any write into the same buffer counts, whatever
+        part of it: a merge this refuses is one the reader could have made."""
         if not self._writers:
             return False
         return any(self.groups[self.group_of[n]].rank > rank
