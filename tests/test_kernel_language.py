@@ -1121,6 +1121,9 @@ def test_gather_in_ub_reads_the_rows_the_data_names():
     bad = {"idx": [[300] * 32], "bt": [list(range(16))]}
     with pytest.raises(ConfigError, match="block-table entry 18"):
         compile_kernel(_gather_in_ub(32, values=bad), HW)
+    # the same token with the table left to its stand-in: the row still has 16 entries
+    with pytest.raises(ConfigError, match="block-table entry 18.*16 entries"):
+        compile_kernel(_gather_in_ub(32, values={"idx": [[300] * 32]}), HW)
 
 
 def test_gather_in_ub_time_grows_with_k():

@@ -542,7 +542,9 @@ class RootCallTiler:
                               f"the values of '{self._data_name(idx)}' is negative; token "
                               f"indices count from 0.")
         logical = tokens // block
-        if given_table and given_tokens and (logical >= len(entries)).any():
+        # the table row's length is its shape, known with or without its values: a token
+        # past it is a data error, not a stand-in to wrap
+        if given_tokens and (logical >= len(entries)).any():
             raise ConfigError(f"field '{op.where}': gather_in_ub token {int(tokens.max())} "
                               f"needs block-table entry {int(logical.max())}, past the "
                               f"{len(entries)} entries of the block-table row; check the "
