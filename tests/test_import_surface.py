@@ -1298,6 +1298,24 @@ def test_an_if_on_a_loop_index_in_a_function_the_kernel_calls_records_both_branc
         ("add", "i < 1"), ("mul", "not (i < 1)")}
 
 
+def test_a_helper_if_is_found_even_under_a_catch_all_except(tmp_path):
+    """A kernel that wraps its call in ``try: ... except: pass`` catches the tracer's
+    signal to rewrite the helper; the tracer still rewrites it and traces again, so both
+    branches are recorded as without the try."""
+    plain = tmp_path / "plain.py"
+    plain.write_text(f"import pypto\n\n\ndef body(a, c):\n{LOOP_WITH_IF}\n\n{KERNEL}"
+                     f"    body(a, c)\n")
+    caught = tmp_path / "caught.py"
+    caught.write_text(f"import pypto\n\n\ndef body(a, c):\n{LOOP_WITH_IF}\n\n{KERNEL}"
+                      f"    try:\n        body(a, c)\n    except:  # noqa: E722\n        pass\n")
+    def ops(path):
+        loop = next(s for s in config(path)["body"] if "loop" in s)
+        return [(o["op"], o.get("cond")) for o in loop["body"] if "op" in o]
+
+    assert ops(caught) == ops(plain)
+    assert ("mul", "not (i < 1)") in ops(caught)
+
+
 def test_a_kernel_traced_again_for_its_helper_keeps_its_arguments(tmp_path):
     """The trace after a helper's rewrite needs every --arg again (the first trace used
     them up: upstream's sparse compress attention stopped on its first tensor's shape)."""

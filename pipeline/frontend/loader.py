@@ -592,21 +592,25 @@ def trace_file(path: Path, function: str | None = None, dims: dict | None = None
                 # a copy each round: _arguments consumes what it uses, and a kernel traced
                 # again (after a helper's rewrite) needs every argument again
                 call_args = _arguments(R, kernel.fn, dict(args), dict(dims or {}))
+                symbols.RAISED.clear()
                 try:
                     result = fn(*call_args)
-                    break
-                except HelperIf as helper:           # then trace the kernel again
-                    if helper.code in rewritten:     # reached through a reference kept
-                        symbols.NOT_REWRITABLE.add(helper.code)  # elsewhere: as Python
-                    else:
-                        rewritten.add(helper.code)
-                        _rewrite_helper(helper.code, undo)
+                    if not symbols.RAISED:
+                        break
+                    helper = symbols.RAISED[0]       # caught by the kernel's own except:
+                except HelperIf as caught:           # then trace the kernel again
+                    helper = caught
                 except ConfigError:
                     raise
                 except Exception as exc:
                     raise Unsupported(f"the kernel raised {type(exc).__name__}: {exc}",
                                       where=_kernel_line(exc, resolved, R.shown),
                                       function=R.function) from None
+                if helper.code in rewritten:         # reached through a reference kept
+                    symbols.NOT_REWRITABLE.add(helper.code)   # elsewhere: as Python
+                else:
+                    rewritten.add(helper.code)
+                    _rewrite_helper(helper.code, undo)
             else:
                 raise Unsupported(f"the kernel was traced {MAX_RETRACES} times, once for each "
                                   f"function it calls with an if on a loop index, and still "

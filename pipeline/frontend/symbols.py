@@ -55,11 +55,16 @@ class HelperIf(BaseException):
     own body, which is rewritten before it runs).  Upstream's runtime records both branches
     of such an if wherever it stands (``pypto.cond``'s RecordIfBranch), so the tracer
     rewrites that function as it does the kernel and traces again.  A BaseException, so a
-    kernel's ``except Exception`` does not swallow it."""
+    kernel's ``except Exception`` does not swallow it; one that catches everything (a bare
+    ``except:``) still leaves it in ``RAISED``, which the tracer reads after the kernel
+    returns."""
 
     def __init__(self, code, message: str):
         super().__init__(message)
         self.code, self.message = code, message
+
+
+RAISED: list[HelperIf] = []     # this trace's, in order; the tracer clears it each round
 
 
 def _kernel_code(code) -> bool:
@@ -191,7 +196,8 @@ class SymInt:
     def __bool__(self):
         frame = sys._getframe(1)
         if on_concrete is not None and _in_helper(frame.f_code):
-            raise HelperIf(frame.f_code, _branch_reason(frame))
+            RAISED.append(HelperIf(frame.f_code, _branch_reason(frame)))
+            raise RAISED[-1]
         return bool(self.concrete(_branch_reason(frame)))
 
     def __repr__(self):
