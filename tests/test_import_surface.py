@@ -782,36 +782,6 @@ def test_moving_gm_data_renames_it_or_copies_input_data(tmp_path):
     assert "# note: 'out' takes the data of 'tmp'" in text
 
 
-RENAMED_THEN_GM = """
-    @pypto.frontend.jit
-    def k(x: pypto.Tensor([4, 16, 64], pypto.DT_FP32), y: pypto.Tensor([16, 64], pypto.DT_FP32)):
-        pypto.set_vec_tile_shapes(16, 64)
-        acc = pypto.tensor([16, 64], pypto.DT_FP32, "acc")
-        for i in pypto.loop(4, name="L", idx_name="i"):
-            v = pypto.reshape(x[i:i + 1, :, :], [16, 64]) * 2.0
-            acc[:] = v
-            {use}
-    """
-
-
-@pytest.mark.parametrize("use", [
-    "pypto.assemble(acc, [0, 0], y)",                                # GM into GM: a move
-    "top = pypto.view(acc, [8, 64], [0, 0]); "                       # a view written into
-    "pypto.assemble(v[0:8, :] + 1.0, [0, 0], top); y[:] = acc + 1.0"])
-def test_a_renamed_tensor_used_as_gm_data_is_stored_first(tmp_path, use):
-    """x[:] = v renames x (the kernel op rename), but an op that takes x as GM data (a move
-    into another tensor, a view an assemble writes into) reads x's memory: the value is
-    stored there first, and the kernel compiles."""
-    from simcore.compiler import compile_kernel
-    from simcore.spec.hardware import load_hardware
-    from simcore.spec.kernel import Kernel
-    path = write(tmp_path, RENAMED_THEN_GM.format(use=use.replace("; ", "\n            ")))
-    data = config(path)
-    assert any(o.get("op") == "rename" for o in data["body"][1]["body"])
-    program = compile_kernel(Kernel.model_validate(data), load_hardware("dav_2201"))
-    assert program.root_calls == 4 and program.leaf_tasks > 0
-
-
 GM_RESHAPE = """
     @pypto.jit
     def k(h: pypto.Tensor((128, 128), pypto.DT_BF16),
@@ -1133,16 +1103,15 @@ def test_a_marker_annotation_bounds_the_rank_from_below_as_upstream_checks_it(tm
         trace_file(fixed, args={"g": [8, 512], "out": [4, 512]})
 
 
-CARRY = """\
-import pypto
-
-
+CARRY_HEAD = """\
 @pypto.frontend.jit
 def k(x: pypto.Tensor([4, 16, 64], pypto.DT_FP32), y: pypto.Tensor([16, 64], pypto.DT_FP32)):
     pypto.set_vec_tile_shapes(16, 64)
     acc = pypto.tensor([16, 64], pypto.DT_FP32, "acc")
     for i in pypto.loop(4, name="L", idx_name="i"):
         v = pypto.reshape(x[i:i + 1, :, :], [16, 64]) * 2.0
+"""
+CARRY = "import pypto\n\n\n" + CARRY_HEAD + """\
         if pypto.is_loop_begin(i):
             acc[:] = pypto.tensor([16, 64], pypto.DT_FP32, "acc_init")
             acc[:] = v
@@ -1236,6 +1205,26 @@ def test_a_kernel_branching_on_the_chip_keeps_the_named_chips_branch(tmp_path, c
     assert main(["import", f"{path}:k", "--arch", "dav_9999",
                  "--out", str(tmp_path / "bad.yaml")]) == 2
     assert "DAV_2201" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("use", [
+    "pypto.assemble(acc, [0, 0], y)",                                # GM into GM: a move
+    "top = pypto.view(acc, [8, 64], [0, 0]); "                       # a view written into
+    "pypto.assemble(v[0:8, :] + 1.0, [0, 0], top); y[:] = acc + 1.0"])
+def test_a_renamed_tensor_used_as_gm_data_is_stored_first(tmp_path, use):
+    """x[:] = v renames x (the kernel op rename), but an op that takes x as GM data (a move
+    into another tensor, a view an assemble writes into) reads x's memory: the value is
+    stored there first, and the kernel compiles."""
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.spec.kernel import Kernel
+    path = tmp_path / "k.py"
+    path.write_text("import pypto\n\n\n" + CARRY_HEAD + "        acc[:] = v\n        "
+                    + use.replace("; ", "\n        ") + "\n")
+    data = config(path)
+    assert any(o.get("op") == "rename" for o in data["body"][1]["body"])
+    program = compile_kernel(Kernel.model_validate(data), load_hardware("dav_2201"))
+    assert program.root_calls == 4 and program.leaf_tasks > 0
 
 
 def test_a_written_tensor_moved_into_another_is_renamed_not_dropped(tmp_path):
