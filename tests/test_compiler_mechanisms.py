@@ -413,6 +413,49 @@ def test_a_scope_union_may_move_a_gm_reader_past_the_write_it_reads():
     assert tl.task_start[reader] >= tl.task_end[writer]
 
 
+def test_a_gm_read_never_joins_the_group_that_writes_it():
+    """exp's tiles write T and a later op reads rows of T that another of exp's tiles
+    wrote: joining exp's group would put the read in one of its tasks with no edge to the
+    task that writes those rows, so the reader gets tasks of its own, after the writes."""
+    from simcore.machine import simulate
+    t = {"x": {"shape": [32, 256], "role": "input"}, "T": {"shape": [48, 256]},
+         "y": {"shape": [32, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [16, 256]},
+            {"op": "exp", "inputs": ["x"], "out": "a"},
+            {"op": "assemble", "inputs": ["a"], "out": "T", "offsets": [0, 0]},
+            {"op": "view", "inputs": ["T"], "out": "tv", "shape": [32, 256], "offsets": [16, 0]},
+            {"op": "sub", "inputs": ["a", "tv"], "out": "d"}, store("d")]
+    k = kernel(body, t)
+    p = compile_kernel(k, HW)
+    ops = leaf_ops(p)
+    assert ops.count(("sub",)) == 2
+    tl = simulate(HW, p, k.options.runtime_options)
+    writes_end = max(tl.task_end[i] for i, o in enumerate(ops) if "exp" in o)
+    assert min(tl.task_start[i] for i, o in enumerate(ops) if "sub" in o) >= writes_end
+
+
+def test_a_scope_union_keeps_two_writes_of_a_tensor_in_their_order():
+    """sqrt then neg write T, and relu reads it: a union that moved sqrt's writer behind
+    neg's would leave relu reading sqrt's result, so it is refused."""
+    t = {"x": {"shape": [32, 256], "role": "input"}, "T": {"shape": [32, 256]},
+         "y": {"shape": [32, 256], "role": "output"}, "z": {"shape": [32, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [32, 256]},
+            {"sg_set_scope": 1}, {"op": "exp", "inputs": ["x"], "out": "a"},
+            {"sg_set_scope": -1}, {"op": "sqrt", "inputs": ["a"], "out": "m"},
+            {"op": "assemble", "inputs": ["m"], "out": "T", "offsets": [0, 0]},
+            {"op": "neg", "inputs": ["x"], "out": "n"},
+            {"op": "assemble", "inputs": ["n"], "out": "T", "offsets": [0, 0]},
+            {"sg_set_scope": 1}, {"op": "abs", "inputs": ["x"], "out": "b"},
+            {"op": "add", "inputs": ["a", "b"], "out": "c"}, {"sg_set_scope": -1}, store("c"),
+            {"op": "view", "inputs": ["T"], "out": "tv", "shape": [32, 256], "offsets": [0, 0]},
+            {"op": "relu", "inputs": ["tv"], "out": "r"}, store("r", "z")]
+    p = compile_kernel(kernel(body, t), HW)
+    ops = leaf_ops(p)
+    assert ops.index(("sqrt",)) < ops.index(("neg",)) < ops.index(("relu",))
+    edges = set(zip(p.edge_src.tolist(), p.edge_dst.tolist()))
+    assert (ops.index(("neg",)), ops.index(("relu",))) in edges
+
+
 def test_a_renamed_value_is_read_like_the_value():
     """A consumer of the tensor a value was renamed to reads the value: it may not take the
     value's UB buffer while the call still copies the value out, as with any result read

@@ -1288,21 +1288,24 @@ def test_an_if_on_a_loop_index_in_a_function_the_kernel_calls_records_both_branc
 
 
 def test_a_helper_if_is_found_even_under_a_catch_all_except(tmp_path):
-    """A kernel that wraps its call in ``try: ... except: pass`` catches the tracer's
-    signal to rewrite the helper; the tracer still rewrites it and traces again, so both
-    branches are recorded as without the try."""
+    """A kernel that wraps its call in ``try: ... except:`` catches the tracer's signal to
+    rewrite the helper, and passes or raises something else; the tracer still rewrites the
+    helper and traces again, so both branches are recorded as without the try."""
     plain = tmp_path / "plain.py"
     plain.write_text(f"import pypto\n\n\ndef body(a, c):\n{LOOP_WITH_IF}\n\n{KERNEL}"
                      f"    body(a, c)\n")
-    caught = tmp_path / "caught.py"
-    caught.write_text(f"import pypto\n\n\ndef body(a, c):\n{LOOP_WITH_IF}\n\n{KERNEL}"
-                      f"    try:\n        body(a, c)\n    except:  # noqa: E722\n        pass\n")
     def ops(path):
         loop = next(s for s in config(path)["body"] if "loop" in s)
         return [(o["op"], o.get("cond")) for o in loop["body"] if "op" in o]
 
-    assert ops(caught) == ops(plain)
-    assert ("mul", "not (i < 1)") in ops(caught)
+    # the kernel swallows the signal, or raises something else in its place
+    for handler in ("pass", "raise RuntimeError('body failed')"):
+        caught = tmp_path / "caught.py"
+        caught.write_text(f"import pypto\n\n\ndef body(a, c):\n{LOOP_WITH_IF}\n\n{KERNEL}"
+                          f"    try:\n        body(a, c)\n    except:  # noqa: E722\n"
+                          f"        {handler}\n")
+        assert ops(caught) == ops(plain), handler
+    assert ("mul", "not (i < 1)") in ops(plain)
 
 
 def test_a_kernel_traced_again_for_its_helper_keeps_its_arguments(tmp_path):

@@ -600,12 +600,16 @@ def trace_file(path: Path, function: str | None = None, dims: dict | None = None
                     helper = symbols.RAISED[0]       # caught by the kernel's own except:
                 except HelperIf as caught:           # then trace the kernel again
                     helper = caught
-                except ConfigError:
-                    raise
                 except Exception as exc:
-                    raise Unsupported(f"the kernel raised {type(exc).__name__}: {exc}",
-                                      where=_kernel_line(exc, resolved, R.shown),
-                                      function=R.function) from None
+                    if not symbols.RAISED:
+                        if isinstance(exc, ConfigError):
+                            raise
+                        raise Unsupported(f"the kernel raised {type(exc).__name__}: {exc}",
+                                          where=_kernel_line(exc, resolved, R.shown),
+                                          function=R.function) from None
+                    # what it raised came of catching the signal (a None where the
+                    # helper's result should be): trace again with the helper rewritten
+                    helper = symbols.RAISED[0]
                 if helper.code in rewritten:         # reached through a reference kept
                     symbols.NOT_REWRITABLE.add(helper.code)   # elsewhere: as Python
                 else:
@@ -617,6 +621,7 @@ def trace_file(path: Path, function: str | None = None, dims: dict | None = None
                                   f"meets new ones", function=R.function)
         finally:
             _undo(undo)                              # the files' functions as they were
+            symbols.RAISED.clear()                   # nor keep their tracebacks alive
         if result is not None:
             raise Unsupported("the kernel returns a value; PyPTO kernels write their outputs "
                               "(out[:] = ..., pypto.assemble)", function=R.function)

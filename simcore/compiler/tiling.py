@@ -945,9 +945,9 @@ class RootCallTiler:
             forced.pop(early, None)
 
     def _gm_order_matters(self, moving: list[int], ahead: list[int]) -> bool:
-        """Whether a group of ``ahead`` that ran after a group of ``moving`` reads GM data
-        that one writes or writes GM data that one reads: moved behind it, the two would
-        meet the other way round."""
+        """Whether a group of ``ahead`` that ran after a group of ``moving`` reads or writes
+        GM data that one writes, or writes GM data that one reads: moved behind it, the two
+        would meet the other way round."""
         writes: dict[int, set] = {}
         for base, nodes in self._writers.items():
             for n in nodes:
@@ -956,7 +956,8 @@ class RootCallTiler:
                      if isinstance(v, GmValue) for pc in v.pieces} for g in moving + ahead}
         for m in moving:
             later = [a for a in ahead if self.groups[a].rank > self.groups[m].rank]
-            if any(writes.get(m, set()) & reads[a] or writes.get(a, set()) & reads[m]
+            mine = writes.get(m, set())
+            if any(mine & (reads[a] | writes.get(a, set())) or writes.get(a, set()) & reads[m]
                    for a in later):
                 return True
         return False
@@ -994,7 +995,7 @@ class RootCallTiler:
         rank = self.groups[gi].rank
         for j, v in enumerate(node.inputs):
             if not isinstance(v, LocalValue):
-                if self._written_later(v, rank):
+                if self._written_later(v, gi):
                     return True
                 continue
             g = self.group_of[v.node]
@@ -1003,14 +1004,16 @@ class RootCallTiler:
                 return True
         return False
 
-    def _written_later(self, value: GmValue, rank: int) -> bool:
-        """GM data an op of the call writes from a group that runs after ``rank``: a reader
-        placed at ``rank`` would read it before it is written (the task order is what the
-        GM dependencies are found from).  Any write into the same buffer counts, whatever
-        part of it: a merge this refuses is one the reader could have made."""
+    def _written_later(self, value: GmValue, gi: int) -> bool:
+        """GM data an op of the call writes from group ``gi`` or one that runs after it: a
+        reader joining ``gi`` would read it before it is written, or in another of the
+        group's tasks, which no edge orders (the task order is what the GM dependencies
+        are found from).  Any write into the same buffer counts, whatever part of it: a
+        merge this refuses is one the reader could have made."""
         if not self._writers:
             return False
-        return any(self.groups[self.group_of[n]].rank > rank
+        rank = self.groups[gi].rank
+        return any((g := self.group_of[n]) == gi or self.groups[g].rank > rank
                    for pc in value.pieces for n in self._writers.get(pc.base, ()))
 
     def _source_only(self, gi: int) -> bool:
