@@ -361,13 +361,18 @@ def test_a_scope_union_that_would_need_a_cycle_is_kept_apart():
     assert start("sqrt") >= end("exp") and start("abs") >= end("sqrt")
 
 
+# an input, a temporary the kernel writes and reads, two outputs
+X_T_Y_Z = {"x": {"shape": [32, 256], "role": "input"}, "T": {"shape": [32, 256]},
+           "y": {"shape": [32, 256], "role": "output"},
+           "z": {"shape": [32, 256], "role": "output"}}
+
+
 def test_a_gm_read_after_a_scope_union_still_waits_for_the_write():
     """After a union moved a's group to the later one's place, an op that reads through GM
     what a's group writes cannot join a group that now runs before it (the task order is
     what the GM dependencies are found from)."""
     from simcore.machine import simulate
-    t = {"x": {"shape": [32, 256], "role": "input"}, "T": {"shape": [32, 256]},
-         "y": {"shape": [32, 256], "role": "output"}, "z": {"shape": [32, 256], "role": "output"}}
+    t = X_T_Y_Z
     body = [{"set_vec_tile_shapes": [32, 256]},
             {"sg_set_scope": 1}, {"op": "exp", "inputs": ["x"], "out": "a"},
             {"sg_set_scope": -1}, {"op": "sqrt", "inputs": ["x"], "out": "w"},
@@ -393,8 +398,7 @@ def test_a_scope_union_may_move_a_gm_reader_past_the_write_it_reads():
     stands (upstream's glm_attention at 883e7dfb assembles each step's K and V blocks into
     GM, and P @ V, moved behind the next step's softmax, reads them)."""
     from simcore.machine import simulate
-    t = {"x": {"shape": [32, 256], "role": "input"}, "T": {"shape": [32, 256]},
-         "y": {"shape": [32, 256], "role": "output"}, "z": {"shape": [32, 256], "role": "output"}}
+    t = X_T_Y_Z
     body = [{"set_vec_tile_shapes": [32, 256]},
             {"sg_set_scope": 1}, {"op": "exp", "inputs": ["x"], "out": "a"},
             {"sg_set_scope": -1}, {"op": "sqrt", "inputs": ["x"], "out": "w"},
@@ -437,8 +441,7 @@ def test_a_gm_read_never_joins_the_group_that_writes_it():
 def test_a_scope_union_keeps_two_writes_of_a_tensor_in_their_order():
     """sqrt then neg write T, and relu reads it: a union that moved sqrt's writer behind
     neg's would leave relu reading sqrt's result, so it is refused."""
-    t = {"x": {"shape": [32, 256], "role": "input"}, "T": {"shape": [32, 256]},
-         "y": {"shape": [32, 256], "role": "output"}, "z": {"shape": [32, 256], "role": "output"}}
+    t = X_T_Y_Z
     body = [{"set_vec_tile_shapes": [32, 256]},
             {"sg_set_scope": 1}, {"op": "exp", "inputs": ["x"], "out": "a"},
             {"sg_set_scope": -1}, {"op": "sqrt", "inputs": ["a"], "out": "m"},
