@@ -1333,6 +1333,24 @@ def test_an_if_on_a_loop_index_in_a_method_records_both_branches_and_the_file_is
         ("add", "i < 1"), ("mul", "not (i < 1)")}
 
 
+@pytest.mark.parametrize("helper, call", [
+    ("class H:\n    @staticmethod\n    def body(a, c):\n{loop}", "H.body(a, c)"),
+    ("class H:\n    @classmethod\n    def body(cls, a, c):\n{loop}", "H.body(a, c)"),
+    ("import functools\n\n\ndef body(n, a, c):\n{plain}\n\nbody2 = functools.partial(body, 0)",
+     "body2(a, c)")])
+def test_an_if_in_a_staticmethod_classmethod_or_partial_records_both_branches(
+        tmp_path, helper, call):
+    """The wrapper holds its function where no attribute swap reaches, so the tracer puts a
+    new wrapper of the rewrite where the old one is held."""
+    path = tmp_path / "wrapped.py"
+    path.write_text("import pypto\n\n\n" + helper.format(
+        loop=textwrap.indent(LOOP_WITH_IF, "    "), plain=LOOP_WITH_IF)
+        + f"\n\n{KERNEL}    {call}\n")
+    ops = [o for o in next(s for s in config(path)["body"] if "loop" in s)["body"]]
+    assert {(o["op"], o.get("cond")) for o in ops if o["op"] != "assemble"} == {
+        ("add", "i < 1"), ("mul", "not (i < 1)")}
+
+
 def test_an_if_on_a_loop_index_in_a_def_inside_a_def_names_that_function(tmp_path):
     """A def inside another def is made anew on every call, so its source cannot be swapped
     for a rewrite: the error names the function and line, not 'outside an if statement'."""

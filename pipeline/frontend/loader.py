@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import gc
 import hashlib
 import importlib.abc
@@ -510,12 +511,17 @@ def _options(kernel: JitKernel, R: Recorder) -> dict:
 
 def _swap(old, new, undo: list) -> bool:
     """Put ``new`` wherever ``old`` is held: a module's or a class's attribute, a closure's
-    cell.  Each swap goes onto ``undo`` so the trace can put ``old`` back."""
+    cell, a staticmethod, classmethod or functools.partial (a new wrapper of ``new`` put
+    where the old wrapper is held).  Each swap goes onto ``undo`` so the trace can put
+    ``old`` back."""
     # no comprehension or lambda here names ``old``: that would hold it in a cell of this
     # function, which the swap would then change under its own feet
     swapped, target = False, id(old)
     for holder in gc.get_referrers(old):
-        if isinstance(holder, types.CellType):
+        wrapper = _rewrapped(holder, old, new)
+        if wrapper is not None:
+            swapped = _swap(holder, wrapper, undo) or swapped
+        elif isinstance(holder, types.CellType):
             undo.append((holder, None, old))
             holder.cell_contents, swapped = new, True
         elif isinstance(holder, dict):
@@ -533,6 +539,16 @@ def _swap(old, new, undo: list) -> bool:
     return swapped
 
 
+def _rewrapped(holder, old, new):
+    """The wrapper ``holder`` made anew around ``new``, if it wraps ``old`` in a way the
+    wrapper itself cannot be changed (their function attribute is read-only)."""
+    if isinstance(holder, (staticmethod, classmethod)) and holder.__func__ is old:
+        return type(holder)(new)
+    if isinstance(holder, functools.partial) and holder.func is old:
+        return functools.partial(new, *holder.args, **holder.keywords)
+    return None
+
+
 def _undo(undo: list) -> None:
     for holder, key, old in reversed(undo):
         if key is None:
@@ -547,8 +563,8 @@ def _rewrite_helper(code, undo: list) -> None:
     """Every function object of ``code`` the kernel can reach again replaced by its rewrite
     (rewrite.traceable), so the next trace records both branches of its ifs on symbolic
     values.  A def inside another def is made anew from the outer function's code on each
-    call, and a staticmethod, classmethod or functools.partial holds its function where no
-    swap reaches: their ifs then take a value as plain Python's do (symbols.NOT_REWRITABLE)."""
+    call, and a container (a list, a dict of functions) holds its function where no swap
+    reaches: their ifs then take a value as plain Python's do (symbols.NOT_REWRITABLE)."""
     functions = [f for f in gc.get_referrers(code)
                  if isinstance(f, types.FunctionType) and f.__code__ is code]
     swapped = False
