@@ -563,7 +563,7 @@ def _rewrite_helper(code, undo: list) -> None:
     """Every function object of ``code`` the kernel can reach again replaced by its rewrite
     (rewrite.traceable), so the next trace records both branches of its ifs on symbolic
     values.  A def inside another def is made anew from the outer function's code on each
-    call, and a container (a list, a dict of functions) holds its function where no swap
+    call, and a list or tuple of functions holds its function where no swap
     reaches: their ifs then take a value as plain Python's do (symbols.NOT_REWRITABLE)."""
     functions = [f for f in gc.get_referrers(code)
                  if isinstance(f, types.FunctionType) and f.__code__ is code]

@@ -87,7 +87,7 @@ def _branch_reason(frame) -> str:
     return (f"decides the `if` in {code.co_name}() at {Path(code.co_filename).name}:"
             f"{frame.f_lineno}, a function the kernel calls that ptolab cannot rewrite to "
             f"trace both branches (a def inside another def, a function without its source, "
-            f"or one reached only through a container such as a list or a dict of "
+            f"or one reached only through a container such as a list or a tuple of "
             f"functions), so move that if into the kernel or into a plain function or "
             f"method of its module")
 
