@@ -775,6 +775,10 @@ def gather_in_ub(index: int, op: TracedOp, inputs: list[Value], limits: Limits) 
                               f"{list(value.shape)}; it takes a 2-D "
                               f"{'[tokens, hidden] KV cache' if name == 'param' else '[1, n] int32 row'}"
                               f", as upstream's GatherInUB.")
+    if not isinstance(param, GmValue) or len(param.pieces) != 1:
+        raise ConfigError(f"field '{where}.inputs': gather_in_ub reads its param from one GM "
+                          f"tensor (the KV cache, or a view of it); give it a kernel tensor or "
+                          f"a view, not an op's result or a paged gather.")
     for name, value in (("indices", idx), ("block_table", table)):
         if value.shape[0] != 1:
             raise ConfigError(f"field '{where}.inputs': gather_in_ub {name} has shape "
@@ -783,11 +787,6 @@ def gather_in_ub(index: int, op: TracedOp, inputs: list[Value], limits: Limits) 
         if value.dtype != "int32":
             raise ConfigError(f"field '{where}.inputs': gather_in_ub {name} is {value.dtype}; "
                               f"upstream's GatherInUB reads int32 {name} (cast it to int32).")
-    if not isinstance(param, GmValue) or len(param.pieces) != 1:
-        raise ConfigError(f"field '{where}.inputs': gather_in_ub reads its param from one GM "
-                          f"tensor (the KV cache, or a view of it); give it a kernel tensor or "
-                          f"a view, not an op's result or a paged gather.")
-    for name, value in (("indices", idx), ("block_table", table)):
         if isinstance(value, LocalValue) and value.path:
             raise ConfigError(f"field '{where}.inputs': gather_in_ub {name} is a view or "
                               f"reshape of an op's result; upstream reads {name} from GM: "

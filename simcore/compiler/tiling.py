@@ -1061,11 +1061,7 @@ class RootCallTiler:
                      if self.groups[g].rank > target and g not in moving),
                     default=target + _RANK_STEP)
         if above - target <= len(groups):
-            order = sorted((g for g in range(len(self.groups)) if g not in moving),
-                           key=lambda g: self.groups[g].rank)
-            for k, g in enumerate(order):
-                self.groups[g].rank = k * _RANK_STEP
-            self._next_rank = len(self.groups) * _RANK_STEP
+            self._spread_ranks(moving)
             target, above = self.groups[gi].rank, self.groups[gi].rank + _RANK_STEP
         step = (above - target) // (len(groups) + 1)
         for k, g in enumerate(groups, 1):
@@ -1077,11 +1073,17 @@ class RootCallTiler:
         target = self.groups[gi].rank
         below = max((g.rank for g in self.groups if g.rank < target), default=target - _RANK_STEP)
         if target - below < 2:      # no room left: spread every rank out again, same order
-            for k, g in enumerate(sorted(self.groups, key=lambda g: g.rank)):
-                g.rank = k * _RANK_STEP
-            self._next_rank = len(self.groups) * _RANK_STEP
+            self._spread_ranks()
             return self._rank_before(gi)
         return (below + target) // 2
+
+    def _spread_ranks(self, skip=frozenset()) -> None:
+        """Every group's rank but those in ``skip`` a step apart again, in the same order."""
+        order = sorted((g for g in range(len(self.groups)) if g not in skip),
+                       key=lambda g: self.groups[g].rank)
+        for k, g in enumerate(order):
+            self.groups[g].rank = k * _RANK_STEP
+        self._next_rank = len(self.groups) * _RANK_STEP
 
     def _adoptable(self, node: Node, i: int, value) -> bool:
         return node.kind == "vector" and self._floating(value) is not None \
