@@ -63,6 +63,25 @@ def test_unroll_list_decomposes_greedily():
     assert p.root_calls == 32 and p.loop_bodies == 256
 
 
+def test_glm_paged_copy_form_copies_each_block_through_an_aiv():
+    """Upstream's glm_attention copies each s2 step's four K and four V blocks one by one
+    into a GM tile the matmuls read: eight AIV copy tasks a step (2048 over the 256 steps),
+    none merged (a root call's 64 copies are too few for the automatic vecNBuffer to keep
+    48 cores busy), every other task as in the gather form, and each matmul waits for the
+    copies of its own step."""
+    gather, copies = build("glm_attention"), build("glm_attention_paged_copy")
+    moves = [t for t, ops in enumerate(leaf_ops(copies)) if ops == ("move",)]
+    assert len(moves) == 2048 == copies.counts()["leaf_tasks"] - gather.counts()["leaf_tasks"]
+    assert {copies.leaf_functions[copies.task_leaf[t]].core_type for t in moves} == {CoreType.AIV}
+    assert copies.work.mte3_bytes[moves].min() == 128 * 128 * 2      # one block out a task
+    fed = {}
+    for s, d in zip(copies.edge_src.tolist(), copies.edge_dst.tolist()):
+        if s in set(moves):
+            fed.setdefault(d, set()).add(s)
+    cube = [d for d in fed if copies.leaf_functions[copies.task_leaf[d]].core_type == CoreType.AIC]
+    assert cube and all(len(fed[d]) >= 4 for d in cube)      # a step's blocks, at least
+
+
 # 2. buffers --------------------------------------------------------------------------
 @pytest.mark.parametrize("tile, buffer", [
     ({"m": [256, 256], "k": [256, 256], "n": [64, 64]}, "L0A"),
