@@ -151,6 +151,78 @@ def test_aligned_tiles_merge_misaligned_tiles_link_many_to_many():
     assert misaligned.workspace_bytes == 96 * 256 * 4
 
 
+def test_reads_and_writes_of_one_box_keep_their_traced_order():
+    """Task 0 writes a box, 1 reads it, 2 overwrites it, 3 reads the new data: 1 waits
+    for 0 (read after write), 2 for 0 (write after write) and for 1 (write after read:
+    the old data must be read before it is overwritten), 3 for 2.  Only 1 -> 2 carries
+    no data."""
+    from simcore.compiler.deps import region_edges
+    box = np.array([[0, 0]] * 4)
+    src, dst, anti = region_edges(np.arange(4), np.zeros(4, np.int64), box, box + 8,
+                                  np.array([True, False, True, False]), np.zeros(4, np.int64),
+                                  4, kinds=True)
+    assert list(zip(src.tolist(), dst.tolist())) == [(0, 1), (0, 2), (1, 2), (2, 3)]
+    assert anti.tolist() == [False, False, True, False]
+
+
+def test_a_write_waits_for_an_earlier_read_of_the_same_memory():
+    """exp(x) goes into T, sqrt reads T; then abs(x), which reads nothing sqrt wrote, is
+    assembled into T.  Abs's tile must not land before sqrt has read the old data, so it
+    starts after sqrt ends, and the neg that reads T afterwards waits for abs."""
+    from simcore.machine import simulate
+    t = {"x": {"shape": [64, 256], "role": "input"}, "T": {"shape": [64, 256]},
+         "y": {"shape": [64, 256], "role": "output"}, "z": {"shape": [64, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [64, 256]},
+            {"op": "exp", "inputs": ["x"], "out": "a"},
+            {"op": "assemble", "inputs": ["a"], "out": "T", "offsets": [0, 0]},
+            {"op": "view", "inputs": ["T"], "out": "tv", "shape": [64, 256], "offsets": [0, 0]},
+            {"op": "sqrt", "inputs": ["tv"], "out": "r"}, store("r"),
+            {"op": "abs", "inputs": ["x"], "out": "b"},
+            {"op": "assemble", "inputs": ["b"], "out": "T", "offsets": [0, 0]},
+            {"op": "view", "inputs": ["T"], "out": "tv2", "shape": [64, 256], "offsets": [0, 0]},
+            {"op": "neg", "inputs": ["tv2"], "out": "q"}, store("q", "z")]
+    k = kernel(body, t)
+    p = compile_kernel(k, HW)
+    ops = leaf_ops(p)
+    tl = simulate(HW, p, k.options.runtime_options)
+    reader, writer, later = ops.index(("sqrt",)), ops.index(("abs",)), ops.index(("neg",))
+    assert tl.task_start[writer] >= tl.task_end[reader]
+    assert tl.task_start[later] >= tl.task_end[writer]
+
+
+def test_a_renamed_state_is_stored_to_memory_of_its_own_each_root_call():
+    """acc carries a running value from one root call to the next (``acc[:] = v``): each
+    call reads the value the call before stored and stores a new one.  Upstream repoints
+    the tensor to the new value, an outcast of its call with workspace of its own, so a
+    call's store need not wait for the previous call's readers of the old value; it
+    still reads the value the previous call stored (read after write)."""
+    t = {"x": {"shape": [32, 256], "role": "input"}, "acc": {"shape": [8, 256]},
+         "y": {"shape": [24, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [8, 256]},
+            {"op": "view", "inputs": ["x"], "out": "x0", "shape": [8, 256], "offsets": [0, 0]},
+            {"op": "exp", "inputs": ["x0"], "out": "e0"},
+            {"op": "rename", "inputs": ["e0"], "out": "acc"},
+            {"loop": {"name": "L", "idx": "i", "trip": 3}, "body": [
+                {"op": "view", "inputs": ["acc"], "out": "old", "shape": [8, 256],
+                 "offsets": [0, 0]},
+                {"op": "sqrt", "inputs": ["old"], "out": "r"},
+                {"op": "assemble", "inputs": ["r"], "out": "y", "offsets": ["8*i", 0]},
+                {"op": "view", "inputs": ["x"], "out": "xi", "shape": [8, 256],
+                 "offsets": ["8*i + 8", 0]},
+                {"op": "exp", "inputs": ["xi"], "out": "e"},
+                {"op": "rename", "inputs": ["e"], "out": "acc"}]}]
+    p = compile_kernel(kernel(body, t), HW)
+    ops = leaf_ops(p)
+    edges = set(zip(p.edge_src.tolist(), p.edge_dst.tolist()))
+    readers = [i for i, o in enumerate(ops) if o == ("sqrt",)]
+    stores = [i for i, o in enumerate(ops) if o == ("exp",)]
+    assert len(readers) == 3 and len(stores) == 4
+    # each call's sqrt reads what the exp before it stored ...
+    assert all((w, r) in edges for w, r in zip(stores, readers))
+    # ... and no call's exp waits for the sqrt of the value it replaces
+    assert not edges & set(zip(readers, stores[1:]))
+
+
 # 4. depth merge ------------------------------------------------------------------------
 def test_reduce_over_a_split_axis_needs_partials_and_a_combine():
     unsplit = build("rmsnorm", **{"tiles.vec": [8, 1024]})
@@ -510,7 +582,9 @@ def test_rename_names_an_op_result_as_a_tensor_of_its_shape():
 
 def test_a_write_into_a_renamed_tensor_stores_the_value_first():
     """A partial assemble into a tensor that names an on-chip value writes the tensor's
-    memory: the value goes there first, then the assemble overwrites its part."""
+    memory: the value goes there first, then the assemble overwrites its part.  That
+    memory is the value's own (upstream repoints the tensor to the value), so the
+    tensor's name now stands for it: both writes land there and the add reads it."""
     from simcore.compiler.trace import trace
     t = {"x": {"shape": [8, 256], "role": "input"}, "y": {"shape": [8, 256], "role": "output"},
          "acc": {"shape": [8, 256]}}
@@ -522,10 +596,12 @@ def test_a_write_into_a_renamed_tensor_stores_the_value_first():
             {"op": "assemble", "inputs": ["q"], "out": "acc", "offsets": [4, 0]},
             {"op": "add", "inputs": ["acc", "x"], "out": "z"}, store("z")]
     (call,) = trace(kernel(body, t)).calls
-    writes = [(op.op, op.inputs[0]) for op in call.ops if op.out == "acc"]
-    assert writes == [("assemble", "acc~0"), ("assemble", "q")]
+    writes = [(op.op, op.inputs[0], op.out) for op in call.ops if op.op == "assemble"]
+    stored = writes[0][2]
+    assert stored != "acc" and stored.startswith("acc@")
+    assert writes[:2] == [("assemble", "acc~0", stored), ("assemble", "q", stored)]
     add = next(op for op in call.ops if op.op == "add")
-    assert add.inputs == ("acc", "x")       # after the write, acc is GM again
+    assert add.inputs == (stored, "x")      # after the write, acc is GM again
     compile_kernel(kernel(body, t), HW)
 
 

@@ -2,7 +2,15 @@
 
 A reader depends on the latest earlier writer of every distinct box it
 overlaps (read after write); a writer likewise on earlier writers (write after
-write).  Aligned producer and consumer tiles therefore give one-to-one edges and
+write), and the first later writer of every box a task reads waits for that read
+(write after read), so a write never lands under a read traced before it.  Later
+writers wait for that one (write after write), so one anti edge per read box
+orders them all.  Upstream's HEAD orders the same three ways (its token pass,
+``GetRWDepends`` in framework/src/interface/tensor/token_pass.h, and the runtime's
+read and write cells between root calls); at 08cec41e4 it had data edges only, and
+a read of a tensor traced before an independent write of it came out after the
+write (a known issue its FAQ gives, docs/tutorials/appendix/issue.md).  ptolab keeps
+the traced order.  Aligned producer and consumer tiles therefore give one-to-one edges and
 misaligned ones many-to-many, as on the chip.  Split-K partial sums write one
 box several times under different tags: a reader waits for all of them, while the
 partial writes do not wait for each other.
@@ -201,13 +209,17 @@ def _storage_pairs(queries, boxes, box_row, buf, lo, hi, buffers, store):
 
 
 def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
-                 buffers=()) -> tuple[np.ndarray, np.ndarray]:
-    """Edges (src, dst), sorted, for accesses of tasks numbered in program order.
+                 buffers=(), kinds: bool = False):
+    """Edges (src, dst), sorted, for accesses of tasks numbered in program order; with
+    ``kinds``, also per edge whether it is only an anti edge (a read before a write,
+    no data flows along it).
 
     ``buffers`` (the ``GmBuffer`` of every ``buf`` index) says which buffers are
     geometries of one storage; without it every buffer is its own.
     """
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if kinds:
+        empty = empty + (np.zeros(0, bool),)
     w = np.flatnonzero(write)
     if w.size == 0:
         return empty
@@ -247,14 +259,25 @@ def region_edges(task, buf, lo, hi, write, tag, n_tasks: int,
     both_partial = write[q] & (tag[q] > 0) & (box_tag[cand] > 0)
     q, cand = q[~both_partial], cand[~both_partial]
     qtask = task[q]
-    k = np.searchsorted(keys, cand * (n_tasks + 1) + qtask, side="left") - 1
+    at = cand * (n_tasks + 1) + qtask
+    k = np.searchsorted(keys, at, side="left") - 1
     ok = k >= 0
     found = keys[np.maximum(k, 0)]
     ok &= found // (n_tasks + 1) == cand
     pred = found % (n_tasks + 1)
     ok &= pred != qtask
-    s, d = pred[ok], qtask[ok]
-    if not s.size:
+    data = np.unique(pred[ok] * (n_tasks + 1) + qtask[ok])
+    # write after read: a read's box, at the first write of it after the reading task
+    reads = ~write[q]
+    k = np.searchsorted(keys, at[reads], side="right")
+    later = k < keys.size
+    found = keys[np.minimum(k, keys.size - 1)]
+    later &= found // (n_tasks + 1) == cand[reads]
+    anti = np.unique(qtask[reads][later] * (n_tasks + 1) + found[later] % (n_tasks + 1))
+    pairs = np.union1d(data, anti)
+    if not pairs.size:
         return empty
-    pairs = np.unique(s * (n_tasks + 1) + d)
-    return pairs // (n_tasks + 1), pairs % (n_tasks + 1)
+    src, dst = pairs // (n_tasks + 1), pairs % (n_tasks + 1)
+    if kinds:
+        return src, dst, ~np.isin(pairs, data)
+    return src, dst

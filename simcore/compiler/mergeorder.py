@@ -34,12 +34,18 @@ class Ancestry:
     """Which tasks of one call each task waits on, directly or not, before merging."""
 
     def __init__(self, acc, n_tasks: int):
+        """``src``/``dst``: the edges data flows along (what a task reads from or feeds);
+        ``mask`` also counts a read's wait for the write after it, which a merge must
+        not turn round either."""
         if acc.size:
-            self.src, self.dst = region_edges(acc.task, acc.buffer, acc.lo, acc.hi,
-                                              acc.write.astype(bool), acc.tag, n_tasks,
-                                              acc.buffers)
+            src, dst, anti = region_edges(acc.task, acc.buffer, acc.lo, acc.hi,
+                                          acc.write.astype(bool), acc.tag, n_tasks,
+                                          acc.buffers, kinds=True)
         else:
-            self.src = self.dst = np.zeros(0, np.int64)
+            src = dst = np.zeros(0, np.int64)
+            anti = np.zeros(0, bool)
+        self.all_src, self.all_dst = src, dst
+        self.src, self.dst = src[~anti], dst[~anti]
         self.n_tasks = n_tasks
         self._mask: list[int] | None = None
 
@@ -49,7 +55,7 @@ class Ancestry:
         the automatic merge needs only the edges when it ends up merging nothing."""
         if self._mask is None:
             preds: list[list[int]] = [[] for _ in range(self.n_tasks)]
-            for s, d in zip(self.src.tolist(), self.dst.tolist()):
+            for s, d in zip(self.all_src.tolist(), self.all_dst.tolist()):
                 preds[d].append(s)
             # edges run forward in task order
             mask = [0] * self.n_tasks
@@ -102,9 +108,10 @@ def merged_order(group: np.ndarray, ancestry: Ancestry | None):
 def _topological(group: np.ndarray, ancestry: Ancestry | None):
     """(new task index per task, None), or (None, the tasks of merged groups on a cycle)."""
     ranked = merged_index(group)        # each task's group, numbered by first appearance
-    if ancestry is None or ancestry.src.size == 0:
+    if ancestry is None or ancestry.all_src.size == 0:
         return ranked, None
-    gs, gd = ranked[ancestry.src], ranked[ancestry.dst]
+    # a read's wait for the write after it orders merged tasks as data does
+    gs, gd = ranked[ancestry.all_src], ranked[ancestry.all_dst]
     keep = gs != gd
     gs, gd = gs[keep], gd[keep]
     if np.all(gs < gd):

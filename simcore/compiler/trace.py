@@ -190,6 +190,11 @@ class _Tracer:
         # instance name per iteration (``instance_name``), so iterations share no buffer
         self.fresh = {n: t.fresh_per for n, t in kernel.tensors.items() if t.fresh_per}
         self.iterations: dict[str, int] = {}    # loop name -> iterations begun so far
+        # a renamed temporary's value stored into GM goes to memory of its own (upstream:
+        # the repointed tensor is the value's, an outcast of its root call, and the
+        # runtime gives each root call's outcasts their own workspace), so readers of
+        # the earlier value need not finish before it lands: buffer -> stores so far
+        self.generations: dict[str, int] = {}
         self._plans: dict[int, _OpPlan] = {}     # by id of a statement of self.kernel
         self._heres: dict[str, list[str]] = {}   # a body's path: its statements' paths
 
@@ -230,8 +235,9 @@ class _Tracer:
                     op = self._op(stmt, env, here)
                     if op.out in self.current.renamed and op.op != "rename":
                         # a write into a renamed tensor writes its memory: the value it
-                        # names goes there first
+                        # names goes there first, and the write lands beside it
                         self._write_renamed(op.out)
+                        op = made(TracedOp, **{**vars(op), "out": self._storage(stmt.out)})
                     if op.op == "rename":
                         op = self._rename(op)
                     self.current.ops.append(op)
@@ -271,17 +277,19 @@ class _Tracer:
             # an imported kernel's op: errors name the Python line that wrote it too
             where = f"{where} at {attrs['src']}"
         inputs, out = plan.inputs, stmt.out
-        if self.fresh:
-            inputs = tuple(self._instance(n) for n in inputs)
-            out = self._instance(out)
+        if self.fresh or self.generations:
+            inputs = tuple(self._storage(n) for n in inputs)
+            out = self._storage(out)
         if self.current.renamed:
             renamed = self.current.renamed
             if stmt.op in _GM_READERS:
                 # ops that take GM data (and a view or reshape that may be written
                 # through) read the tensor's memory: the value goes there first
-                for name in inputs:
-                    if name in renamed:
-                        self._write_renamed(name)
+                if any(name in renamed for name in inputs):
+                    for name in inputs:
+                        if name in renamed:
+                            self._write_renamed(name)
+                    inputs = tuple(self._storage(n) for n in plan.inputs)
             else:
                 inputs = tuple(renamed[n].out if n in renamed else n for n in inputs)
         return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
@@ -306,12 +314,17 @@ class _Tracer:
         return renamed
 
     def _write_renamed(self, tensor: str) -> None:
-        """The value a renamed tensor names, assembled into the tensor's memory."""
+        """The value a renamed tensor names, assembled into the tensor's memory: for a
+        temporary, memory of the value's own, which later ops of the tensor use."""
         rename = self.current.renamed.pop(tensor)
-        rank = len(self.kernel.tensors[tensor_of(tensor)].shape)
+        spec = self.kernel.tensors[tensor_of(tensor)]
+        if spec.role == "temporary":
+            buffer = tensor.split("^", 1)[0].removesuffix("@")
+            self.generations[buffer] = self.generations.get(buffer, 0) + 1
+            tensor = self._storage(buffer)
         self.current.ops.append(_traced(
             "assemble", (rename.out,), tensor, rename.where, rename.vec_tile, rename.cube_tile,
-            rename.scope, {**rename.attrs, "offsets": (0,) * rank}, rename.label))
+            rename.scope, {**rename.attrs, "offsets": (0,) * len(spec.shape)}, rename.label))
 
     def _attrs(self, plan: _OpPlan, env, where: str) -> dict:
         """An op's attributes with its dims and ints evaluated in ``env``."""
@@ -326,6 +339,19 @@ class _Tracer:
         if self.combine_axis:
             attrs["combine_axis"] = True
         return attrs
+
+    def _storage(self, name: str) -> str:
+        """The buffer a tensor name stands for now: its instance of the current iteration
+        (``_instance``), in the memory its latest stored renamed value went to."""
+        buffer = self._instance(name)
+        stores = self.generations.get(buffer)
+        if not stores:
+            return buffer
+        storage = f"{buffer}^{stores}" if "@" in buffer else f"{buffer}@^{stores}"
+        seen = self.current.instances
+        if storage not in seen:
+            seen[storage] = f"{tensor_of(storage)}@#{sum(tensor_of(i) == tensor_of(storage) for i in seen)}"
+        return storage
 
     def _instance(self, name: str) -> str:
         """The instance of the loop's current iteration (after the loop, its last):
