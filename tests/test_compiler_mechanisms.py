@@ -223,6 +223,45 @@ def test_a_renamed_state_is_stored_to_memory_of_its_own_each_root_call():
     assert not edges & set(zip(readers, stores[1:]))
 
 
+def test_per_store_memory_keeps_alike_calls_alike_when_one_loses_a_dead_op():
+    """Calls that store a renamed state alike compare alike in the call cache, even when
+    dead-op elimination drops an op from some of them: only buffers an op names are
+    numbered in a call (a rename names the tensor, not the memory it is stored in)."""
+    t = {"x": {"shape": [64, 256], "role": "input"}, "acc": {"shape": [8, 256]},
+         "y": {"shape": [8, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [8, 256]},
+            {"loop": {"name": "L", "idx": "i", "trip": 4}, "body": [
+                {"op": "view", "inputs": ["x"], "out": "xi", "shape": [8, 256],
+                 "offsets": ["8*i", 0]},
+                {"op": "exp", "inputs": ["xi"], "out": "e"},
+                {"op": "sqrt", "inputs": ["xi"], "out": "unused", "cond": "i >= 2"},
+                {"op": "rename", "inputs": ["e"], "out": "acc"}]},
+            {"op": "view", "inputs": ["acc"], "out": "v", "shape": [8, 256], "offsets": [0, 0]},
+            {"op": "abs", "inputs": ["v"], "out": "a"}, store("a")]
+    p = compile_kernel(kernel(body, t), HW)
+    ops = leaf_ops(p)
+    assert ops == [("exp",)] * 4 + [("abs",)]
+    # the abs reads the last store only; the stores went to memory of their own each
+    assert list(zip(p.edge_src.tolist(), p.edge_dst.tolist())) == [(3, 4)]
+
+
+def test_a_reshape_of_a_renamed_tensor_rebinds_its_stored_memory():
+    """``acc = reshape(acc)`` after ``acc[:] = e``: the value is stored, and the reshape
+    gives the stored memory its new shape, which the later view reads."""
+    t = {"x": {"shape": [8, 256], "role": "input"}, "acc": {"shape": [8, 256]},
+         "y": {"shape": [16, 128], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [8, 256]}, {"op": "exp", "inputs": ["x"], "out": "e"},
+            {"op": "rename", "inputs": ["e"], "out": "acc"},
+            {"op": "reshape", "inputs": ["acc"], "out": "acc", "shape": [16, 128],
+             "inplace": True},
+            {"set_vec_tile_shapes": [16, 128]},
+            {"op": "view", "inputs": ["acc"], "out": "v", "shape": [16, 128], "offsets": [0, 0]},
+            {"op": "sqrt", "inputs": ["v"], "out": "r"}, store("r")]
+    p = compile_kernel(kernel(body, t), HW)
+    assert leaf_ops(p) == [("exp",), ("sqrt",)]
+    assert list(zip(p.edge_src.tolist(), p.edge_dst.tolist())) == [(0, 1)]
+
+
 # 4. depth merge ------------------------------------------------------------------------
 def test_reduce_over_a_split_axis_needs_partials_and_a_combine():
     unsplit = build("rmsnorm", **{"tiles.vec": [8, 1024]})

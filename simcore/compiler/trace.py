@@ -233,14 +233,14 @@ class _Tracer:
             elif isinstance(stmt, OpStmt):
                 if stmt.cond is None or self._value(stmt.cond, env, f"{here}.cond"):
                     op = self._op(stmt, env, here)
-                    if op.out in self.current.renamed and op.op != "rename":
+                    if stored_of(op.out) in self.current.renamed and op.op != "rename":
                         # a write into a renamed tensor writes its memory: the value it
                         # names goes there first, and the write lands beside it
-                        self._write_renamed(op.out)
+                        self._write_renamed(stored_of(op.out))
                         op = made(TracedOp, **{**vars(op), "out": self._storage(stmt.out)})
                     if op.op == "rename":
                         op = self._rename(op)
-                    self.current.ops.append(op)
+                    self._append(op)
             else:
                 self._loop(stmt, env, here)
 
@@ -279,19 +279,22 @@ class _Tracer:
         inputs, out = plan.inputs, stmt.out
         if self.fresh or self.generations:
             inputs = tuple(self._storage(n) for n in inputs)
-            out = self._storage(out)
+            # a rename names the tensor, not the memory it is stored in
+            out = self._instance(out) if stmt.op == "rename" else self._storage(out)
         if self.current.renamed:
             renamed = self.current.renamed
             if stmt.op in _GM_READERS:
                 # ops that take GM data (and a view or reshape that may be written
                 # through) read the tensor's memory: the value goes there first
-                if any(name in renamed for name in inputs):
-                    for name in inputs:
-                        if name in renamed:
-                            self._write_renamed(name)
+                stored = dict.fromkeys(b for n in inputs if (b := stored_of(n)) in renamed)
+                if stored:
+                    for name in stored:
+                        self._write_renamed(name)
                     inputs = tuple(self._storage(n) for n in plan.inputs)
+                    out = self._storage(out if stmt.op == "rename" else stmt.out)
             else:
-                inputs = tuple(renamed[n].out if n in renamed else n for n in inputs)
+                inputs = tuple(renamed[b].out if (b := stored_of(n)) in renamed else n
+                               for n in inputs)
         return _traced(stmt.op, inputs, out, where, self.vec_tile, self.cube_tile, self.scope,
                        attrs, plan.label)
 
@@ -319,10 +322,9 @@ class _Tracer:
         rename = self.current.renamed.pop(tensor)
         spec = self.kernel.tensors[tensor_of(tensor)]
         if spec.role == "temporary":
-            buffer = tensor.split("^", 1)[0].removesuffix("@")
-            self.generations[buffer] = self.generations.get(buffer, 0) + 1
-            tensor = self._storage(buffer)
-        self.current.ops.append(_traced(
+            self.generations[tensor] = self.generations.get(tensor, 0) + 1
+            tensor = self._storage(tensor)
+        self._append(_traced(
             "assemble", (rename.out,), tensor, rename.where, rename.vec_tile, rename.cube_tile,
             rename.scope, {**rename.attrs, "offsets": (0,) * len(spec.shape)}, rename.label))
 
@@ -347,24 +349,24 @@ class _Tracer:
         stores = self.generations.get(buffer)
         if not stores:
             return buffer
-        storage = f"{buffer}^{stores}" if "@" in buffer else f"{buffer}@^{stores}"
-        seen = self.current.instances
-        if storage not in seen:
-            seen[storage] = f"{tensor_of(storage)}@#{sum(tensor_of(i) == tensor_of(storage) for i in seen)}"
-        return storage
+        return f"{buffer}^{stores}" if "@" in buffer else f"{buffer}@^{stores}"
 
     def _instance(self, name: str) -> str:
         """The instance of the loop's current iteration (after the loop, its last):
         a tensor made in the loop body is a new one each time round, so an iteration
         cannot read what an earlier one wrote."""
         loop = self.fresh.get(name)
-        if loop is None:
-            return name
-        instance = instance_name(name, self.iterations.get(loop, 0))
+        return name if loop is None else instance_name(name, self.iterations.get(loop, 0))
+
+    def _append(self, op: TracedOp) -> None:
+        """``op`` joins the call; the per-iteration and per-store buffers it names are
+        numbered in the call's order of first use (``RootCall.instances``)."""
         seen = self.current.instances
-        if instance not in seen:
-            seen[instance] = f"{name}@#{sum(tensor_of(i) == name for i in seen)}"
-        return instance
+        for name in (*op.inputs, op.out):
+            if name not in seen and ("^" in name or tensor_of(name) in self.fresh):
+                tensor = tensor_of(name)
+                seen[name] = f"{tensor}@#{sum(tensor_of(i) == tensor for i in seen)}"
+        self.current.ops.append(op)
 
     def _loop(self, stmt: LoopStmt, env, where: str) -> None:
         head = stmt.loop
@@ -407,6 +409,12 @@ def instance_name(tensor: str, iteration: int) -> str:
     """The buffer of a ``fresh_per`` temporary in the loop's ``iteration``-th iteration
     (counted over the whole run, so the iterations of nested loops stay apart)."""
     return f"{tensor}@{iteration}"
+
+
+def stored_of(buffer: str) -> str:
+    """The tensor instance a renamed value's stored memory belongs to ("t@^2" -> "t",
+    "t@3^1" -> "t@3"); any other buffer is its own."""
+    return buffer.split("^", 1)[0].removesuffix("@") if "^" in buffer else buffer
 
 
 def tensor_of(buffer: str) -> str:
