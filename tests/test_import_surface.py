@@ -331,6 +331,26 @@ def test_host_compile_flags_of_jit_are_noted_and_other_keywords_stop(tmp_path):
         trace_file(bad)
 
 
+def test_runtime_options_upstream_dropped_import_with_a_note(tmp_path):
+    """The GDR case's kernels set the stitch pools of the runtime at 08cec41e4
+    (``stitch_function_inner_memory`` and friends), which upstream's HEAD no longer has: the
+    kernel imports without them and says so, whether the jit or the body sets them, and
+    keeps the stitch it does set."""
+    path = write(tmp_path, """
+        @pypto.frontend.jit(runtime_options={"stitch_function_inner_memory": 128,
+                                             "stitch_function_max_num": 16})
+        def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
+            pypto.set_runtime_options(stitch_function_num_initial=128)
+            pypto.set_vec_tile_shapes(16, 16)
+            c[:] = a + a
+        """)
+    traced = trace_file(path)
+    assert traced.options["runtime_options"] == {"stitch_function_max_num": 16}
+    text = kernel_text(traced, "t")
+    note = next(line for line in text.splitlines() if "08cec41e4" in line)
+    assert "stitch_function_inner_memory" in note and "stitch_function_num_initial" in note
+
+
 SCOPE_IF = """
     @pypto.jit
     def k(a: pypto.Tensor((16, 16)), n: pypto.Tensor((1,), pypto.DT_INT32),

@@ -464,6 +464,11 @@ def _kernel_line(exc: Exception, source: Path, shown: str) -> str:
 
 
 HOST_ONLY_GROUPS = ("host_options", "verify_options")
+# runtime options of the runtime at 08cec41e4 that upstream's HEAD no longer has (its stitch
+# is stitch_function_max_num alone): ptolab follows HEAD and models none of their pools
+# (docs/sources.md §4), so an older kernel that sets them still imports, with a note
+RETIRED_RUNTIME_OPTIONS = ("stitch_function_inner_memory", "stitch_function_outcast_memory",
+                           "stitch_function_num_initial", "stitch_function_num_step")
 # jit keywords that pick how the host compiles the kernel (upstream
 # python/pypto/frontend/parser/entry.py jit): they change no device work the model prices
 HOST_COMPILE_FLAGS = ("new_ir", "create_new_logical_tensor")
@@ -502,6 +507,12 @@ def _options(kernel: JitKernel, R: Recorder) -> dict:
                 else value
         if group == "runtime_options" and "run_mode" in clean:
             clean["run_mode"] = int(clean["run_mode"])
+        retired = {k: clean.pop(k) for k in RETIRED_RUNTIME_OPTIONS
+                   if group == "runtime_options" and k in clean}
+        if retired:
+            R.notes.append(f"runtime_options {retired!r}: options of the runtime at 08cec41e4 "
+                           f"that upstream's HEAD dropped (its stitch is "
+                           f"stitch_function_max_num alone); not modeled, left out")
         out[group] = clean
     # merge settings the body set (control.set_pass_options) override the jit's
     for key, (value, _) in getattr(R, "body_pass_options", {}).items():
