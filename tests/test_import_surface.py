@@ -1475,3 +1475,39 @@ def test_gather_in_ub_refuses_what_upstream_does_not_take(tmp_path):
     path.write_text(GATHER_IN_UB.replace("16, -2)", "16, 0)"))
     with pytest.raises(ConfigError, match="gather_in_ub along axis 0.*axis -2"):
         trace_file(path, "sparse_rows", None, {})
+
+
+TRANSPOSED_BMM = """\
+import pypto
+
+
+@pypto.frontend.jit
+def q_nope(q: pypto.Tensor([128, 4, 64], pypto.DT_BF16),
+           w: pypto.Tensor([4, 64, 256], pypto.DT_BF16),
+           out: pypto.Tensor([128, 4, 256], pypto.DT_BF16)):
+    pypto.set_cube_tile_shapes([128, 128], [64, 64], [256, 256])
+    c = pypto.experimental.transposed_batchmatmul(q, w, pypto.DT_BF16)
+    pypto.set_vec_tile_shapes(128, 1, 256)
+    pypto.assemble(c, [0, 0, 0], out)
+"""
+
+
+def test_transposed_batchmatmul_imports_as_a_matmul_of_strided_batches(tmp_path):
+    """DeepSeek-V3.2's MLA prolog multiplies each head's rows of q (tokens, heads, d) by that
+    head's weight with pypto.experimental.transposed_batchmatmul: the import writes the
+    kernel language's matmul with ``transposed_batch``, one cube tile per head."""
+    from simcore.compiler import compile_kernel
+    from simcore.spec.hardware import load_hardware
+    from simcore.spec.kernel import Kernel
+
+    path = tmp_path / "q_nope.py"
+    path.write_text(TRANSPOSED_BMM)
+    got = config(path, "q_nope", {})
+    (mm,) = [s for s in got["body"] if s.get("op") == "matmul"]
+    assert mm["transposed_batch"] is True and mm["dtype"] == "bf16"
+    program = compile_kernel(Kernel.model_validate(got), load_hardware("dav_2201"))
+    assert program.leaf_tasks == 4
+    bad = tmp_path / "bad.py"
+    bad.write_text(TRANSPOSED_BMM.replace("[4, 64, 256]", "[2, 64, 256]"))
+    with pytest.raises(ConfigError, match="transposed_batchmatmul of shapes"):
+        config(bad, "q_nope", {})

@@ -156,6 +156,51 @@ def test_batched_matmul_checks_batch_and_k():
         compile_kernel(_bmm([4, 64, 32], [4, 64, 128]), HW)
 
 
+def _tbmm(a, b, **extra):
+    m, nb, n = a[0], a[1], b[-1]
+    return kernel([{"set_cube_tile_shapes": CUBE},
+                   {"op": "matmul", "inputs": ["a", "b"], "out": "c", "dtype": "fp32",
+                    "transposed_batch": True, **extra},
+                   {"op": "assemble", "inputs": ["c"], "out": "y", "offsets": [0, 0, 0]}],
+                  {"a": t(a, "fp16"), "b": t(b, "fp16"), "y": t([m, nb, n], role="output")})
+
+
+def test_a_transposed_batch_matmul_reads_each_batch_rows_apart():
+    """Upstream's transposed_batchmatmul: A (M, B, K) by B (B, K, N) into (M, B, N).  It is
+    the batched matmul of A's batches, the same tiles, bytes and Cube work (an operand comes
+    into L1 a row at a time either way, its fractal layout made as it lands), but a batch's
+    rows of A and C lie B rows apart: a reader of C's batch 1 waits for batch 1's tile only."""
+    plain = compile_kernel(_bmm([4, 64, 32], [4, 32, 128]), HW)
+    strided = compile_kernel(_tbmm([64, 4, 32], [4, 32, 128]), HW)
+    assert strided.counts() == plain.counts() and strided.leaf_tasks == 4
+    for field in ("mte2_bytes", "mte2_bursts", "fixp_bytes", "flops"):
+        assert (getattr(strided.work, field) == getattr(plain.work, field)).all(), field
+    assert (strided.work.cube.fractals == plain.work.cube.fractals).all()
+    k = kernel([{"set_cube_tile_shapes": CUBE},
+                {"op": "matmul", "inputs": ["a", "b"], "out": "c", "dtype": "fp32",
+                 "transposed_batch": True},
+                {"op": "assemble", "inputs": ["c"], "out": "T", "offsets": [0, 0, 0]},
+                {"set_vec_tile_shapes": [64, 1, 128]},
+                {"op": "view", "inputs": ["T"], "out": "one", "shape": [64, 1, 128],
+                 "offsets": [0, 1, 0]},
+                {"op": "exp", "inputs": ["one"], "out": "e"},
+                {"op": "assemble", "inputs": ["e"], "out": "y", "offsets": [0, 0, 0]}],
+               {"a": t([64, 4, 32], "fp16"), "b": t([4, 32, 128], "fp16"),
+                "T": {"shape": [64, 4, 128]}, "y": t([64, 1, 128], role="output")})
+    p = compile_kernel(k, HW)
+    ops = leaf_ops(p)
+    reader = ops.index(("exp",))
+    assert [ops[s] for s in p.edge_src[p.edge_dst == reader]] == [("matmul",)]
+    assert p.edge_src[p.edge_dst == reader].tolist() == [1]     # batch 1's tile
+
+
+def test_a_transposed_batch_matmul_checks_its_operands():
+    with pytest.raises(ConfigError, match=r"A \(M, B, K\)"):
+        compile_kernel(_tbmm([64, 4, 32], [3, 32, 128]), HW)
+    with pytest.raises(ValueError, match="neither transposed"):
+        _tbmm([64, 4, 32], [4, 128, 32], b_trans=True)
+
+
 # 4. TileShapes of higher rank than the tensor -------------------------------------------
 def _add1(shape, tile, dtype="fp32"):
     return kernel([{"set_vec_tile_shapes": tile},

@@ -16,8 +16,8 @@ from .loader import Traced
 from .recorder import LoopRec, OpRec, StateRec
 
 _FIELD_ORDER = ("op", "inputs", "out", "scalar", "dtype", "shape", "offsets", "valid_shape", "axis",
-                "keepdim", "a_trans", "b_trans", "perm", "inplace", "value", "start", "step",
-                "k", "largest", "part", "block_size", "label", "cond", "src")
+                "keepdim", "a_trans", "b_trans", "transposed_batch", "perm", "inplace", "value",
+                "start", "step", "k", "largest", "part", "block_size", "label", "cond", "src")
 
 
 def _flow(value) -> str:

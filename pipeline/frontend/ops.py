@@ -29,6 +29,7 @@ SUPPORTED_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "exp", "sqrt"
                  "logical_not", "where", "zeros", "ones", "transpose", "concat", "full",
                  "arange", "topk(x, k) (MERGE_SORT, last dim)", "fillpad(x, 'constant', v)",
                  "experimental.gather_in_ub(param, indices, block_table, block_size, -2)",
+                 "experimental.transposed_batchmatmul(a, b, dtype)",
                  "pypto.tensor", "+ - * / with scalars"]
 
 
@@ -279,6 +280,21 @@ def matmul(input, mat2, out_dtype=None, *, a_trans=False, b_trans=False, c_matri
         fields["b_trans"] = True
     inputs = [a, b] + ([bias] if bias is not None else [])
     return _local("matmul", batch + [m, n], dtype, fields, inputs)
+
+
+def transposed_batchmatmul(tensor_a, tensor_b, out_dtype):
+    """pypto.experimental.transposed_batchmatmul(a, b, dtype): A (M, B, K) by B (B, K, N) into
+    (M, B, N), batch by batch, with no transpose made (the kernel op's
+    ``transposed_batch``)."""
+    R = context.rec()
+    what = "pypto.experimental.transposed_batchmatmul"
+    a, b = _tensor(tensor_a, what), _tensor(tensor_b, what)
+    if len(a.shape) != 3 or len(b.shape) != 3 or not same_dim(a.shape[1], b.shape[0]) \
+            or not same_dim(a.shape[2], b.shape[1]):
+        raise R.fail(f"{what} of shapes {a.shape} x {b.shape}",
+                     supported=["A (M, B, K) and B (B, K, N)"])
+    return _local("matmul", [a.shape[0], a.shape[1], b.shape[2]], out_dtype,
+                  {"dtype": schema_dtype(out_dtype), "transposed_batch": True}, [a, b])
 
 
 def _gm(t, op: str) -> Tensor:

@@ -147,6 +147,7 @@ def build(arch: str | None = None) -> dict[str, types.ModuleType]:
     frontend.dynamic = _missing("frontend.dynamic")
     experimental.set_operation_options = control.set_operation_options
     experimental.gather_in_ub = ops.gather_in_ub
+    experimental.transposed_batchmatmul = ops.transposed_batchmatmul
     names = {
         "frontend": frontend, "experimental": experimental, "operation": operation,
         "jit": control.jit,

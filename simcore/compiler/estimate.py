@@ -154,6 +154,9 @@ class _Walker:
         a, b = inputs[0], inputs[1]
         if len(a) < 2 or len(b) < 2:
             return None, 1
+        if stmt.transposed_batch and len(a) == 3 and len(b) == 3:
+            tm, tn, _ = self.cube or (a[0] or 1, b[-1] or 1, False)
+            return (a[0], a[1], b[-1]), a[1] * math.ceil(a[0] / tm) * math.ceil(b[-1] / tn)
         m = a[-1] if stmt.a_trans else a[-2]
         n = b[-2] if stmt.b_trans else b[-1]
         lead = max(len(a), len(b)) - 2     # batch dims: one tile per batch

@@ -10,7 +10,7 @@ mapping: does a tile fit its buffers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ..spec.errors import ConfigError, OoOError
 from ..spec.kernel import BINARY_OPS, COMPARE_OPS, DTYPE_BYTES, REDUCE_OPS, UNARY_OPS
 from .limits import Limits
 from .program import CoreType
+from .records import made
 from .trace import TracedOp
 from .values import MAX_RANK, UB_BLOCK_BYTES, GmValue, LocalValue, grid, ub_bytes
 
@@ -415,6 +416,8 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     if op.cube_tile is None:
         raise ConfigError(f"field '{op.where}': matmul runs before any set_cube_tile_shapes; "
                           f"set a cube TileShape first.")
+    if op.get("transposed_batch"):
+        return _transposed_batch(index, op, inputs, limits)
     if not (2 <= len(a.shape) <= MAX_RANK and 2 <= len(b.shape) <= MAX_RANK):
         raise ConfigError(f"field '{op.where}': matmul takes 2-D to {MAX_RANK}-D operands, got "
                           f"{list(a.shape)} and {list(b.shape)}.")
@@ -477,6 +480,28 @@ def matmul(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Nod
     # K elements per GM -> L1 copy of A and B: a kAL1 / kBL1 block with
     # enable_multi_data_load, else one piece per kL0 step (tiling._k_block)
     node.extra["l1_blocks"] = (t.k[1], t.k[2]) if t.multi_data_load else (t.k[0], t.k[0])
+    return node
+
+
+def _transposed_batch(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
+    """Upstream's transposed_batchmatmul: A (M, B, K) times B (B, K, N) gives (M, B, N), batch
+    b multiplying A[:, b, :] by B[b] into C[:, b, :]: the batched matmul of A seen as
+    (B, M, K), its tiles reading A's rows and writing C's where they lie, B rows apart
+    (pypto.experimental.transposed_batchmatmul at 883e7dfb; no transpose is made)."""
+    a, b = inputs
+    if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[1] != b.shape[0]:
+        raise ConfigError(f"field '{op.where}': transposed_batch multiplies A (M, B, K) by "
+                          f"B (B, K, N); got {list(a.shape)} and {list(b.shape)}.")
+    swap = [1, 0, 2]
+    seen_as = replace(a, shape=tuple(a.shape[i] for i in swap),
+                      valid=None if a.valid is None else tuple(a.valid[i] for i in swap))
+    node = matmul(index, made(TracedOp, **{**vars(op), "attrs": {
+        **op.attrs, "transposed_batch": False}}), [seen_as, b], limits)
+    node.inputs = inputs
+    node.op = op
+    node.in_lo[0], node.in_hi[0] = node.in_lo[0][:, swap], node.in_hi[0][:, swap]
+    node.out_lo, node.out_hi = node.out_lo[:, swap], node.out_hi[:, swap]
+    node.out_shape = tuple(node.out_shape[i] for i in swap)
     return node
 
 

@@ -740,10 +740,13 @@ class RootCallTiler:
         if valids[0] is None and valids[1] is None:
             return
         va, vb = (v if v is not None else x.shape for v, x in zip(valids[:2], inputs))
-        m = va[-1] if node.op.get("a_trans") else va[-2]
-        n = vb[-2] if node.op.get("b_trans") else vb[-1]
         out = node.out_shape
-        valid = (*out[:-2], min(m, out[-2]), min(n, out[-1]))
+        if node.op.get("transposed_batch"):         # A (M, B, K), the result (M, B, N)
+            valid = (min(va[0], out[0]), out[1], min(vb[-1], out[2]))
+        else:
+            m = va[-1] if node.op.get("a_trans") else va[-2]
+            n = vb[-2] if node.op.get("b_trans") else vb[-1]
+            valid = (*out[:-2], min(m, out[-2]), min(n, out[-1]))
         if valid != tuple(out):
             self.valid[node.index] = valid
 

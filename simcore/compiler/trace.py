@@ -114,7 +114,7 @@ _DIM_ATTRS = ("shape", "offsets", "valid_shape")
 _INT_ATTRS = ("block_rows", "first_block", "count", "permute", "k", "block_size")
 
 _PLAIN_ATTRS = ("scalar", "dtype", "axis", "keepdim", "a_trans", "b_trans", "perm", "inplace",
-                "value", "src", "largest", "part")
+                "value", "src", "largest", "part", "transposed_batch")
 
 
 class _OpPlan:

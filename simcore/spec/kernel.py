@@ -120,6 +120,9 @@ class OpStmt(Strict):
     keepdim: bool = True
     a_trans: bool = False
     b_trans: bool = False
+    # matmul: A is (M, B, K) and the result (M, B, N), each batch's rows strided by B
+    # (upstream's pypto.experimental.transposed_batchmatmul)
+    transposed_batch: bool = False
     perm: list[int] | None = None        # transpose
     inplace: bool = False                # reshape: share the input's bytes (PyPTO's default: copy)
     # full; infinities are values a mask fills with (pypto.where(mask, x, -inf))
@@ -164,6 +167,11 @@ class OpStmt(Strict):
             want = _ARITY.get(self.op, 1)
         if want is not None and len(self.inputs) != want:
             raise ValueError(f"op '{self.op}' takes {want} input(s), got {len(self.inputs)}")
+        if self.transposed_batch and (self.op != "matmul" or len(self.inputs) != 2
+                                      or self.a_trans or self.b_trans):
+            raise ValueError("transposed_batch is a matmul of two operands, A (M, B, K) and "
+                             "B (B, K, N), neither transposed (upstream's "
+                             "transposed_batchmatmul)")
         if self.op == "concat" and (len(self.inputs) < 2 or self.axis is None):
             raise ValueError("op 'concat' needs at least 2 inputs and 'axis'")
         needs = {"view": ("shape", "offsets"), "assemble": ("offsets",),
