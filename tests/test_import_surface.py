@@ -340,7 +340,8 @@ def test_runtime_options_upstream_dropped_import_with_a_note(tmp_path):
         @pypto.frontend.jit(runtime_options={"stitch_function_inner_memory": 128,
                                              "stitch_function_max_num": 16})
         def k(a: pypto.Tensor((16, 16)), c: pypto.Tensor((16, 16))):
-            pypto.set_runtime_options(stitch_function_num_initial=128)
+            pypto.set_runtime_options(stitch_function_num_initial=128,
+                                      triple_stream_sched=True)
             pypto.set_vec_tile_shapes(16, 16)
             c[:] = a + a
         """)
@@ -349,6 +350,10 @@ def test_runtime_options_upstream_dropped_import_with_a_note(tmp_path):
     text = kernel_text(traced, "t")
     note = next(line for line in text.splitlines() if "08cec41e4" in line)
     assert "stitch_function_inner_memory" in note and "stitch_function_num_initial" in note
+    assert "triple_stream_sched" in note
+    # no other note says the retired ones apply to the kernel
+    assert not [line for line in text.splitlines() if "applies to the whole" in line
+                and "stitch_function_num_initial" in line]
 
 
 SCOPE_IF = """

@@ -197,8 +197,14 @@ def test_a_transposed_batch_matmul_reads_each_batch_rows_apart():
 def test_a_transposed_batch_matmul_checks_its_operands():
     with pytest.raises(ConfigError, match=r"A \(M, B, K\)"):
         compile_kernel(_tbmm([64, 4, 32], [3, 32, 128]), HW)
+    with pytest.raises(ConfigError, match=r"got \[64, 4, 32\] and \[4, 48, 128\]"):
+        compile_kernel(_tbmm([64, 4, 32], [4, 48, 128]), HW)      # K, in A's own order
     with pytest.raises(ValueError, match="neither transposed"):
         _tbmm([64, 4, 32], [4, 128, 32], b_trans=True)
+    fp32 = _tbmm([64, 4, 32], [4, 32, 128])
+    fp32.tensors["a"] = fp32.tensors["a"].model_copy(update={"dtype": "fp32"})
+    with pytest.raises(ConfigError, match="fp16 or bf16"):
+        compile_kernel(fp32, HW)
 
 
 # 4. TileShapes of higher rank than the tensor -------------------------------------------

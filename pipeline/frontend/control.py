@@ -265,8 +265,10 @@ def _body_options(group: str):
                              f"one kernel-wide value", supported=["one value per key"])
             if key not in seen:
                 seen[key] = (value, where)
-                R.notes.append(f"set_{group}({key}={value!r}) at {where} applies to the whole "
-                               f"kernel ({group}.{key})")
+                if not (group == "runtime_options" and key in RETIRED_RUNTIME_OPTIONS):
+                    # (a retired one gets its own note when the options are written)
+                    R.notes.append(f"set_{group}({key}={value!r}) at {where} applies to the "
+                                   f"whole kernel ({group}.{key})")
     setter.__name__ = f"set_{group}"
     return setter
 
@@ -335,6 +337,13 @@ def sym_max(a, b):
 
 # -- jit and options ------------------------------------------------------------------------------
 OPTION_GROUPS = ("runtime_options", "pass_options", "debug_options", "codegen_options")
+# set_runtime_options keywords of 08cec41e4 that upstream's HEAD no longer has (its stitch
+# is stitch_function_max_num alone): ptolab follows HEAD and models none of their pools or
+# caps (docs/sources.md §4), so an older kernel that sets them still imports, with a note
+RETIRED_RUNTIME_OPTIONS = ("stitch_function_inner_memory", "stitch_function_outcast_memory",
+                           "stitch_function_num_initial", "stitch_function_num_step",
+                           "stitch_function_size", "stitch_cfgcache_size",
+                           "triple_stream_sched")
 
 
 class JitKernel:

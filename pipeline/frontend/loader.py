@@ -27,7 +27,7 @@ from pathlib import Path
 from simcore.spec.errors import ConfigError
 
 from . import context, standin, symbols, tensor, torch_stub
-from .control import OPTION_GROUPS, JitKernel
+from .control import OPTION_GROUPS, RETIRED_RUNTIME_OPTIONS, JitKernel
 from .errors import Unsupported
 from .recorder import Recorder
 from .rewrite import traceable
@@ -464,11 +464,6 @@ def _kernel_line(exc: Exception, source: Path, shown: str) -> str:
 
 
 HOST_ONLY_GROUPS = ("host_options", "verify_options")
-# runtime options of the runtime at 08cec41e4 that upstream's HEAD no longer has (its stitch
-# is stitch_function_max_num alone): ptolab follows HEAD and models none of their pools
-# (docs/sources.md §4), so an older kernel that sets them still imports, with a note
-RETIRED_RUNTIME_OPTIONS = ("stitch_function_inner_memory", "stitch_function_outcast_memory",
-                           "stitch_function_num_initial", "stitch_function_num_step")
 # jit keywords that pick how the host compiles the kernel (upstream
 # python/pypto/frontend/parser/entry.py jit): they change no device work the model prices
 HOST_COMPILE_FLAGS = ("new_ir", "create_new_logical_tensor")

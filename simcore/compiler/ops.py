@@ -489,9 +489,14 @@ def _transposed_batch(index: int, op: TracedOp, inputs: list[Value], limits: Lim
     (B, M, K), its tiles reading A's rows and writing C's where they lie, B rows apart
     (pypto.experimental.transposed_batchmatmul at 883e7dfb; no transpose is made)."""
     a, b = inputs
-    if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[1] != b.shape[0]:
+    if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[1] != b.shape[0] \
+            or a.shape[2] != b.shape[1]:
         raise ConfigError(f"field '{op.where}': transposed_batch multiplies A (M, B, K) by "
                           f"B (B, K, N); got {list(a.shape)} and {list(b.shape)}.")
+    if {a.dtype, b.dtype} - {"fp16", "bf16"} or getattr(a, "format", "ND") != "ND":
+        raise ConfigError(f"field '{op.where}': transposed_batch takes fp16 or bf16 operands "
+                          f"and an ND A, as upstream's transposed_batchmatmul does; got A "
+                          f"{a.dtype} {getattr(a, 'format', 'ND')}, B {b.dtype}.")
     swap = [1, 0, 2]
     seen_as = replace(a, shape=tuple(a.shape[i] for i in swap),
                       valid=None if a.valid is None else tuple(a.valid[i] for i in swap))
