@@ -190,6 +190,38 @@ def test_a_write_waits_for_an_earlier_read_of_the_same_memory():
     assert tl.task_start[later] >= tl.task_end[writer]
 
 
+def test_a_write_riding_in_its_producers_task_moves_behind_an_earlier_read():
+    """exp(x) is computed first but assembled into T only after sqrt has read T: the write
+    goes out from exp's task, so that task moves behind sqrt's, and the neg that reads T
+    afterwards sees exp's data.  A reader of T that also reads exp's result joins exp's
+    task, which copies T in before it copies its result out."""
+    from simcore.machine import simulate
+    t = {"x": {"shape": [32, 256], "role": "input"}, "T": {"shape": [32, 256]},
+         "y": {"shape": [32, 256], "role": "output"}, "z": {"shape": [32, 256], "role": "output"}}
+    def body(reader_inputs):
+        return [{"set_vec_tile_shapes": [32, 256]},
+                {"op": "abs", "inputs": ["x"], "out": "b"},
+                {"op": "assemble", "inputs": ["b"], "out": "T", "offsets": [0, 0]},
+                {"op": "exp", "inputs": ["x"], "out": "a"},
+                {"op": "view", "inputs": ["T"], "out": "tv", "shape": [32, 256],
+                 "offsets": [0, 0]},
+                {"op": "add" if len(reader_inputs) > 1 else "sqrt",
+                 "inputs": reader_inputs, "out": "r"}, store("r"),
+                {"op": "assemble", "inputs": ["a"], "out": "T", "offsets": [0, 0]},
+                {"op": "view", "inputs": ["T"], "out": "tv2", "shape": [32, 256],
+                 "offsets": [0, 0]},
+                {"op": "neg", "inputs": ["tv2"], "out": "q"}, store("q", "z")]
+    k = kernel(body(["tv"]), t)
+    p = compile_kernel(k, HW)
+    ops = leaf_ops(p)
+    assert ops == [("abs",), ("sqrt",), ("exp",), ("neg",)]
+    tl = simulate(HW, p, k.options.runtime_options)
+    assert tl.task_start[ops.index(("exp",))] >= tl.task_end[ops.index(("sqrt",))]
+    assert tl.task_start[ops.index(("neg",))] >= tl.task_end[ops.index(("exp",))]
+    tied = leaf_ops(compile_kernel(kernel(body(["tv", "a"]), t), HW))
+    assert tied == [("abs",), ("exp", "add"), ("neg",)]
+
+
 def test_a_renamed_state_is_stored_to_memory_of_its_own_each_root_call():
     """acc carries a running value from one root call to the next (``acc[:] = v``): each
     call reads the value the call before stored and stores a new one.  Upstream repoints

@@ -188,6 +188,7 @@ class RootCallTiler:
         self.group_of: dict[int, int] = {}
         self.assembles: list[tuple[int, GmValue, tuple[int, ...]]] = []
         self._writers: dict[str, list[int]] = {}    # GM buffer: the nodes assembled into it
+        self._gm_readers: dict[str, set[int]] = {}  # GM buffer: the nodes that read it
         # per assemble, the shape its offsets were checked with (the call cache checks a
         # later call's the same way); whether one wrote through the producer's geometry
         self.assemble_shapes: list[tuple[int, ...]] = []
@@ -454,9 +455,43 @@ class RootCallTiler:
                         valid = (count // row, *producer.out_shape[1:])
                 box = None if valid is None or tuple(valid) == producer.out_shape else \
                     (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
+        self._write_after_reads(src.node, target.pieces[0].base)
         self.assembles.append((src.node, target, offsets, box))
         self._writers.setdefault(target.pieces[0].base, []).append(src.node)
         self._pinned.add(src.node)      # its GM write stays where the trace put it
+
+    def _write_after_reads(self, producer: int, base: str) -> None:
+        """An assemble writes from its producer's tasks.  Where groups ranked after the
+        producer's read the target's memory (traced before the write, so they must read what
+        was there), the producer's group, with the groups ranked up to the last such reader
+        that read its results, moves behind that reader: the write then lands after the
+        reads, as upstream's write-after-read order (its HEAD's token pass) puts a write's
+        subgraph after them.  When a reader reads the producer's results it cannot: the
+        groups stay, and the reader sees the new data (as upstream at 08cec41e4 would)."""
+        readers = self._gm_readers.get(base)
+        if not readers:
+            return
+        gp = self.group_of[producer]
+        rank = self.groups[gp].rank
+        after = {g for n in readers if (g := self.group_of[n]) != gp
+                 and self.groups[g].rank > rank}
+        if not after:
+            return
+        last = max(after, key=lambda g: self.groups[g].rank)
+        window = sorted((g for g in range(len(self.groups))
+                         if rank < self.groups[g].rank <= self.groups[last].rank
+                         and self.groups[g].nodes), key=lambda g: self.groups[g].rank)
+        moving, moved_nodes = [gp], set(self.groups[gp].nodes)
+        for g in window:
+            if self._reads_any(self.groups[g].nodes, moved_nodes):
+                moving.append(g)
+                moved_nodes.update(self.groups[g].nodes)
+        if after & set(moving):
+            return
+        if self._writers and self._gm_order_matters(moving, [g for g in window
+                                                              if g not in moving]):
+            return
+        self._rank_after(last, moving)
 
     _op_scatter_update = _op_assemble
 
@@ -756,6 +791,9 @@ class RootCallTiler:
         for v in node.inputs:
             if isinstance(v, LocalValue):
                 self._read_by.setdefault(v.node, set()).add(node.index)
+            elif isinstance(v, GmValue):
+                for pc in v.pieces:
+                    self._gm_readers.setdefault(pc.base, set()).add(node.index)
         scope = node.op.scope
         if scope.id >= 0:
             gi = self._scope_group(node)
