@@ -6,9 +6,10 @@ write), and the first later writer of every box a task reads waits for that read
 (write after read).  Later writers wait for that one (write after write), so one
 anti edge per read box orders them all.  The order is the task order: an assemble
 writes from its producer's tasks, so the tiler moves a producer ranked before a reader
-traced ahead of its assemble behind that reader (tiling.py ``_write_after_reads``);
-where the reader reads the producer's results it cannot, and the reader sees the new
-data.  Upstream's HEAD orders the same three ways (its token pass,
+traced ahead of its assemble behind that reader (tiling.py ``_write_after_reads``), or,
+where the reader needs the producer's group, writes the value from a copy task of its own
+after the reads (``_late_copy``).  tests/test_gm_order.py checks the traced order on
+random kernels.  Upstream's HEAD orders the same three ways (its token pass,
 ``GetRWDepends`` in framework/src/interface/tensor/token_pass.h, and the runtime's
 read and write cells between root calls); at 08cec41e4 it had data edges only, and
 a read of a tensor traced before an independent write of it came out after the

@@ -26,6 +26,7 @@ from .accesses import Accesses, GmBuffer
 from .limits import Limits
 from .ops import Node
 from .program import CoreType
+from .records import made
 from .rows import row_ids
 from .trace import RootCall, Scope, TracedOp, tensor_of
 from .values import (UB_BLOCK_BYTES, carry_out, GmValue, LocalValue, Piece, _ravel,
@@ -409,6 +410,8 @@ class RootCallTiler:
         if not isinstance(src, LocalValue):
             raise ConfigError(f"field '{op.where}': assemble writes the result of an op; "
                               f"'{op.inputs[0]}' is a GM view, so copy it with an op first.")
+        if not self._write_after_reads(src.node, target.pieces[0].base):
+            src = self._late_copy(op, src)
         offsets = op.get("offsets")
         valid = self._local_valid(src) if not src.path else None
         reshaped = any(step[0] == "reshape" for step in src.path)
@@ -455,28 +458,28 @@ class RootCallTiler:
                         valid = (count // row, *producer.out_shape[1:])
                 box = None if valid is None or tuple(valid) == producer.out_shape else \
                     (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
-        self._write_after_reads(src.node, target.pieces[0].base)
         self.assembles.append((src.node, target, offsets, box))
         self._writers.setdefault(target.pieces[0].base, []).append(src.node)
         self._pinned.add(src.node)      # its GM write stays where the trace put it
 
-    def _write_after_reads(self, producer: int, base: str) -> None:
-        """An assemble writes from its producer's tasks.  Where groups ranked after the
-        producer's read the target's memory (traced before the write, so they must read what
-        was there), the producer's group, with the groups ranked up to the last such reader
-        that read its results, moves behind that reader: the write then lands after the
-        reads, as upstream's write-after-read order (its HEAD's token pass) puts a write's
-        subgraph after them.  When a reader reads the producer's results it cannot: the
-        groups stay, and the reader sees the new data (as upstream at 08cec41e4 would)."""
+    def _write_after_reads(self, producer: int, base: str) -> bool:
+        """Whether an assemble may write from its producer's tasks.  Where groups ranked
+        after the producer's read the target's memory (traced before the write, so they must
+        read what was there), the producer's group, with the groups ranked up to the last
+        such reader that read its results, moves behind that reader: the write then lands
+        after the reads, as upstream's write-after-read order (its HEAD's token pass) puts a
+        write's subgraph after them.  When that cannot be (a reader needs the producer's
+        group, by its results or by GM data it writes), False: the write needs a task of its
+        own (``_late_copy``)."""
         readers = self._gm_readers.get(base)
         if not readers:
-            return
+            return True
         gp = self.group_of[producer]
         rank = self.groups[gp].rank
         after = {g for n in readers if (g := self.group_of[n]) != gp
                  and self.groups[g].rank > rank}
         if not after:
-            return
+            return True
         last = max(after, key=lambda g: self.groups[g].rank)
         window = sorted((g for g in range(len(self.groups))
                          if rank < self.groups[g].rank <= self.groups[last].rank
@@ -487,11 +490,28 @@ class RootCallTiler:
                 moving.append(g)
                 moved_nodes.update(self.groups[g].nodes)
         if after & set(moving):
-            return
+            return False
         if self._writers and self._gm_order_matters(moving, [g for g in window
                                                               if g not in moving]):
-            return
+            return False
         self._rank_after(last, moving)
+        return True
+
+    def _late_copy(self, op: TracedOp, src: LocalValue) -> LocalValue:
+        """A copy of the value in a task of its own, ranked after every group so far, for an
+        assemble whose producer's tasks run before reads of the target traced ahead of it
+        and cannot move behind them (upstream's partitioner, which sees the write-after-read
+        order, would keep the write out of the producer's subgraph): the copy reads the
+        value from the producer's workspace and writes it out after those reads."""
+        copy = made(TracedOp, **{**vars(op), "op": "copy", "inputs": (op.inputs[0],),
+                                 "out": f"{op.inputs[0]}~late"})
+        node = self.memo.build(ops.BUILDERS["copy"], len(self.nodes), copy, [src], self.limits)
+        node.extra["readers"] = 1
+        self.nodes.append(node)
+        self._read_by.setdefault(src.node, set()).add(node.index)
+        self._new_group(node, False)
+        self._track_valid(node, [src])
+        return LocalValue(node.index, node.out_shape, node.out_dtype)
 
     _op_scatter_update = _op_assemble
 
