@@ -464,19 +464,18 @@ class RootCallTiler:
 
     def _write_after_reads(self, producer: int, base: str) -> bool:
         """Whether an assemble may write from its producer's tasks.  Where groups ranked
-        after the producer's read the target's memory (traced before the write, so they must
-        read what was there), the producer's group, with the groups ranked up to the last
-        such reader that read its results, moves behind that reader: the write then lands
-        after the reads, as upstream's write-after-read order (its HEAD's token pass) puts a
-        write's subgraph after them.  When that cannot be (a reader needs the producer's
-        group, by its results or by GM data it writes), False: the write needs a task of its
-        own (``_late_copy``)."""
-        readers = self._gm_readers.get(base)
-        if not readers:
-            return True
+        after the producer's read or write the target's memory (traced before this write, so
+        their reads must see what was there and their writes must land first), the
+        producer's group, with the groups ranked up to the last of them that read its
+        results, moves behind it: the write then lands after them, as upstream's
+        write-after-read and write-after-write order (its HEAD's token pass) puts a write's
+        subgraph after them.  When that cannot be (one of them needs the producer's group,
+        by its results or by GM data it writes), False: the write needs a task of its own
+        (``_late_copy``)."""
         gp = self.group_of[producer]
         rank = self.groups[gp].rank
-        after = {g for n in readers if (g := self.group_of[n]) != gp
+        earlier = set(self._gm_readers.get(base, ())) | set(self._writers.get(base, ()))
+        after = {g for n in earlier if (g := self.group_of[n]) != gp
                  and self.groups[g].rank > rank}
         if not after:
             return True
@@ -499,14 +498,19 @@ class RootCallTiler:
 
     def _late_copy(self, op: TracedOp, src: LocalValue) -> LocalValue:
         """A copy of the value in a task of its own, ranked after every group so far, for an
-        assemble whose producer's tasks run before reads of the target traced ahead of it
-        and cannot move behind them (upstream's partitioner, which sees the write-after-read
+        assemble whose producer's tasks run before reads or writes of the target traced
+        ahead of it and cannot move behind them (upstream's partitioner, which sees the write-after-read
         order, would keep the write out of the producer's subgraph): the copy reads the
         value from the producer's workspace and writes it out after those reads."""
+        # tiled by the TileShape in force when it fits the value, else by upstream's
+        # default tile of a copy it inserts (ops.default_copy_tile)
+        tile = op.vec_tile if op.vec_tile is not None and len(op.vec_tile) == len(src.shape) \
+            else ops.default_copy_tile(tuple(src.shape))
         copy = made(TracedOp, **{**vars(op), "op": "copy", "inputs": (op.inputs[0],),
-                                 "out": f"{op.inputs[0]}~late"})
+                                 "out": f"{op.inputs[0]}~late", "vec_tile": tile})
         node = self.memo.build(ops.BUILDERS["copy"], len(self.nodes), copy, [src], self.limits)
         node.extra["readers"] = 1
+        self._sources(node)         # a view or reshape of the value: the boxes it covers
         self.nodes.append(node)
         self._read_by.setdefault(src.node, set()).add(node.index)
         self._new_group(node, False)
