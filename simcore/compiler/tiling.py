@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import bisect
+
 import numpy as np
 
 from ..spec.errors import ConfigError, OoOError
@@ -189,7 +191,10 @@ class RootCallTiler:
         self.group_of: dict[int, int] = {}
         self.assembles: list[tuple[int, GmValue, tuple[int, ...]]] = []
         self._writers: dict[str, list[int]] = {}    # GM buffer: the nodes assembled into it
-        self._gm_readers: dict[str, set[int]] = {}  # GM buffer: the nodes that read it
+        # GM buffer: (when, node) of every read and write of it, in the order they were
+        # traced (when: the nodes placed so far), so a write looks only at the accesses
+        # traced since its producer's group began
+        self._gm_access: dict[str, tuple[list[int], list[int]]] = {}
         # per assemble, the shape its offsets were checked with (the call cache checks a
         # later call's the same way); whether one wrote through the producer's geometry
         self.assemble_shapes: list[tuple[int, ...]] = []
@@ -460,6 +465,7 @@ class RootCallTiler:
                     (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
         self.assembles.append((src.node, target, offsets, box))
         self._writers.setdefault(target.pieces[0].base, []).append(src.node)
+        self._gm_accessed(target.pieces[0].base, src.node)
         self._pinned.add(src.node)      # its GM write stays where the trace put it
 
     def _write_after_reads(self, producer: int, base: str) -> bool:
@@ -474,8 +480,12 @@ class RootCallTiler:
         (``_late_copy``)."""
         gp = self.group_of[producer]
         rank = self.groups[gp].rank
-        earlier = set(self._gm_readers.get(base, ())) | set(self._writers.get(base, ()))
-        after = {g for n in earlier if (g := self.group_of[n]) != gp
+        when, nodes = self._gm_access.get(base, ((), ()))
+        # accesses traced before the group's first node sit in groups ranked before it
+        # (unless a union moved them since); the later ones are few, so a write's look
+        # stays linear in the kernel
+        since = bisect.bisect_right(when, min(self.groups[gp].nodes))
+        after = {g for n in nodes[since:] if (g := self.group_of[n]) != gp
                  and self.groups[g].rank > rank}
         if not after:
             return True
@@ -495,6 +505,11 @@ class RootCallTiler:
             return False
         self._rank_after(last, moving)
         return True
+
+    def _gm_accessed(self, base: str, node: int) -> None:
+        when, nodes = self._gm_access.setdefault(base, ([], []))
+        when.append(len(self.nodes))
+        nodes.append(node)
 
     def _late_copy(self, op: TracedOp, src: LocalValue) -> LocalValue:
         """A copy of the value in a task of its own, ranked after every group so far, for an
@@ -817,7 +832,7 @@ class RootCallTiler:
                 self._read_by.setdefault(v.node, set()).add(node.index)
             elif isinstance(v, GmValue):
                 for pc in v.pieces:
-                    self._gm_readers.setdefault(pc.base, set()).add(node.index)
+                    self._gm_accessed(pc.base, node.index)
         scope = node.op.scope
         if scope.id >= 0:
             gi = self._scope_group(node)
