@@ -195,6 +195,7 @@ class RootCallTiler:
         # traced (when: the nodes placed so far), so a write looks only at the accesses
         # traced since its producer's group began
         self._gm_access: dict[str, tuple[list[int], list[int]]] = {}
+        self._gm_bases: dict[int, list[str]] = {}    # node: the GM buffers it accesses
         # per assemble, the shape its offsets were checked with (the call cache checks a
         # later call's the same way); whether one wrote through the producer's geometry
         self.assemble_shapes: list[tuple[int, ...]] = []
@@ -482,8 +483,8 @@ class RootCallTiler:
         rank = self.groups[gp].rank
         when, nodes = self._gm_access.get(base, ((), ()))
         # accesses traced before the group's first node sit in groups ranked before it
-        # (unless a union moved them since); the later ones are few, so a write's look
-        # stays linear in the kernel
+        # (a group moved later since counts its accesses again, ``_gm_moved``); the later
+        # ones are few, so a write's look stays linear in the kernel
         since = bisect.bisect_right(when, min(self.groups[gp].nodes))
         after = {g for n in nodes[since:] if (g := self.group_of[n]) != gp
                  and self.groups[g].rank > rank}
@@ -510,6 +511,16 @@ class RootCallTiler:
         when, nodes = self._gm_access.setdefault(base, ([], []))
         when.append(len(self.nodes))
         nodes.append(node)
+        self._gm_bases.setdefault(node, []).append(base)
+
+    def _gm_moved(self, nodes) -> None:
+        """Nodes whose group now runs later: their GM accesses count as traced now, so a
+        later write into those buffers looks at them (``_write_after_reads``)."""
+        for n in nodes:
+            for base in self._gm_bases.get(n, ()):
+                when, accessors = self._gm_access[base]
+                when.append(len(self.nodes))
+                accessors.append(n)
 
     def _late_copy(self, op: TracedOp, src: LocalValue) -> LocalValue:
         """A copy of the value in a task of its own, ranked after every group so far, for an
@@ -899,6 +910,8 @@ class RootCallTiler:
 
     def _absorb(self, g: int, gi: int) -> None:
         group, into = self.groups[g], self.groups[gi]
+        if into.rank > group.rank:
+            self._gm_moved(group.nodes)
         into.nodes = sorted(into.nodes + group.nodes)
         into.ub += group.ub
         for n in group.nodes:
@@ -1135,6 +1148,8 @@ class RootCallTiler:
         fit)."""
         if not groups:
             return
+        for g in groups:
+            self._gm_moved(self.groups[g].nodes)
         moving = set(groups)
         target = self.groups[gi].rank
         above = min((self.groups[g].rank for g in range(len(self.groups))
