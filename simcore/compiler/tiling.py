@@ -14,9 +14,8 @@ leaf task when they lie inside its tiles, else from its GM workspace.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-
 import bisect
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -525,9 +524,9 @@ class RootCallTiler:
     def _late_copy(self, op: TracedOp, src: LocalValue) -> LocalValue:
         """A copy of the value in a task of its own, ranked after every group so far, for an
         assemble whose producer's tasks run before reads or writes of the target traced
-        ahead of it and cannot move behind them (upstream's partitioner, which sees the write-after-read
+        ahead of it and cannot move behind them (upstream's partitioner, which sees that
         order, would keep the write out of the producer's subgraph): the copy reads the
-        value from the producer's workspace and writes it out after those reads."""
+        value from the producer's workspace and writes it out after them."""
         # tiled by the TileShape in force when it fits the value, else by upstream's
         # default tile of a copy it inserts (ops.default_copy_tile)
         tile = op.vec_tile if op.vec_tile is not None and len(op.vec_tile) == len(src.shape) \
