@@ -196,3 +196,30 @@ def test_a_late_copy_needs_no_vector_tile_shape():
                              HW)
     ops = [program.leaf_functions[i].ops for i in program.task_leaf]
     assert ("copy",) in ops
+
+
+def test_an_op_writing_rows_its_later_tiles_read_writes_through_a_copy():
+    """``T[16:48] = abs(T[0:32])`` in tiles of 16 rows: abs's second tile reads T[16:32],
+    which its first tile would write in the task before.  The result goes out from a copy
+    after both tiles have read; with rows that no later tile reads (``T[32:64]``) it goes
+    out from abs's own tasks."""
+    t = {"x": {"shape": [64, 256], "role": "input"}, "T": {"shape": [64, 256]},
+         "y": {"shape": [64, 256], "role": "output"}}
+
+    def ops(rows):
+        body = [{"set_vec_tile_shapes": [16, 256]},
+                {"op": "relu", "inputs": ["x"], "out": "a"},
+                {"op": "assemble", "inputs": ["a"], "out": "T", "offsets": [0, 0]},
+                {"op": "view", "inputs": ["T"], "out": "v", "shape": [32, 256],
+                 "offsets": [0, 0]},
+                {"op": "abs", "inputs": ["v"], "out": "b"},
+                {"op": "assemble", "inputs": ["b"], "out": "T", "offsets": [rows, 0]},
+                {"op": "view", "inputs": ["T"], "out": "w", "shape": [64, 256],
+                 "offsets": [0, 0]},
+                {"op": "neg", "inputs": ["w"], "out": "n"},
+                {"op": "assemble", "inputs": ["n"], "out": "y", "offsets": [0, 0]}]
+        program = compile_kernel(Kernel.model_validate({"name": "k", "tensors": t,
+                                                        "body": body}), HW)
+        return [program.leaf_functions[i].ops for i in program.task_leaf]
+    assert ops(16).count(("copy",)) == 2
+    assert ops(32).count(("copy",)) == 0

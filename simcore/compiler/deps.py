@@ -8,8 +8,9 @@ anti edge per read box orders them all.  The order is the task order: an assembl
 writes from its producer's tasks, so the tiler moves a producer ranked before a reader
 traced ahead of its assemble behind that reader (tiling.py ``_write_after_reads``), or,
 where the reader needs the producer's group, writes the value from a copy task of its own
-after the reads (``_late_copy``).  tests/test_gm_order.py checks the traced order on
-random kernels.  Upstream's HEAD orders the same three ways (its token pass,
+after the reads (``_late_copy``), as it does when tiles of one group would meet out of
+order (``_reads_own_writes``).  tests/test_gm_order.py checks the traced order on random
+kernels.  Upstream's HEAD orders the same three ways (its token pass,
 ``GetRWDepends`` in framework/src/interface/tensor/token_pass.h, and the runtime's
 read and write cells between root calls); at 08cec41e4 it had data edges only, and
 a read of a tensor traced before an independent write of it came out after the

@@ -195,6 +195,7 @@ class RootCallTiler:
         # traced since its producer's group began
         self._gm_access: dict[str, tuple[list[int], list[int]]] = {}
         self._gm_bases: dict[int, list[str]] = {}    # node: the GM buffers it accesses
+        self._assembled_by: dict[int, list[tuple]] = {}   # node: its (target, offsets, box)s
         # per assemble, the shape its offsets were checked with (the call cache checks a
         # later call's the same way); whether one wrote through the producer's geometry
         self.assemble_shapes: list[tuple[int, ...]] = []
@@ -415,7 +416,8 @@ class RootCallTiler:
         if not isinstance(src, LocalValue):
             raise ConfigError(f"field '{op.where}': assemble writes the result of an op; "
                               f"'{op.inputs[0]}' is a GM view, so copy it with an op first.")
-        if not self._write_after_reads(src.node, target.pieces[0].base):
+        if not self._write_after_reads(src.node, target.pieces[0].base) or \
+                self._reads_own_writes(src, target, op.get("offsets")):
             src = self._late_copy(op, src)
         offsets = op.get("offsets")
         valid = self._local_valid(src) if not src.path else None
@@ -464,6 +466,7 @@ class RootCallTiler:
                 box = None if valid is None or tuple(valid) == producer.out_shape else \
                     (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
         self.assembles.append((src.node, target, offsets, box))
+        self._assembled_by.setdefault(src.node, []).append((target, offsets, box))
         self._writers.setdefault(target.pieces[0].base, []).append(src.node)
         self._gm_accessed(target.pieces[0].base, src.node)
         self._pinned.add(src.node)      # its GM write stays where the trace put it
@@ -505,6 +508,41 @@ class RootCallTiler:
             return False
         self._rank_after(last, moving)
         return True
+
+    def _reads_own_writes(self, src: LocalValue, target: GmValue, offsets) -> bool:
+        """Whether a tile of the producer's group would write a box of the target that a
+        later tile of the group reads or wrote before (an op reading T[0:32] whose result
+        goes to T[16:48]; two results of the group written to overlapping rows): the
+        group's tasks run tile by tile, so that read would see the write, or the earlier
+        write land over it, where the trace puts all the group's reads and earlier writes
+        before it.  A value reached through a view or reshape, or an earlier write of a
+        part of its value, is not looked into: it counts when the group has several
+        tiles."""
+        gp = self.group_of[src.node]
+        base = target.pieces[0].base
+        nodes = self.groups[gp].nodes
+        readers = [(n, v) for n in nodes for v in self.nodes[n].inputs
+                   if isinstance(v, GmValue) and any(pc.base == base for pc in v.pieces)]
+        writes = [(n, t, o, box) for n in nodes for t, o, box in self._assembled_by.get(n, ())
+                  if t.pieces[0].base == base]
+        producer = self.nodes[src.node]
+        if (not readers and not writes) or producer.tiles < 2:
+            return False
+        if src.path or any(box is not None for *_, box in writes):
+            return True
+        mine = self._tile_boxes(target, producer.out_lo, producer.out_hi, offsets)
+        for n, v in readers:
+            i = self.nodes[n].inputs.index(v)
+            if _later_meets(mine, v.region(self.nodes[n].in_lo[i], self.nodes[n].in_hi[i])):
+                return True
+        return any(_later_meets(mine, self._tile_boxes(t, self.nodes[n].out_lo,
+                                                       self.nodes[n].out_hi, o))
+                   for n, t, o, _ in writes)
+
+    @staticmethod
+    def _tile_boxes(target: GmValue, lo, hi, offsets):
+        off = np.asarray(offsets, np.int64)
+        return target.region(lo + off, hi + off)
 
     def _gm_accessed(self, base: str, node: int) -> None:
         when, nodes = self._gm_access.setdefault(base, ([], []))
@@ -1614,6 +1652,19 @@ def _k_block(node: Node, i: int) -> tuple[int, int] | None:
 # the largest share of UB an assembled (concatenated) tensor may take and stay in UB
 # (AssignMemoryType at 883e7dfb, assign_memory_type_legacy.cpp)
 CONCAT_UB_SHARE = 0.35
+
+
+def _later_meets(writes, other) -> bool:
+    """Whether a box of ``other`` (a GmValue.region result) under a later tile than a box of
+    ``writes`` (another) overlaps it in the same buffer."""
+    wt, wnames, wb, wlo, whi = writes
+    rt, rnames, rb, rlo, rhi = other
+    wbuf = np.asarray([wnames[b] for b in wb.tolist()], object)
+    rbuf = np.asarray([rnames[b] for b in rb.tolist()], object)
+    later = (rt[None, :] > wt[:, None]) & (rbuf[None, :] == wbuf[:, None])
+    meet = np.all((rlo[None, :, :] < whi[:, None, :]) & (wlo[:, None, :] < rhi[None, :, :]),
+                  axis=2)
+    return bool((later & meet).any())
 
 
 def _reader_counts(ops_: list[TracedOp]) -> list[int]:
