@@ -17,6 +17,7 @@ import simcore.compiler.tiling as tiling
 from simcore.compiler import compile_kernel
 from simcore.machine import simulate
 from simcore.spec.hardware import load_hardware
+from simcore.spec.errors import ConfigError
 from simcore.spec.kernel import Kernel
 
 HW = load_hardware("dav_2201")
@@ -223,3 +224,80 @@ def test_an_op_writing_rows_its_later_tiles_read_writes_through_a_copy():
         return [program.leaf_functions[i].ops for i in program.task_leaf]
     assert ops(16).count(("copy",)) == 2
     assert ops(32).count(("copy",)) == 0
+
+
+def _compiled(tensors, body):
+    program = compile_kernel(Kernel.model_validate({"name": "k", "tensors": tensors,
+                                                    "body": body}), HW)
+    return program, [program.leaf_functions[i].ops for i in program.task_leaf]
+
+
+def test_a_read_through_another_geometry_counts_as_meeting_the_write():
+    """abs reads T through an in-place reshape of it and writes T[16:48]: the boxes of the
+    two geometries are not compared, so the write goes out from a copy; an aligned
+    in-place update (T[:] = exp(T)) needs none."""
+    t = {"x": {"shape": [64, 256], "role": "input"}, "T": {"shape": [64, 256]},
+         "y": {"shape": [64, 256], "role": "output"}}
+    head = [{"set_vec_tile_shapes": [16, 256]}, {"op": "relu", "inputs": ["x"], "out": "a"},
+            {"op": "assemble", "inputs": ["a"], "out": "T", "offsets": [0, 0]}]
+    tail = [{"op": "view", "inputs": ["T"], "out": "w", "shape": [64, 256], "offsets": [0, 0]},
+            {"op": "neg", "inputs": ["w"], "out": "n"},
+            {"op": "assemble", "inputs": ["n"], "out": "y", "offsets": [0, 0]}]
+    reshaped = head + [
+        {"op": "reshape", "inputs": ["T"], "out": "Tr", "shape": [64, 256], "inplace": True},
+        {"op": "view", "inputs": ["Tr"], "out": "v", "shape": [32, 256], "offsets": [0, 0]},
+        {"op": "abs", "inputs": ["v"], "out": "b"},
+        {"op": "assemble", "inputs": ["b"], "out": "T", "offsets": [16, 0]}] + tail
+    assert _compiled(t, reshaped)[1].count(("copy",)) == 2
+    aligned = head + [
+        {"op": "view", "inputs": ["T"], "out": "v", "shape": [64, 256], "offsets": [0, 0]},
+        {"op": "exp", "inputs": ["v"], "out": "b"},
+        {"op": "assemble", "inputs": ["b"], "out": "T", "offsets": [0, 0]}] + tail
+    assert _compiled(t, aligned)[1].count(("copy",)) == 0
+
+
+def test_a_group_moved_ahead_still_waits_for_the_reads_it_passed():
+    """neg reads T; relu, a source-only op traced later, moves ahead of exp's group (which
+    add joins) and so ahead of neg's; relu's result then goes into T: neg must read T
+    before relu's tasks write it."""
+    t = {"x": {"shape": [32, 256], "role": "input"}, "x2": {"shape": [32, 256], "role": "input"},
+         "T": {"shape": [32, 256], "role": "input"},
+         "y": {"shape": [32, 256], "role": "output"}, "z": {"shape": [32, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [16, 256]},
+            {"op": "exp", "inputs": ["x"], "out": "a"},
+            {"op": "view", "inputs": ["T"], "out": "tv", "shape": [32, 256], "offsets": [0, 0]},
+            {"op": "neg", "inputs": ["tv"], "out": "n"},
+            {"op": "assemble", "inputs": ["n"], "out": "y", "offsets": [0, 0]},
+            {"set_vec_tile_shapes": [8, 256]},
+            {"op": "relu", "inputs": ["x2"], "out": "s"},
+            {"set_vec_tile_shapes": [16, 256]},
+            {"op": "add", "inputs": ["a", "s"], "out": "r"},
+            {"op": "assemble", "inputs": ["r"], "out": "z", "offsets": [0, 0]},
+            {"op": "assemble", "inputs": ["s"], "out": "T", "offsets": [0, 0]}]
+    program, ops = _compiled(t, body)
+    negs = [k for k, o in enumerate(ops) if o == ("neg",)]
+    relus = [k for k, o in enumerate(ops) if "relu" in o]
+    assert max(negs) < min(relus)
+    edges = set(zip(program.edge_src.tolist(), program.edge_dst.tolist()))
+    assert all(any((n, r) in edges for n in negs) for r in relus)
+
+
+def test_one_task_scopes_and_bad_offsets_need_no_copy():
+    """A scope that runs all its tiles in one task reads before it writes; an assemble
+    with offsets of the wrong rank still stops with the kernel-language error."""
+    t = {"x": {"shape": [64, 256], "role": "input"}, "T": {"shape": [64, 256]},
+         "y": {"shape": [64, 256], "role": "output"}}
+    body = [{"set_vec_tile_shapes": [16, 256]}, {"op": "relu", "inputs": ["x"], "out": "a"},
+            {"op": "assemble", "inputs": ["a"], "out": "T", "offsets": [0, 0]},
+            {"sg_set_scope": [1, True, False]},
+            {"op": "view", "inputs": ["T"], "out": "v", "shape": [32, 256], "offsets": [0, 0]},
+            {"op": "abs", "inputs": ["v"], "out": "b"},
+            {"op": "assemble", "inputs": ["b"], "out": "T", "offsets": [16, 0]},
+            {"sg_set_scope": -1},
+            {"op": "view", "inputs": ["T"], "out": "w", "shape": [64, 256], "offsets": [0, 0]},
+            {"op": "neg", "inputs": ["w"], "out": "n"},
+            {"op": "assemble", "inputs": ["n"], "out": "y", "offsets": [0, 0]}]
+    assert _compiled(t, body)[1].count(("copy",)) == 0
+    bad = body[:6] + [{"op": "assemble", "inputs": ["b"], "out": "T", "offsets": [16, 0, 0]}]
+    with pytest.raises(ConfigError, match="one entry per dim"):
+        _compiled(t, bad)

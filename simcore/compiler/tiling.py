@@ -195,7 +195,12 @@ class RootCallTiler:
         # traced since its producer's group began
         self._gm_access: dict[str, tuple[list[int], list[int]]] = {}
         self._gm_bases: dict[int, list[str]] = {}    # node: the GM buffers it accesses
-        self._assembled_by: dict[int, list[tuple]] = {}   # node: its (target, offsets, box)s
+        # (group, GM buffer): what the group read and wrote of it, tile by tile
+        # (_reads_own_writes)
+        self._own: dict[tuple[int, str], _OwnAccesses] = {}
+        # group: the earliest node whose GM accesses it must look at (a group moved ahead
+        # of others looks from theirs on, _run_sources_first)
+        self._look_from: dict[int, int] = {}
         # per assemble, the shape its offsets were checked with (the call cache checks a
         # later call's the same way); whether one wrote through the producer's geometry
         self.assemble_shapes: list[tuple[int, ...]] = []
@@ -416,8 +421,8 @@ class RootCallTiler:
         if not isinstance(src, LocalValue):
             raise ConfigError(f"field '{op.where}': assemble writes the result of an op; "
                               f"'{op.inputs[0]}' is a GM view, so copy it with an op first.")
-        if not self._write_after_reads(src.node, target.pieces[0].base) or \
-                self._reads_own_writes(src, target, op.get("offsets")):
+        if self._reads_own_writes(src, target, op.get("offsets")) or \
+                not self._write_after_reads(src.node, target.pieces[0].base):
             src = self._late_copy(op, src)
         offsets = op.get("offsets")
         valid = self._local_valid(src) if not src.path else None
@@ -466,7 +471,6 @@ class RootCallTiler:
                 box = None if valid is None or tuple(valid) == producer.out_shape else \
                     (np.zeros(len(valid), np.int64), np.asarray(valid, np.int64))
         self.assembles.append((src.node, target, offsets, box))
-        self._assembled_by.setdefault(src.node, []).append((target, offsets, box))
         self._writers.setdefault(target.pieces[0].base, []).append(src.node)
         self._gm_accessed(target.pieces[0].base, src.node)
         self._pinned.add(src.node)      # its GM write stays where the trace put it
@@ -487,7 +491,8 @@ class RootCallTiler:
         # accesses traced before the group's first node sit in groups ranked before it
         # (a group moved later since counts its accesses again, ``_gm_moved``); the later
         # ones are few, so a write's look stays linear in the kernel
-        since = bisect.bisect_right(when, min(self.groups[gp].nodes))
+        since = bisect.bisect_right(when, min(min(self.groups[gp].nodes),
+                                              self._look_from.get(gp, len(self.nodes))))
         after = {g for n in nodes[since:] if (g := self.group_of[n]) != gp
                  and self.groups[g].rank > rank}
         if not after:
@@ -515,29 +520,22 @@ class RootCallTiler:
         goes to T[16:48]; two results of the group written to overlapping rows): the
         group's tasks run tile by tile, so that read would see the write, or the earlier
         write land over it, where the trace puts all the group's reads and earlier writes
-        before it.  A value reached through a view or reshape, or an earlier write of a
-        part of its value, is not looked into: it counts when the group has several
-        tiles."""
+        before it.  A value reached through a view or reshape, or a box seen through another
+        geometry of the buffer, is not looked into: it counts.  Records this write for the
+        next one."""
         gp = self.group_of[src.node]
-        base = target.pieces[0].base
-        nodes = self.groups[gp].nodes
-        readers = [(n, v) for n in nodes for v in self.nodes[n].inputs
-                   if isinstance(v, GmValue) and any(pc.base == base for pc in v.pieces)]
-        writes = [(n, t, o, box) for n in nodes for t, o, box in self._assembled_by.get(n, ())
-                  if t.pieces[0].base == base]
+        group = self.groups[gp]
         producer = self.nodes[src.node]
-        if (not readers and not writes) or producer.tiles < 2:
-            return False
-        if src.path or any(box is not None for *_, box in writes):
-            return True
-        mine = self._tile_boxes(target, producer.out_lo, producer.out_hi, offsets)
-        for n, v in readers:
-            i = self.nodes[n].inputs.index(v)
-            if _later_meets(mine, v.region(self.nodes[n].in_lo[i], self.nodes[n].in_hi[i])):
-                return True
-        return any(_later_meets(mine, self._tile_boxes(t, self.nodes[n].out_lo,
-                                                       self.nodes[n].out_hi, o))
-                   for n, t, o, _ in writes)
+        if producer.tiles < 2 or (group.forced and group.scope.allow_parallel_merge) or \
+                len(offsets) != len(target.shape) or len(src.shape) != len(target.shape):
+            return False        # one task (or an assemble _check_inside refuses)
+        own = self._own.setdefault((gp, target.pieces[0].base), _OwnAccesses())
+        geometry = {pc.buffer for pc in target.pieces}
+        mine = None if src.path or len(geometry) > 1 else \
+            self._tile_boxes(target, producer.out_lo, producer.out_hi, offsets)
+        clash = own.meets(self.nodes, mine)
+        own.add(mine)
+        return clash
 
     @staticmethod
     def _tile_boxes(target: GmValue, lo, hi, offsets):
@@ -949,6 +947,8 @@ class RootCallTiler:
         group, into = self.groups[g], self.groups[gi]
         if into.rank > group.rank:
             self._gm_moved(group.nodes)
+        for (owner, base) in [k for k in self._own if k[0] == g]:
+            self._own.setdefault((gi, base), _OwnAccesses()).absorb(self._own.pop((owner, base)))
         into.nodes = sorted(into.nodes + group.nodes)
         into.ub += group.ub
         for n in group.nodes:
@@ -1178,6 +1178,10 @@ class RootCallTiler:
                 if g != gi and self.groups[g].rank > self.groups[gi].rank \
                         and self._source_only(g):
                     self.groups[g].rank = self._rank_before(gi)
+                    # now ahead of groups traced before it: a write from it looks at
+                    # their accesses too (_write_after_reads)
+                    self._look_from[g] = min(self._look_from.get(g, len(self.nodes)),
+                                             min(self.groups[gi].nodes))
 
     def _rank_after(self, gi: int, groups: list[int]) -> None:
         """Give ``groups`` ranks just after group ``gi``'s, in their order (exact integers
@@ -1308,6 +1312,11 @@ class RootCallTiler:
             profile.extend(node.index)
         group.nodes.append(node.index)
         self.group_of[node.index] = gi
+        for i, v in enumerate(node.inputs):
+            if isinstance(v, GmValue):
+                for base in {pc.base for pc in v.pieces}:
+                    self._own.setdefault((gi, base), _OwnAccesses()).reads.append(
+                        (node.index, i))
 
     def _new_group(self, node: Node, forced: bool) -> None:
         gi = len(self.groups)
@@ -1652,6 +1661,78 @@ def _k_block(node: Node, i: int) -> tuple[int, int] | None:
 # the largest share of UB an assembled (concatenated) tensor may take and stay in UB
 # (AssignMemoryType at 883e7dfb, assign_memory_type_legacy.cpp)
 CONCAT_UB_SHARE = 0.35
+
+
+class _OwnAccesses:
+    """What one group read and wrote of one GM buffer, tile by tile, for
+    ``RootCallTiler._reads_own_writes``: reads as (node, input) until a write needs their
+    boxes, then the boxes (GmValue.region results) with their bounding box; None for an
+    access whose boxes are not known (it meets anything)."""
+
+    def __init__(self):
+        self.reads: list[tuple[int, int]] = []
+        self.boxes: list = []
+        self.bbox: tuple | None = None
+        self.unknown = False
+
+    def absorb(self, other: "_OwnAccesses") -> None:
+        self.reads += other.reads
+        self.boxes += other.boxes
+        self.unknown |= other.unknown
+        for b in other.boxes:
+            self._grow(b)
+
+    def add(self, boxes) -> None:
+        if boxes is None:
+            self.unknown = True
+        else:
+            self.boxes.append(boxes)
+            self._grow(boxes)
+
+    def meets(self, nodes, mine) -> bool:
+        """Whether a box of ``mine`` is met by one of a later tile of what was seen."""
+        for n, i in self.reads:
+            node = nodes[n]
+            value = node.inputs[i]
+            boxes = value.region(node.in_lo[i], node.in_hi[i])
+            if len({pc.buffer for pc in value.pieces}) > 1:
+                self.unknown = True
+            else:
+                self.add(boxes)
+        self.reads = []
+        if mine is None or self.unknown:
+            return bool(self.boxes) or self.unknown
+        bounds = _bounds(mine)
+        if self.bbox is None or bounds is None:
+            return False
+        if self.bbox[2] != bounds[2]:
+            return True                 # another geometry of the buffer: not compared
+        if not _box_meets(self.bbox, bounds):
+            return False
+        return any(_later_meets(mine, seen) for seen in self.boxes)
+
+    def _grow(self, boxes) -> None:
+        b = _bounds(boxes)
+        if b is None:
+            return
+        if self.bbox is None:
+            self.bbox = b
+        elif self.bbox[2] != b[2]:
+            self.unknown = True         # another geometry of the buffer: not compared
+        else:
+            self.bbox = (np.minimum(self.bbox[0], b[0]), np.maximum(self.bbox[1], b[1]), b[2])
+
+
+def _bounds(boxes):
+    """The bounding box of a GmValue.region result and its buffer, or None if empty."""
+    _, names, bufs, lo, hi = boxes
+    if not len(lo):
+        return None
+    return lo.min(axis=0), hi.max(axis=0), names[int(bufs[0])]
+
+
+def _box_meets(a, b) -> bool:
+    return b is not None and a[2] == b[2] and bool(np.all(a[0] < b[1]) and np.all(b[0] < a[1]))
 
 
 def _later_meets(writes, other) -> bool:
