@@ -565,10 +565,15 @@ def copy(index: int, op: TracedOp, inputs: list[Value], limits: Limits) -> Node:
     The copy is tiled in its input's geometry: by the TileShape in force when it has the
     input's rank, else by upstream's default tile of an inserted copy (no TileShape, or one
     of the reshaped rank: InferMemoryConflict::InferTileShape)."""
-    src = inputs[0]
-    tile = None if op.vec_tile is not None and len(op.vec_tile) == len(src.shape) else \
-        default_copy_tile(tuple(src.shape))
-    return _copy(index, op, inputs, 0, tile)
+    return _copy(index, op, inputs, 0, copy_tile(op, tuple(inputs[0].shape)))
+
+
+def copy_tile(op: TracedOp, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The tile of a copy of a value of ``shape``: None when the TileShape in force has the
+    value's rank (the copy takes it), else upstream's default tile of a copy it inserts."""
+    if op.vec_tile is not None and len(op.vec_tile) == len(shape):
+        return None
+    return default_copy_tile(shape)
 
 
 # upstream's budget for the default tile of a copy it inserts (elements)

@@ -530,17 +530,12 @@ class RootCallTiler:
                 len(offsets) != len(target.shape) or len(src.shape) != len(target.shape):
             return False        # one task (or an assemble _check_inside refuses)
         own = self._own.setdefault((gp, target.pieces[0].base), _OwnAccesses())
-        geometry = {pc.buffer for pc in target.pieces}
-        mine = None if src.path or len(geometry) > 1 else \
-            self._tile_boxes(target, producer.out_lo, producer.out_hi, offsets)
+        off = np.asarray(offsets, np.int64)
+        mine = None if src.path or len({pc.buffer for pc in target.pieces}) > 1 else \
+            target.region(producer.out_lo + off, producer.out_hi + off)
         clash = own.meets(self.nodes, mine)
         own.add(mine)
         return clash
-
-    @staticmethod
-    def _tile_boxes(target: GmValue, lo, hi, offsets):
-        off = np.asarray(offsets, np.int64)
-        return target.region(lo + off, hi + off)
 
     def _gm_accessed(self, base: str, node: int) -> None:
         when, nodes = self._gm_access.setdefault(base, ([], []))
@@ -563,12 +558,10 @@ class RootCallTiler:
         ahead of it and cannot move behind them (upstream's partitioner, which sees that
         order, would keep the write out of the producer's subgraph): the copy reads the
         value from the producer's workspace and writes it out after them."""
-        # tiled by the TileShape in force when it fits the value, else by upstream's
-        # default tile of a copy it inserts (ops.default_copy_tile)
-        tile = op.vec_tile if op.vec_tile is not None and len(op.vec_tile) == len(src.shape) \
-            else ops.default_copy_tile(tuple(src.shape))
         copy = made(TracedOp, **{**vars(op), "op": "copy", "inputs": (op.inputs[0],),
-                                 "out": f"{op.inputs[0]}~late", "vec_tile": tile})
+                                 "out": f"{op.inputs[0]}~late",
+                                 "vec_tile": ops.copy_tile(op, tuple(src.shape))
+                                 or op.vec_tile})
         node = self.memo.build(ops.BUILDERS["copy"], len(self.nodes), copy, [src], self.limits)
         node.extra["readers"] = 1
         self._sources(node)         # a view or reshape of the value: the boxes it covers
@@ -876,9 +869,6 @@ class RootCallTiler:
         for v in node.inputs:
             if isinstance(v, LocalValue):
                 self._read_by.setdefault(v.node, set()).add(node.index)
-            elif isinstance(v, GmValue):
-                for pc in v.pieces:
-                    self._gm_accessed(pc.base, node.index)
         scope = node.op.scope
         if scope.id >= 0:
             gi = self._scope_group(node)
@@ -1313,8 +1303,9 @@ class RootCallTiler:
         group.nodes.append(node.index)
         self.group_of[node.index] = gi
         for i, v in enumerate(node.inputs):
-            if isinstance(v, GmValue):
+            if isinstance(v, GmValue):      # the GM reads a later write must keep behind it
                 for base in {pc.base for pc in v.pieces}:
+                    self._gm_accessed(base, node.index)
                     self._own.setdefault((gi, base), _OwnAccesses()).reads.append(
                         (node.index, i))
 
@@ -1732,7 +1723,7 @@ def _bounds(boxes):
 
 
 def _box_meets(a, b) -> bool:
-    return b is not None and a[2] == b[2] and bool(np.all(a[0] < b[1]) and np.all(b[0] < a[1]))
+    return bool(np.all(a[0] < b[1]) and np.all(b[0] < a[1]))
 
 
 def _later_meets(writes, other) -> bool:

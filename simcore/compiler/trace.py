@@ -291,7 +291,7 @@ class _Tracer:
                     for name in stored:
                         self._write_renamed(name)
                     inputs = tuple(self._storage(n) for n in plan.inputs)
-                    out = self._storage(out if stmt.op == "rename" else stmt.out)
+                    out = self._storage(stmt.out)       # a GM reader is no rename
             else:
                 inputs = tuple(renamed[b].out if (b := stored_of(n)) in renamed else n
                                for n in inputs)
@@ -361,6 +361,9 @@ class _Tracer:
     def _append(self, op: TracedOp) -> None:
         """``op`` joins the call; the per-iteration and per-store buffers it names are
         numbered in the call's order of first use (``RootCall.instances``)."""
+        if not (self.fresh or self.generations):    # no such buffer: nothing to number
+            self.current.ops.append(op)
+            return
         seen = self.current.instances
         for name in (*op.inputs, op.out):
             if name not in seen and ("^" in name or tensor_of(name) in self.fresh):
