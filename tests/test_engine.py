@@ -25,7 +25,7 @@ from simcore.spec.options import RuntimeOptions
 _BASE = load_hardware("dav_2201")
 HW = _BASE.model_copy(update={
     "cores": _BASE.cores.model_copy(update={"aic": 1, "aiv": 2, "clock_mhz": 1000.0}),
-    "core": _BASE.core.model_copy(update={"head_overhead_us": 1.0}),
+    "core": _BASE.core.model_copy(update={"head_overhead_us": 1.0, "first_task_delay_us": []}),
     "memory": _BASE.memory.model_copy(update={"hbm_gbps": 4000.0, "l2_gbps": 8000.0}),
     "pipes": _BASE.pipes.model_copy(update={"mte2": _BASE.pipes.mte2.model_copy(update={
         "bytes_per_cycle": 1000.0, "fixed_cycles": 1000.0, "l2_hit_fixed_cycles": 500.0,
@@ -176,6 +176,51 @@ def test_a_task_with_every_core_busy_waits_in_a_pending_slot():
     assert tl.task_end[2] == second_end + HEAD + 2000 / CLOCK
     # the send was paid while core 2 worked
     assert tl.sched[0].first_send == [start] and tl.sched[0].sched_exec == [start + A.dispatch_us]
+
+
+# the test chip with the cold start measured on silicon, spread over its three cores:
+# core 0 (the AIC) waits least, core 2 (the last AIV) most
+COLD = HW.model_copy(update={"core": HW.core.model_copy(update={
+    "first_task_delay_us": [0.0, 1.0, 4.0]})})
+
+
+def test_a_cores_first_task_of_the_launch_starts_its_cold_start_late():
+    """The quantiles lie over the cores in block order: the AIC gets the quickest, the last
+    AIV the slowest, the one between the median.  Only a core's first task waits; the
+    consumer that follows it on the same core starts as a warm core's would."""
+    assert COLD.core.cold_start_us(3).tolist() == [0.0, 1.0, 4.0]
+    warm = run(make_program([2000, 2000], edges=[(0, 1)]))
+    cold = run(make_program([2000, 2000], edges=[(0, 1)]), hw=COLD)
+    assert cold.task_core.tolist() == warm.task_core.tolist() == [CORE_1, CORE_1]
+    # core 1 is the median core: its first task starts 1 us late and ends 1 us late ...
+    assert cold.task_start[0] == warm.task_start[0] + 1.0
+    assert cold.task_end[0] == warm.task_end[0] + 1.0
+    # ... and its second runs as long as before, 1 us later only because the first ended so
+    assert cold.task_start[1] == warm.task_start[1] + 1.0
+    assert cold.task_end[1] - cold.task_start[1] == warm.task_end[1] - warm.task_start[1]
+
+
+def test_a_short_kernel_spread_over_many_cores_waits_for_its_slowest_core():
+    """Two independent tasks on the two AIV cores: the kernel ends when the slower core's
+    cold task does, so spreading work wider costs the slowest core's cold start once."""
+    warm = run(make_program([2000, 2000]))
+    cold = run(make_program([2000, 2000]), hw=COLD)
+    assert sorted((cold.task_start - warm.task_start).tolist()) == [1.0, 4.0]
+    assert cold.task_end.max() == warm.task_end.max() + 4.0
+    # two dev tasks on core 1: it is warm for the second (the delay is per launch), which
+    # starts later only by the first's delay
+    two = make_program([2000, 2000], call_of=[0, 1], dev_task_of_call=[0, 1])
+    warm, cold = run(two), run(two, hw=COLD)
+    assert cold.task_core.tolist() == [CORE_1, CORE_1]
+    assert (cold.task_start - warm.task_start).tolist() == [1.0, 1.0]
+
+
+def test_cold_start_quantiles_must_rise_from_the_quickest_core():
+    for bad in ([1.0, 0.5], [-0.1, 1.0], [2.0]):
+        with pytest.raises(ValueError, match="quantiles|quickest"):
+            HW.core.model_copy(update={}).model_validate({"head_overhead_us": 0.5,
+                                                          "first_task_delay_us": bad})
+    assert HW.core.cold_start_us(4).tolist() == [0.0] * 4     # none set: no cold start
 
 
 def test_a_dev_task_starts_after_the_previous_one_ends_and_is_handed_over():

@@ -278,6 +278,7 @@ class Plan:
     fair: bool                   # modes 2, 3: dispatches balanced across the threads
     dispatch_us: float           # per dispatch, fairness included
     head_us: float               # per leaf task on its core
+    cold_us: np.ndarray          # per core: how much later its first task of the launch starts
     clock_mhz: float
     l2_bytes: float
     l2_replacement: str
@@ -350,6 +351,7 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         direct_send=options.device_sched_mode in (1, 3), fair=fair,
         dispatch_us=a.dispatch_us + (a.fairness_us if fair else 0.0),
         head_us=hw.core.head_overhead_us, clock_mhz=hw.cores.clock_mhz,
+        cold_us=hw.core.cold_start_us(hw.cores.aic + hw.cores.aiv),
         l2_bytes=hw.memory.l2_effective_bytes, l2_replacement=hw.memory.l2_replacement,
         mte2=Mte2Model(hw),
         ctrl_ready=ctrl_ready, build_end=ctrl_ready + np.cumsum(build_cost),
@@ -676,6 +678,10 @@ class Run:
             _column(plan.write_pipe, f64)
         self.read_bytes = _column(plan.read_bytes, f64)
         self.head_us = plan.head_us
+        # a core's first task of the launch starts late (the core is cold); warm[core]
+        # once it has begun one
+        self.cold_us = _column(plan.cold_us, f64)
+        self.warm = _buffer([False] * (plan.n_aic + plan.n_aiv), np.int8)
 
     # -- the launch: dev tasks one after another ---------------------------------------
     def timeline(self) -> Timeline:
@@ -987,7 +993,11 @@ class Run:
     # -- the cores: an MTE2 phase sharing HBM, then the rest -----------------------------
     def begin(self, t: int, core: int, at: float) -> None:
         """Task ``t`` begins on ``core``: L2 lookups in start order; a task that reads HBM
-        waits out its latency, then drains its HBM bytes as a loader sharing HBM."""
+        waits out its latency, then drains its HBM bytes as a loader sharing HBM.  The
+        first task a core runs in the launch begins its cold start later."""
+        if not self.warm[core]:
+            self.warm[core] = True
+            at += self.cold_us[core]
         self.core_of[t] = core
         self.start_of[t] = at
         self.running += 1

@@ -14,6 +14,7 @@ import copy
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from .base import Strict
@@ -210,6 +211,30 @@ ACTION_COSTS = ("dispatch_us", "resolve_edge_us", "ready_edge_us", "completion_u
 
 class Core(Strict):
     head_overhead_us: float = Field(ge=0)      # per leaf task: launch + pipe sync
+    # how much later than a warm one the first leaf task a core runs in a launch starts:
+    # the measured spread over the chip's cores at evenly spaced quantiles, from the
+    # quickest core to the slowest (empty: no cold start); cold_start_us() lays it out
+    first_task_delay_us: list[float] = Field(default_factory=list)
+
+    @field_validator("first_task_delay_us")
+    @classmethod
+    def _quantiles_rise(cls, v: list[float]) -> list[float]:
+        if any(x < 0 for x in v) or any(b < a for a, b in zip(v, v[1:])):
+            raise ValueError(f"expected quantiles from the quickest core to the slowest: "
+                             f"non-negative and non-decreasing microseconds, got {v}")
+        if len(v) == 1:
+            raise ValueError("expected at least two quantiles (the quickest and the slowest "
+                             "core), or none")
+        return v
+
+    def cold_start_us(self, cores: int) -> np.ndarray:
+        """Per core, in block order (AIC first, then AIV), its first task's extra delay:
+        the quantiles interpolated so block 0 waits least and the last block most."""
+        q = self.first_task_delay_us
+        if not q or cores == 0:
+            return np.zeros(cores)
+        at = np.arange(cores) / max(cores - 1, 1)
+        return np.interp(at, np.linspace(0.0, 1.0, len(q)), q)
 
 
 # the tables whose numbers are costs: scaling one moves timings, never the mapping
