@@ -345,11 +345,15 @@ def test_a_gemm_that_fits_l2_reads_each_input_byte_from_hbm_once(mb, nb):
 
 # -- the DataCopy sample's reread (configs/kernels/l2_reread.yaml, docs/cases.md C1) ------
 def _reread(slices: int, rows: int, hw=HW):
+    """As the study runs it: a pass's tiles merged into one task per vector core, as the
+    sample's 48 blocks each loop over their share."""
     from pipeline.runner import resolve_kernel
     from simcore.spec.study import find_config
     from conftest import REPO
+    per_core = max(1, rows // 64 * 12 // slices // hw.cores.aiv)
     kernel = resolve_kernel(find_config(REPO / "configs" / "kernels", "l2_reread", "kernel"),
-                            {"params.SLICES": slices, "params.R": rows})
+                            {"params.SLICES": slices, "params.R": rows,
+                             "pass_options.vec_nbuffer_setting": {"DEFAULT": per_core}})
     program, tl = run(kernel, hw)
     l2, hbm = tl.task_l2_bytes.sum(), tl.task_hbm_bytes.sum()
     return program, tl, l2 / (l2 + hbm), l2 + hbm
@@ -358,15 +362,20 @@ def _reread(slices: int, rows: int, hw=HW):
 def test_a_reread_slice_that_fits_l2_hits_and_a_whole_matrix_that_does_not_misses():
     """The sample's two traversals on a matrix sized against the model's usable L2: read
     whole four times, each pass evicts what the next needs (no hits); read by quarters, a
-    quarter fits, so every reread after the first hits (3 of 4 reads), the same bytes read
-    in the same number of tasks, and the quarters finish sooner."""
+    quarter fits, so every reread after the first hits (3 of 4 reads), the same bytes read,
+    and the quarters finish sooner."""
     usable = HW.memory.l2_bytes * HW.memory.l2_usable_fraction
-    rows = int(2.2 * usable / (12288 * 2)) // 64 * 64    # the matrix 2.2x, a quarter 0.55x
+    # the matrix about 2.2x, a quarter 0.55x; rows in whole 64-row tiles that every pass
+    # splits evenly over the 48 vector cores
+    rows = int(2.2 * usable / (12288 * 2)) // 1024 * 1024
     whole_p, whole, whole_hits, whole_read = _reread(1, rows)
     parts_p, parts, parts_hits, parts_read = _reread(4, rows)
-    assert whole_p.leaf_tasks == parts_p.leaf_tasks == 4 * (rows // 64) * 12
+    # 4 passes of the whole matrix or 16 of a quarter, each about one task per vector core
+    assert whole_p.leaf_tasks < 4 * 2 * HW.cores.aiv < parts_p.leaf_tasks < 16 * 2 * HW.cores.aiv
     assert whole_read == parts_read == pytest.approx(4 * rows * 12288 * 2, rel=1e-3)
-    assert whole_hits < 0.01
+    # a merged task looks up all its tiles when it starts, so a few of the whole matrix's
+    # tiles meet tasks of the next pass that start early: a little more than none
+    assert whole_hits < 0.1
     assert 0.70 < parts_hits <= 0.75 + 1e-6
     assert parts.kernel_us < 0.9 * whole.kernel_us
 

@@ -34,14 +34,16 @@ def gemm(m, k, n, dtype="fp32"):
                  {"op": "assemble", "inputs": ["o"], "out": "c", "offsets": [0, 0]}]})
 
 
-def stream(n=1 << 24, tile=16384):
-    """y = x + 1 over 64 MiB of FP32: pure data movement."""
+def stream(n=1 << 24, tile=16384, merge=1):
+    """y = x + 1 over 64 MiB of FP32: pure data movement; ``merge`` tiles a task
+    (vec_nbuffer_setting)."""
     return Kernel.model_validate({
         "name": "stream",
         "tensors": {"x": {"shape": [n], "role": "input"}, "y": {"shape": [n], "role": "output"}},
         "body": [{"set_vec_tile_shapes": [tile]},
                  {"op": "add", "inputs": ["x"], "scalar": 1.0, "out": "s"},
-                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}]})
+                 {"op": "assemble", "inputs": ["s"], "out": "y", "offsets": [0]}],
+        "options": {"pass_options": {"vec_nbuffer_setting": {"DEFAULT": merge}}}})
 
 
 def peak_cube_flops_per_us(hw, dtype):
@@ -71,12 +73,12 @@ def test_flops_and_bytes_agree_with_the_arithmetic():
 def test_doubling_hbm_bandwidth_speeds_memory_bound_not_compute_bound():
     # the stream is not purely HBM-bound: each task also pays the GM latency and its
     # dispatch, so twice the bandwidth buys it about a fifth, and the GEMM almost nothing.
-    # 96 KB tiles (the largest whose input and output fit UB): with 64 KB ones the schedule
-    # threads' per-task cost nears the time HBM needs per task, and doubled HBM would
-    # leave the stream dispatch-bound
+    # 96 KB tiles (the largest whose input and output fit UB), eight to a task: one a task,
+    # the schedule threads' per-task cost exceeds the time HBM needs per task, and the
+    # stream is dispatch-bound whatever the bandwidth
     fast = with_values(HW, {"memory.hbm_gbps": 2 * HW.memory.hbm_gbps})
-    slow_stream = run(stream(tile=24576))[2]["kernel_us"]
-    fast_stream = run(stream(tile=24576), fast)[2]["kernel_us"]
+    slow_stream = run(stream(tile=24576, merge=8))[2]["kernel_us"]
+    fast_stream = run(stream(tile=24576, merge=8), fast)[2]["kernel_us"]
     assert fast_stream < 0.85 * slow_stream
     slow_gemm = run(gemm(2048, 4096, 2048))[2]["kernel_us"]
     fast_gemm = run(gemm(2048, 4096, 2048), fast)[2]["kernel_us"]

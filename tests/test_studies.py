@@ -175,7 +175,8 @@ def test_glm_attention_tuning_nbuffer_shortens_the_launch_at_no_kernel_cost(buil
     before, after = m["l1_reuse"], m["nbuffer"]
     assert after["leaf_tasks"] < before["leaf_tasks"]
     assert after["e2e_us"] < 0.95 * before["e2e_us"]
-    assert after["kernel_us"] <= 1.01 * before["kernel_us"]
+    # a racing study predicts its median; one run is a draw of the race
+    assert after["kernel_us_race_median"] <= 1.01 * before["kernel_us_race_median"]
 
 
 def test_glm_attention_tuning_l2_affinity_scheduling_does_not_pay_on_glm(built):
@@ -189,7 +190,7 @@ def test_glm_attention_tuning_l2_affinity_scheduling_does_not_pay_on_glm(built):
     before, after = m["nbuffer"], m["sched_mode_1"]
     assert after["leaf_tasks"] == before["leaf_tasks"]     # same graph, another order
     assert after["l2_hit_rate"] <= before["l2_hit_rate"] + 0.02
-    assert after["kernel_us"] > 0.97 * before["kernel_us"]
+    assert after["kernel_us_race_median"] > 0.97 * before["kernel_us_race_median"]
 
 
 def test_glm_attention_tuning_values_ready_on_host_shorten_the_launch_only(built):
@@ -374,13 +375,16 @@ def test_vec_nbuffer_cuts_overhead_of_many_short_subgraphs(built):
                             / "tasks.parquet")
     assert tasks.height == m["nbuffer_1"]["leaf_tasks"] and tasks["dur_us"].max() < 10
     # merging cuts head and scheduling overhead until the add runs at HBM speed: from then
-    # on every stage sits on the bandwidth floor (its HBM bytes at the chip's bandwidth)
+    # on every stage sits on the bandwidth floor (its HBM bytes at the chip's bandwidth);
+    # how many merges that takes depends on what a dispatch costs, but eight do
     kernel = column(m, "kernel_us")
     hbm = load_hardware("dav_2201").memory.hbm_gbps * 1e3          # bytes per us
     floor = [(v["hbm_read_bytes"] + v["hbm_write_bytes"]) / hbm for v in m.values()]
     assert kernel[0] > 1.25 * floor[0], (kernel, floor)           # out of box: overhead-bound
-    assert strictly_decreasing(kernel[:3]), kernel
-    assert all(f <= k <= 1.15 * f for k, f in zip(kernel[1:], floor[1:])), (kernel, floor)
+    at_floor = [f <= k <= 1.15 * f for k, f in zip(kernel, floor)]
+    first = at_floor.index(True)
+    assert 0 < first < len(kernel) - 1 and all(at_floor[first:]), (kernel, floor)
+    assert strictly_decreasing(kernel[:first + 1]), kernel
     assert column(m, "e2e_us")[0] > max(column(m, "e2e_us")[1:])
 
 
