@@ -582,7 +582,11 @@ def start_summary(fit: Fit) -> str:
                        + ("" if r["converged"] else " unconverged")
                        for i, r in enumerate(fit.starts) if i != fit.start)
     which = "the priors" if fit.start == 0 else f"start {fit.start}"
-    return f"best of {len(fit.starts)} starts, from {which} (the others: {others})"
+    # the starts are compared by their search minima; the fit's own score is taken again at
+    # its values rounded to four digits, which a racing case can move
+    own = fit.starts[fit.start]["score"]
+    return (f"best of {len(fit.starts)} starts, from {which} (its search minimum {own:.4f}, "
+            f"before the values are rounded to four digits; the others: {others})")
 
 
 def fit(cal: Calibration, configs: Path) -> tuple[Fit, Problem]:

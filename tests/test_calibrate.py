@@ -508,3 +508,17 @@ def test_a_refit_names_the_parameters_it_moved_furthest_either_way():
                                                      ("b", 2.0, 1.0)]
     assert largest_moves(before, before) == []
     assert largest_moves({"c": 4.0}, {"c": 4.2}) == []          # 1.05x: under the floor
+
+
+def test_the_start_summary_compares_search_minima_and_names_the_chosen_ones():
+    """The starts are chosen by their search minima; the fit's own score is measured again
+    at its rounded values, so the summary gives the chosen start's minimum beside the
+    others' and a reader can see the choice was the lowest."""
+    from types import SimpleNamespace
+    from pipeline.calibrate import start_summary
+    start = lambda score, bound=(): {"score": score, "evaluations": 10, "converged": True,
+                                     "on_bound": list(bound)}
+    fit = SimpleNamespace(starts=[start(0.0016, ["x"]), start(0.0012), start(0.0013)], start=1)
+    line = start_summary(fit)
+    assert "from start 1 (its search minimum 0.0012" in line
+    assert "priors 0.0016 on a bound" in line and "start 2 0.0013" in line

@@ -173,6 +173,31 @@ def test_random_l2_replacement_gives_the_reference_timeline(study_name):
             _same(fast, slow, f"{study_name}/{stage.name}/mode {mode}, random L2: Timeline")
 
 
+@needs_compiled
+@pytest.mark.parametrize("study_name", ["skinny_matmul_rewrite", "multi_stitch"])
+def test_a_cold_start_gives_the_reference_timeline(study_name):
+    """dav_2201 leaves core.first_task_delay_us unset, so the studies above never start a
+    cold core late: two studies (one dev task and many) run it here through both engines,
+    under every device_sched_mode, with the spread measured on silicon."""
+    from simcore.spec.hardware import with_values
+
+    study = load_study(CONFIGS / "studies" / f"{study_name}.yaml")
+    kernel_path = find_config(CONFIGS / "kernels", study.kernel, "kernel")
+    hw_path = find_config(CONFIGS / "hardware", study.hardware, "hardware")
+    ref = reference()
+    for stage in study.stages:
+        kernel, warm_hw, program = _program(kernel_path, stage.set, hw_path)
+        hw = with_values(warm_hw, {"core.first_task_delay_us": [0.0, 0.53, 1.77, 3.39, 5.31]})
+        for mode in range(4):
+            options = kernel.options.runtime_options.model_copy(
+                update={"device_sched_mode": mode})
+            fast = ENGINE.Machine(hw, program, options).run()
+            slow = ref.Machine(hw, program, options).run()
+            warm = ENGINE.Machine(warm_hw, program, options).run()
+            assert fast.task_start.min() > warm.task_start.min() or \
+                fast.task_end.max() > warm.task_end.max()
+            _same(fast, slow, f"{study_name}/{stage.name}/mode {mode}, cold start: Timeline")
+
 # -- the fallback ---------------------------------------------------------------------------
 def _run(*parts: str, env=None):
     """Python source ``parts`` run in a fresh interpreter from the repo."""

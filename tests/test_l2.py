@@ -370,8 +370,8 @@ def test_a_reread_slice_that_fits_l2_hits_and_a_whole_matrix_that_does_not_misse
     rows = int(2.2 * usable / (12288 * 2)) // 1024 * 1024
     whole_p, whole, whole_hits, whole_read = _reread(1, rows)
     parts_p, parts, parts_hits, parts_read = _reread(4, rows)
-    # 4 passes of the whole matrix or 16 of a quarter, each about one task per vector core
-    assert whole_p.leaf_tasks < 4 * 2 * HW.cores.aiv < parts_p.leaf_tasks < 16 * 2 * HW.cores.aiv
+    # 4 passes of the whole matrix or 16 of a quarter, each one task per vector core
+    assert whole_p.leaf_tasks == 4 * HW.cores.aiv and parts_p.leaf_tasks == 16 * HW.cores.aiv
     assert whole_read == parts_read == pytest.approx(4 * rows * 12288 * 2, rel=1e-3)
     # a merged task looks up all its tiles when it starts, so a few of the whole matrix's
     # tiles meet tasks of the next pass that start early: a little more than none

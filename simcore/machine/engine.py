@@ -374,7 +374,7 @@ def prepare(hw: Hardware, program: Program, options: RuntimeOptions) -> Plan:
         static_pipes=pipes, accesses=_region_accesses(p))
     for column in (plan.first_ready, plan.core_type, plan.succ_ptr, plan.succ, plan.indegree,
                    plan.loads, plan.bursts, plan.in_flight, plan.static_sum, plan.static_max,
-                   plan.read_bytes, plan.write_bytes, plan.write_pipe):
+                   plan.read_bytes, plan.write_bytes, plan.write_pipe, plan.cold_us):
         column.flags.writeable = False       # the Plan is shared by every run
     return plan
 
@@ -994,7 +994,9 @@ class Run:
     def begin(self, t: int, core: int, at: float) -> None:
         """Task ``t`` begins on ``core``: L2 lookups in start order; a task that reads HBM
         waits out its latency, then drains its HBM bytes as a loader sharing HBM.  The
-        first task a core runs in the launch begins its cold start later."""
+        first task a core runs in the launch begins its cold start later; its L2 lookup and
+        its place among the running tasks (which share L2 and the writes' HBM) are taken
+        when it is sent, up to that delay early."""
         if not self.warm[core]:
             self.warm[core] = True
             at += self.cold_us[core]
