@@ -148,12 +148,9 @@ def test_every_stage_and_sched_mode_gives_the_reference_timeline(study_name):
             assert fast.task_start.size == program.leaf_tasks
             _same(fast, slow, f"{study_name}/{stage.name}/mode {mode}: Timeline")
 
-@needs_compiled
-@pytest.mark.parametrize("study_name", ["matmul_l2_split", "sched_l2_affinity"])
-def test_random_l2_replacement_gives_the_reference_timeline(study_name):
-    """No shipped chip evicts at random (memory.l2_replacement), so the studies above do
-    not reach that path of l2.py: the two studies that lean on L2 run it here, through
-    both engines, under every device_sched_mode."""
+def _runs_with(study_name: str, values: dict):
+    """Every stage of the study under every device_sched_mode on its hardware with
+    ``values`` set: (where, compiled run, reference run, compiled run without them)."""
     from simcore.spec.hardware import with_values
 
     study = load_study(CONFIGS / "studies" / f"{study_name}.yaml")
@@ -161,16 +158,27 @@ def test_random_l2_replacement_gives_the_reference_timeline(study_name):
     hw_path = find_config(CONFIGS / "hardware", study.hardware, "hardware")
     ref = reference()
     for stage in study.stages:
-        kernel, hw, program = _program(kernel_path, stage.set, hw_path)
-        hw = with_values(hw, {"memory.l2_replacement": "random",
-                              "memory.l2_usable_fraction": 0.2})
+        kernel, base, program = _program(kernel_path, stage.set, hw_path)
+        hw = with_values(base, values)
         for mode in range(4):
             options = kernel.options.runtime_options.model_copy(
                 update={"device_sched_mode": mode})
-            fast = ENGINE.Machine(hw, program, options).run()
-            slow = ref.Machine(hw, program, options).run()
-            assert fast.task_l2_bytes.sum() > 0
-            _same(fast, slow, f"{study_name}/{stage.name}/mode {mode}, random L2: Timeline")
+            yield (f"{study_name}/{stage.name}/mode {mode}",
+                   ENGINE.Machine(hw, program, options).run(),
+                   ref.Machine(hw, program, options).run(),
+                   ENGINE.Machine(base, program, options).run())
+
+
+@needs_compiled
+@pytest.mark.parametrize("study_name", ["matmul_l2_split", "sched_l2_affinity"])
+def test_random_l2_replacement_gives_the_reference_timeline(study_name):
+    """No shipped chip evicts at random (memory.l2_replacement), so the studies above do
+    not reach that path of l2.py: the two studies that lean on L2 run it here, through
+    both engines, under every device_sched_mode."""
+    random = {"memory.l2_replacement": "random", "memory.l2_usable_fraction": 0.2}
+    for where, fast, slow, _ in _runs_with(study_name, random):
+        assert fast.task_l2_bytes.sum() > 0
+        _same(fast, slow, f"{where}, random L2: Timeline")
 
 
 @needs_compiled
@@ -179,24 +187,11 @@ def test_a_cold_start_gives_the_reference_timeline(study_name):
     """dav_2201 leaves core.first_task_delay_us unset, so the studies above never start a
     cold core late: two studies (one dev task and many) run it here through both engines,
     under every device_sched_mode, with the spread measured on silicon."""
-    from simcore.spec.hardware import with_values
-
-    study = load_study(CONFIGS / "studies" / f"{study_name}.yaml")
-    kernel_path = find_config(CONFIGS / "kernels", study.kernel, "kernel")
-    hw_path = find_config(CONFIGS / "hardware", study.hardware, "hardware")
-    ref = reference()
-    for stage in study.stages:
-        kernel, warm_hw, program = _program(kernel_path, stage.set, hw_path)
-        hw = with_values(warm_hw, {"core.first_task_delay_us": [0.0, 0.53, 1.77, 3.39, 5.31]})
-        for mode in range(4):
-            options = kernel.options.runtime_options.model_copy(
-                update={"device_sched_mode": mode})
-            fast = ENGINE.Machine(hw, program, options).run()
-            slow = ref.Machine(hw, program, options).run()
-            warm = ENGINE.Machine(warm_hw, program, options).run()
-            assert fast.task_start.min() > warm.task_start.min() or \
-                fast.task_end.max() > warm.task_end.max()
-            _same(fast, slow, f"{study_name}/{stage.name}/mode {mode}, cold start: Timeline")
+    cold = {"core.first_task_delay_us": [0.0, 0.53, 1.77, 3.39, 5.31]}
+    for where, fast, slow, warm in _runs_with(study_name, cold):
+        assert fast.task_start.min() > warm.task_start.min() or \
+            fast.task_end.max() > warm.task_end.max()
+        _same(fast, slow, f"{where}, cold start: Timeline")
 
 # -- the fallback ---------------------------------------------------------------------------
 def _run(*parts: str, env=None):
