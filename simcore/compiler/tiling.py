@@ -195,9 +195,9 @@ class RootCallTiler:
         # traced since its producer's group began
         self._gm_access: dict[str, tuple[list[int], list[int]]] = {}
         self._gm_bases: dict[int, list[str]] = {}    # node: the GM buffers it accesses
-        # (group, GM buffer): what the group read and wrote of it, tile by tile
+        # group: per GM buffer, what the group read and wrote of it, tile by tile
         # (_reads_own_writes)
-        self._own: dict[tuple[int, str], _OwnAccesses] = {}
+        self._own: dict[int, dict[str, _OwnAccesses]] = {}
         # group: the earliest node whose GM accesses it must look at (a group moved ahead
         # of others looks from theirs on, _run_sources_first)
         self._look_from: dict[int, int] = {}
@@ -529,7 +529,7 @@ class RootCallTiler:
         if producer.tiles < 2 or (group.forced and group.scope.allow_parallel_merge) or \
                 len(offsets) != len(target.shape) or len(src.shape) != len(target.shape):
             return False        # one task (or an assemble _check_inside refuses)
-        own = self._own.setdefault((gp, target.pieces[0].base), _OwnAccesses())
+        own = self._own_of(gp, target.pieces[0].base)
         off = np.asarray(offsets, np.int64)
         mine = None if src.path or len({pc.buffer for pc in target.pieces}) > 1 else \
             target.region(producer.out_lo + off, producer.out_hi + off)
@@ -537,20 +537,25 @@ class RootCallTiler:
         own.add(mine)
         return clash
 
+    def _own_of(self, group: int, base: str) -> "_OwnAccesses":
+        return self._own.setdefault(group, {}).setdefault(base, _OwnAccesses())
+
     def _gm_accessed(self, base: str, node: int) -> None:
+        self._gm_bases.setdefault(node, []).append(base)
+        self._gm_log(base, node)
+
+    def _gm_log(self, base: str, node: int) -> None:
+        """``node`` accesses ``base`` as of now (the nodes placed so far)."""
         when, nodes = self._gm_access.setdefault(base, ([], []))
         when.append(len(self.nodes))
         nodes.append(node)
-        self._gm_bases.setdefault(node, []).append(base)
 
     def _gm_moved(self, nodes) -> None:
         """Nodes whose group now runs later: their GM accesses count as traced now, so a
         later write into those buffers looks at them (``_write_after_reads``)."""
         for n in nodes:
             for base in self._gm_bases.get(n, ()):
-                when, accessors = self._gm_access[base]
-                when.append(len(self.nodes))
-                accessors.append(n)
+                self._gm_log(base, n)
 
     def _late_copy(self, op: TracedOp, src: LocalValue) -> LocalValue:
         """A copy of the value in a task of its own, ranked after every group so far, for an
@@ -937,8 +942,8 @@ class RootCallTiler:
         group, into = self.groups[g], self.groups[gi]
         if into.rank > group.rank:
             self._gm_moved(group.nodes)
-        for (owner, base) in [k for k in self._own if k[0] == g]:
-            self._own.setdefault((gi, base), _OwnAccesses()).absorb(self._own.pop((owner, base)))
+        for base, accesses in self._own.pop(g, {}).items():
+            self._own_of(gi, base).absorb(accesses)
         into.nodes = sorted(into.nodes + group.nodes)
         into.ub += group.ub
         for n in group.nodes:
@@ -1306,8 +1311,7 @@ class RootCallTiler:
             if isinstance(v, GmValue):      # the GM reads a later write must keep behind it
                 for base in {pc.base for pc in v.pieces}:
                     self._gm_accessed(base, node.index)
-                    self._own.setdefault((gi, base), _OwnAccesses()).reads.append(
-                        (node.index, i))
+                    self._own_of(gi, base).reads.append((node.index, i))
 
     def _new_group(self, node: Node, forced: bool) -> None:
         gi = len(self.groups)
