@@ -184,3 +184,53 @@ def test_dependency_search_is_linear_when_tiles_cut_inner_dims(monkeypatch):
     assert large_tasks == 4 * small_tasks
     assert small > 0
     assert large <= 4 * small * 1.05
+
+
+def _tensor_of_calls(monkeypatch, path, **params) -> tuple[int, int]:
+    """(buffer names the tracer resolved to their tensor, leaf tasks)."""
+    from simcore.compiler import trace
+    calls = [0]
+    tensor_of = trace.tensor_of
+
+    def counting(buffer):
+        calls[0] += 1
+        return tensor_of(buffer)
+
+    monkeypatch.setattr(trace, "tensor_of", counting)
+    program = compile_kernel(resolve_kernel(path, {f"params.{k}": v
+                                                   for k, v in params.items()}), HW)
+    return calls[0], program.leaf_tasks
+
+
+# a running sum renamed every step of one unrolled root call: each store is a new buffer
+# generation of the call, numbered in its tensor's order of first use
+_RUNNING_SUM = """
+name: running_sum
+params: {N: 64}
+tensors:
+  x: {shape: [N, 64], dtype: fp32, role: input}
+  y: {shape: [1, 64], dtype: fp32, role: output}
+  acc: {shape: [1, 64], dtype: fp32, fresh_per: LOOP_n}
+tiles:
+  vec: [1, 64]
+body:
+  - set_vec_tile_shapes: vec
+  - loop: {name: LOOP_n, idx: n, trip: N, unroll_list: [256]}
+    body:
+      - {op: view, inputs: [x], out: xn, shape: [1, 64], offsets: [n, 0]}
+      - {op: rename, inputs: [xn], out: acc, cond: "n == 0"}
+      - {op: add, inputs: [acc, xn], out: s, cond: "n > 0"}
+      - {op: rename, inputs: [s], out: acc, cond: "n > 0"}
+      - {op: assemble, inputs: [acc], out: y, offsets: [0, 0], cond: "n == N - 1"}
+"""
+
+
+def test_numbering_a_calls_buffer_generations_is_linear_in_its_steps(monkeypatch, tmp_path):
+    # numbering a new generation used to count the tensor's earlier ones one by one
+    # (steps^2 lookups in a long unrolled call)
+    path = tmp_path / "running_sum.yaml"
+    path.write_text(_RUNNING_SUM)
+    small, _ = _tensor_of_calls(monkeypatch, path, N=64)
+    large, _ = _tensor_of_calls(monkeypatch, path, N=256)
+    assert small > 0
+    assert large <= 4 * small * 1.05

@@ -66,6 +66,8 @@ class RootCall:
     # use in the call ("t@#0"): calls of other iterations then compare alike, and a call
     # taking another's tasks takes them instance for instance (compiler/callcache.py)
     instances: dict[str, str] = field(default_factory=dict)
+    # how many instances of each tensor ``instances`` holds, so numbering the next is O(1)
+    instance_counts: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
     # each tensor a ``rename`` made another name of an on-chip value: the rename op, whose
     # ``out`` is that value's name in the call; the call writes the value into the tensor
     # when it ends (_Tracer.flush)
@@ -364,11 +366,13 @@ class _Tracer:
         if not (self.fresh or self.generations):    # no such buffer: nothing to number
             self.current.ops.append(op)
             return
-        seen = self.current.instances
+        seen, counts = self.current.instances, self.current.instance_counts
         for name in (*op.inputs, op.out):
             if name not in seen and ("^" in name or tensor_of(name) in self.fresh):
                 tensor = tensor_of(name)
-                seen[name] = f"{tensor}@#{sum(tensor_of(i) == tensor for i in seen)}"
+                number = counts.get(tensor, 0)
+                counts[tensor] = number + 1
+                seen[name] = f"{tensor}@#{number}"
         self.current.ops.append(op)
 
     def _loop(self, stmt: LoopStmt, env, where: str) -> None:
