@@ -215,6 +215,20 @@ def test_a_short_kernel_spread_over_many_cores_waits_for_its_slowest_core():
     assert (cold.task_start - warm.task_start).tolist() == [1.0, 1.0]
 
 
+def test_a_cold_task_looks_up_l2_when_it_starts_not_when_it_is_sent():
+    """Tasks 1 and 3 read the same region.  Task 1 is sent first, to core 2, the slowest to
+    wake (4 us); task 3 goes into core 1's pending slot behind task 0, and core 1, awake
+    since task 0, starts it 2 us before task 1 starts.  So task 3 looks up L2 first: it
+    misses and fetches the region from HBM, and task 1 finds it in L2."""
+    region = 1_000_000.0
+    reads = [(1, 9, region, region, 0, 0), (3, 9, region, region, 0, 0)]
+    tl = run(make_program([0, 0, 5000, 0], accesses=reads), hw=COLD)
+    assert tl.task_core.tolist() == [CORE_1, CORE_2, CORE_2, CORE_1]
+    assert tl.task_start[3] < tl.task_start[1]
+    assert (tl.task_hbm_bytes[3], tl.task_l2_bytes[3]) == (region, 0.0)
+    assert (tl.task_hbm_bytes[1], tl.task_l2_bytes[1]) == (0.0, region)
+
+
 def test_cold_start_quantiles_must_rise_from_the_quickest_core():
     for bad in ([1.0, 0.5], [-0.1, 1.0], [2.0]):
         with pytest.raises(ValueError, match="quantiles|quickest"):

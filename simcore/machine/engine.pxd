@@ -7,7 +7,7 @@ from simcore.machine.costs cimport Mte2Model
 from simcore.machine.l2 cimport L2Cache
 
 cdef long AIV, AIC
-cdef long _DONE, _READY, _JOIN, _DRAIN, _NOTICE
+cdef long _DONE, _READY, _JOIN, _DRAIN, _NOTICE, _START
 
 # Heap and TaskQueue methods are cpdef so tests can hold them to heapq and deque
 @cython.final
@@ -128,9 +128,11 @@ cdef class Run:
     cdef double send(self, long core, double now) except? -1.0
     cdef void start_task(self, long task, long core, double now) except *
     cdef void pend_task(self, long task, long core, double now) except *
+    @cython.locals(delay=double)
+    cdef void begin(self, long t, long core, double at) except *
     @cython.locals(hit=double, miss=double, latency=double, l2=double, asked=double,
                    fixed=double, floor=double, cap=double)
-    cdef void begin(self, long t, long core, double at) except *
+    cdef void start_work(self, long t, long core, double at) except *
     @cython.locals(dt=double)
     cdef void _advance(self, double now) except *
     @cython.locals(n_v=long, n_c=long, over_v=double, over_c=double, cap_v=double,

@@ -51,11 +51,12 @@ How the code is laid out:
   the same Timeline twice and no run touches an earlier one's results.
 - A ``Run`` is a small event engine.  Events sit on a heap ordered by
   ``(time, sequence number)``, so ties break by arrival order and the same
-  input always gives the same timeline.  Five kinds: a task is done
+  input always gives the same timeline.  Six kinds: a task is done
   (``on_task_done``), its owner thread, busy when the core ended it, gets round
   to it (``on_notice``), a task reaches the shared queue (``on_task_ready``), a
-  loader starts draining HBM bytes (``on_join``) and the first loader of a
-  core type has drained them (``on_drained``).  Loaders of one core type get
+  loader starts draining HBM bytes (``on_join``), the first loader of a
+  core type has drained them (``on_drained``) and a cold core starts the first
+  task it was sent (``start_work``).  Loaders of one core type get
   the same rate, so each keeps the byte count its type must reach for it to
   be done, and only the earliest of them has an event in flight; re-pricing
   bumps a version that makes the old event stale (skipped when popped), so a
@@ -101,8 +102,9 @@ assert (AIV, AIC) == (0, 1)
 
 # event kinds: a task ends, a task reaches the ready queue, a loader starts draining HBM
 # bytes, the first loader of a core type has drained them (if not re-priced since), a
-# busy schedule thread gets round to a completion its core signalled earlier
-_DONE, _READY, _JOIN, _DRAIN, _NOTICE = 0, 1, 2, 3, 4
+# busy schedule thread gets round to a completion its core signalled earlier, a cold
+# core starts the first task it was sent
+_DONE, _READY, _JOIN, _DRAIN, _NOTICE, _START = 0, 1, 2, 3, 4, 5
 _CORE_BEGIN = 0.005      # when the cores' own records start, us after the launch
 _SCHED_ALLOC = 0.01      # when a schedule thread has allocated its state
 
@@ -773,6 +775,9 @@ class Run:
             elif kind == _JOIN:
                 self.on_join(now, a, b)
                 continue
+            elif kind == _START:
+                self.start_work(a, b, now)
+                continue
             else:
                 self.on_drained(now, a, b)
                 continue
@@ -992,15 +997,22 @@ class Run:
 
     # -- the cores: an MTE2 phase sharing HBM, then the rest -----------------------------
     def begin(self, t: int, core: int, at: float) -> None:
-        """Task ``t`` begins on ``core``: L2 lookups in start order; a task that reads HBM
-        waits out its latency, then drains its HBM bytes as a loader sharing HBM.  The
-        first task a core runs in the launch begins its cold start later; its L2 lookup and
-        its place among the running tasks (which share L2 and the writes' HBM) are taken
-        when it is sent, up to that delay early."""
+        """Task ``t`` reaches ``core`` at ``at``.  The first task a core runs in the
+        launch starts its cold delay later (a ``_START`` event): until then it neither
+        looks up L2 nor counts among the running tasks, which share L2 and the writes'
+        HBM."""
+        self.core_of[t] = core
         if not self.warm[core]:
             self.warm[core] = True
-            at += self.cold_us[core]
-        self.core_of[t] = core
+            delay = self.cold_us[core]
+            if delay > 0.0:
+                self.events.push(at + delay, _START, t, core)
+                return
+        self.start_work(t, core, at)
+
+    def start_work(self, t: int, core: int, at: float) -> None:
+        """Task ``t`` starts on ``core``: L2 lookups in start order; a task that reads HBM
+        waits out its latency, then drains its HBM bytes as a loader sharing HBM."""
         self.start_of[t] = at
         self.running += 1
         hit, miss = self.l2.access(t)
