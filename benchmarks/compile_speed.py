@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipeline.runner import resolve_kernel  # noqa: E402
+from pipeline.runner import resolve_kernel, small_pages  # noqa: E402
 from simcore.compiler import compile_kernel  # noqa: E402
 from simcore.spec.hardware import load_hardware  # noqa: E402
 
@@ -38,6 +38,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KERNEL:KEY=VALUE",
                     help="override a kernel field, e.g. producer_consumer:params.R=8192")
     args = ap.parse_args()
+    # as every ptolab command that compiles or simulates does (pipeline/runner.py): under
+    # THP a 10^6-task compile spends most of its time faulting in huge pages
+    small_pages()
     sets = {k: dict(v) for k, v in DEFAULT_SETS.items()}
     for item in args.set:
         name, assignment = item.split(":", 1)

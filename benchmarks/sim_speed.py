@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from pipeline.runner import resolve_kernel  # noqa: E402
+from pipeline.runner import resolve_kernel, small_pages  # noqa: E402
 from simcore.compiler import compile_kernel  # noqa: E402
 from simcore.machine import engine as compiled  # noqa: E402
 from simcore.machine.reference import is_compiled, reference  # noqa: E402
@@ -67,6 +67,9 @@ def main() -> None:
                     help="also time compile, whole simulate runs and the workflow, and print "
                          "every figure against its target")
     args = ap.parse_args()
+    # as every ptolab command that compiles or simulates does (pipeline/runner.py): under
+    # THP a 10^6-task compile spends most of its time faulting in huge pages
+    small_pages()
     if not is_compiled(compiled):
         print("warning: the compiled engine is not built; both columns time Python",
               file=sys.stderr)
