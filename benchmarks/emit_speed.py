@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from pipeline.emit import perf_trace, swimlane, topo  # noqa: E402
 from pipeline.emit.atomic import write_text  # noqa: E402
-from pipeline.runner import resolve_kernel  # noqa: E402
+from pipeline.runner import resolve_kernel, small_pages  # noqa: E402
 from simcore.compiler import compile_kernel  # noqa: E402
 from simcore.machine import simulate  # noqa: E402
 from simcore.spec.hardware import load_hardware  # noqa: E402
@@ -42,6 +42,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=100)
     args = ap.parse_args()
+    small_pages()       # as the ptolab commands do (pipeline/runner.py)
     kernel = resolve_kernel(REPO / "configs" / "kernels" / "bench_1m.yaml",
                             {"params.CALLS": args.calls, "debug_options.runtime_debug_mode": 1})
     hw = load_hardware("dav_2201")

@@ -186,8 +186,8 @@ def test_dependency_search_is_linear_when_tiles_cut_inner_dims(monkeypatch):
     assert large <= 4 * small * 1.05
 
 
-def _tensor_of_calls(monkeypatch, path, **params) -> tuple[int, int]:
-    """(buffer names the tracer resolved to their tensor, leaf tasks)."""
+def _tensor_of_calls(monkeypatch, path, **params):
+    """(buffer names the tracer resolved to their tensor, the compiled Program)."""
     from simcore.compiler import trace
     calls = [0]
     tensor_of = trace.tensor_of
@@ -199,7 +199,7 @@ def _tensor_of_calls(monkeypatch, path, **params) -> tuple[int, int]:
     monkeypatch.setattr(trace, "tensor_of", counting)
     program = compile_kernel(resolve_kernel(path, {f"params.{k}": v
                                                    for k, v in params.items()}), HW)
-    return calls[0], program.leaf_tasks
+    return calls[0], program
 
 
 # a running sum renamed every step of one unrolled root call: each store is a new buffer
@@ -215,7 +215,7 @@ tiles:
   vec: [1, 64]
 body:
   - set_vec_tile_shapes: vec
-  - loop: {name: LOOP_n, idx: n, trip: N, unroll_list: [256]}
+  - loop: {name: LOOP_n, idx: n, trip: N, unroll_list: [64, 256]}
     body:
       - {op: view, inputs: [x], out: xn, shape: [1, 64], offsets: [n, 0]}
       - {op: rename, inputs: [xn], out: acc, cond: "n == 0"}
@@ -230,7 +230,9 @@ def test_numbering_a_calls_buffer_generations_is_linear_in_its_steps(monkeypatch
     # (steps^2 lookups in a long unrolled call)
     path = tmp_path / "running_sum.yaml"
     path.write_text(_RUNNING_SUM)
-    small, _ = _tensor_of_calls(monkeypatch, path, N=64)
-    large, _ = _tensor_of_calls(monkeypatch, path, N=256)
+    small, small_program = _tensor_of_calls(monkeypatch, path, N=64)
+    large, large_program = _tensor_of_calls(monkeypatch, path, N=256)
+    # each size is one root call of all its steps
+    assert small_program.call_root.size == large_program.call_root.size == 1
     assert small > 0
     assert large <= 4 * small * 1.05

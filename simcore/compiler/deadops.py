@@ -178,6 +178,9 @@ class _Aliases:
 
 def _with_ops(call: RootCall, ops) -> RootCall:
     kept = {name for op in ops for name in (*op.inputs, op.out)}
+    # the counts go on as they were, so an instance named after this is numbered past every
+    # earlier one, dropped or kept
     return RootCall(root_key=call.root_key, ops=ops, bodies=call.bodies,
                     parallel=call.parallel,
-                    instances={k: v for k, v in call.instances.items() if k in kept})
+                    instances={k: v for k, v in call.instances.items() if k in kept},
+                    instance_counts=dict(call.instance_counts))

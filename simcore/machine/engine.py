@@ -984,7 +984,8 @@ class Run:
         return at
 
     def start_task(self, task: int, core: int, now: float) -> None:
-        """Send ``task`` to the idle ``core``: it begins once sent."""
+        """Send ``task`` to the idle ``core``: it begins once sent (a cold core's first
+        task, its delay later)."""
         self.begin(task, core, self.send(core, now))
 
     def pend_task(self, task: int, core: int, now: float) -> None:
