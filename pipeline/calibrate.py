@@ -817,6 +817,15 @@ class Validation:
         return lines
 
     @property
+    def loo_on_bound(self) -> list[str]:
+        """One line per parameter a leave-one-out refit pushed onto a bound: without that
+        case the other figures want a value the sources rule out, which names a mechanism
+        the case holds in check (not a failure of the shipped fit, so not a FAIL)."""
+        return [f"leave-one-out refit without {e['case']}: {path} on its {side} bound "
+                f"({value:g}, bound {bound:g})"
+                for e in self.loo for path, side, value, bound in e["fit"].on_bound]
+
+    @property
     def unconverged(self) -> list[str]:
         """One line per fit whose search stopped at its budget: its values, and what they
         predict, are where the search was, not what the figures ask for.  (A --quick run
@@ -1112,6 +1121,7 @@ def render_fidelity(v: Validation) -> str:
                                                         "on a bound and every physics check "
                                                         "passes"]
     lines += [f"- NOT CONVERGED: {line}" for line in v.unconverged]
+    lines += [f"- ON A BOUND: {line}" for line in v.loo_on_bound]
     lines += ["", "## Documented figures", ""]
     if v.unused:
         lines += [f"Studies with documented figures this procedure does not use: "

@@ -325,6 +325,27 @@ def test_the_leave_one_out_table_names_what_an_outlier_pins(tmp_path):
     assert ratio > 1.1, moved
 
 
+def test_a_leave_one_out_refit_on_a_bound_is_named_in_the_verdict(tmp_path):
+    """Without the outlier tiny_b/mid (0.35) the other figures want a head overhead of 0.7,
+    above the 0.6 its bounds allow: that refit ends on the bound, and the verdict names the
+    refit, the parameter and the side, beside the table's row."""
+    figures = documented_at(tmp_path / "t", {HEAD: 0.7})
+    figures["tiny_b/mid"] = documented_at(tmp_path / "u", {HEAD: 0.35})["tiny_b/mid"]
+    configs = tiny_configs(tmp_path, figures)
+    cal = write_cal(tmp_path / "cal.yaml", [_param(low=0.25, high=0.6,
+                                                   physical_bound="a test bound")],
+                    max_evaluations=40)
+    out = tmp_path / "f.md"
+    ptolab("validate", cal, "--configs", configs, "--out", out)
+    verdict = out.read_text().split("## Verdict")[1].split("## Documented figures")[0]
+    bound = [line for line in verdict.splitlines() if line.startswith("- ON A BOUND:")]
+    assert any("without tiny_b/mid" in line and HEAD in line and "high bound" in line
+               for line in bound), verdict
+    loo = out.read_text().split("## Leave-one-case-out")[1].split("## Physics checks")[0]
+    row = next(line for line in loo.splitlines() if line.startswith("| tiny_b/mid |"))
+    assert f"{HEAD} (high)" in row
+
+
 def test_a_profile_figure_a_hardware_value_comes_from_is_marked_not_predicted(tmp_path):
     """When a hardware value was taken from a held-out case's profile figure (a pipe rate
     from its busy share), that figure still sits beside the model's, marked as the value's
