@@ -101,8 +101,7 @@ cdef class Run:
     cdef Mte2Model mte2
     cdef double fixed_us, l2_fixed_us, l2_rate, core_rate, aic_core_rate, hbm_total
     cdef double head_us
-    cdef const double[::1] cold_us
-    cdef signed char[::1] warm
+    cdef double[::1] cold_us
     cdef const double[::1] setup_us_of, loads, in_flight, static_sum, static_max
     cdef const double[::1] write_bytes, write_pipe, read_bytes
 

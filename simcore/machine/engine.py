@@ -680,10 +680,9 @@ class Run:
             _column(plan.write_pipe, f64)
         self.read_bytes = _column(plan.read_bytes, f64)
         self.head_us = plan.head_us
-        # a core's first task of the launch starts late (the core is cold); warm[core]
-        # once it has begun one
-        self.cold_us = _column(plan.cold_us, f64)
-        self.warm = _buffer([False] * (plan.n_aic + plan.n_aiv), np.int8)
+        # a core's first task of the launch starts late (the core is cold): the delay its
+        # next task waits, zero once it has begun one
+        self.cold_us = _buffer(plan.cold_us, f64)
 
     # -- the launch: dev tasks one after another ---------------------------------------
     def timeline(self) -> Timeline:
@@ -1003,12 +1002,11 @@ class Run:
         looks up L2 nor counts among the running tasks, which share L2 and the writes'
         HBM."""
         self.core_of[t] = core
-        if not self.warm[core]:
-            self.warm[core] = True
-            delay = self.cold_us[core]
-            if delay > 0.0:
-                self.events.push(at + delay, _START, t, core)
-                return
+        delay = self.cold_us[core]
+        if delay > 0.0:
+            self.cold_us[core] = 0.0
+            self.events.push(at + delay, _START, t, core)
+            return
         self.start_work(t, core, at)
 
     def start_work(self, t: int, core: int, at: float) -> None:
